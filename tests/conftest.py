@@ -1,0 +1,17 @@
+"""Shared pytest configuration: where generated test artifacts go."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> pathlib.Path:
+    """A git-ignored directory for screenshots and logs a test wants to keep."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS

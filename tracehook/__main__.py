@@ -1,0 +1,5 @@
+import sys
+
+from tracehook.cli import main
+
+sys.exit(main())

@@ -1,0 +1,62 @@
+"""The ``tracehook`` command: one entry point, one subcommand per module.
+
+Each subcommand lives in the module that implements it; that module defines
+``add_arguments(parser)`` and ``run(args) -> int``.  Modules are imported
+only when their subcommand runs, so ``tracehook`` starts fast and the
+library itself never imports the collector, Spark or HBase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from typing import Sequence
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "collector": ("collector.cli", "run the collector (ingest, query API, web page)"),
+    "index": ("spark_jobs.index_job", "index sealed trace-log segments into the store (PySpark)"),
+    "query": ("collector.query_cli", "look up traces by id, key, topic + time or dead letters"),
+    "offsets": ("collector.backtrack_cli", "offsets at a time and a group's reset plan"),
+    "replay-list": ("collector.backtrack_cli", "messages a group never consumed successfully"),
+    "kafka-reset": ("tracehook.adapters.kafka_reset", "commit a reset plan's offsets on a real Kafka"),
+    "demo": ("collector.demo", "run a collector, traffic and the index job on the embedded store"),
+}
+
+
+def _exists(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is not there
+        return False
+
+
+def _available() -> dict[str, tuple[str, str]]:
+    return {name: entry for name, entry in SUBCOMMANDS.items() if _exists(entry[0])}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every installed subcommand."""
+    parser = argparse.ArgumentParser(prog="tracehook", description="Message tracing for message-queue apps.")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_) in _available().items():
+        sub = subparsers.add_parser(name, help=help_, description=help_)
+        module = importlib.import_module(module_name)
+        add = getattr(module, f"add_{name.replace('-', '_')}_arguments", None) or module.add_arguments
+        add(sub)
+        sub.set_defaults(_module=module_name, _command=name)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``tracehook COMMAND ...``; returns the process exit code."""
+    args = build_parser().parse_args(argv)
+    module = importlib.import_module(args._module)
+    run = getattr(module, f"run_{args._command.replace('-', '_')}", None) or module.run
+    return int(run(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

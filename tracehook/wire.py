@@ -1,0 +1,262 @@
+"""The wire format shared by the library, the collector and the index job.
+
+An event is a positional array (a tuple on the sending side, an :class:`Event`
+after decoding); a batch is a positional array too::
+
+    batch = [version, client_id, seq, app, host, sent_ms, client_stats, events]
+
+Fields are only ever appended, never reordered, so an older event (a shorter
+array) still decodes: missing trailing fields take their defaults.  Trailing
+fields equal to their defaults are left off on the wire to keep events small.
+
+Example::
+
+    from tracehook import wire
+    ev = wire.make_event(wire.EventType.PUB, 1700000000000, "g", "orders", "id-1")
+    data = wire.encode_batch(wire.BatchHeader("client-1", 7, "shop", "host-a"), [ev])
+    batch = wire.decode_batch(data)        # raises wire.WireError on bad input
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import msgpack
+
+SCHEMA_VERSION = 1
+"""The newest batch version this code writes; it reads every version from 1 up."""
+
+MAX_STR_LEN = 16 * 1024
+"""Longest string accepted in any field (topics, keys and ids up to 10 KB round-trip)."""
+MAX_BODY_LEN = 64 * 1024
+"""Longest captured body accepted (capture is off by default, see tracehook.config)."""
+MAX_EVENTS_PER_BATCH = 100_000
+MAX_PROPS = 64
+"""Most user properties kept per event."""
+MAX_INT = 2**63 - 1
+"""Integers travel as signed 64-bit values (HBase row keys use the same width)."""
+
+
+class EventType(IntEnum):
+    """What happened to the message."""
+
+    PUB = 1  # the send result, from the producer
+    SUB_BEFORE = 2  # a consumer received the message
+    SUB_AFTER = 3  # the consumer's handler finished
+    END_TX = 4  # a transactional message was committed or rolled back
+    DEAD = 5  # the message was moved to a dead-letter queue
+
+
+class Status(IntEnum):
+    """Outcome of a send or a consume (RocketMQ's consume statuses plus send errors)."""
+
+    OK = 0
+    FAILED = 1
+    TIMEOUT = 2
+    EXCEPTION = 3
+    RETRY_LATER = 4
+    UNKNOWN = 5
+
+
+class TxState(IntEnum):
+    """State of a transactional message at END_TX."""
+
+    UNKNOWN = 0
+    COMMIT = 1
+    ROLLBACK = 2
+
+
+class Event(NamedTuple):
+    """One trace event; the field order is the wire order and never changes."""
+
+    type: int
+    time_ms: int  # when the event happened (epoch ms)
+    group: str  # producer group for PUB/END_TX, consumer group otherwise
+    topic: str
+    msg_id: str
+    broker_msg_id: str = ""  # the broker's own id when it differs (e.g. RocketMQ offsetMsgId)
+    keys: str = ""  # business keys, space separated (RocketMQ's KEY_SEPARATOR)
+    tags: str = ""
+    broker: str = ""  # broker / store host
+    queue: int = -1  # queue id or partition, -1 when unknown
+    offset: int = -1  # queue offset, -1 when unknown
+    born_ms: int = 0  # when the producer created the message
+    store_ms: int = 0  # when the broker stored it
+    cost_us: int = 0
+    status: int = Status.OK
+    error: str = ""  # short error text for failed sends/consumes
+    retry: int = 0  # delivery attempt number (0 = first delivery)
+    body_len: int = 0
+    props: dict[str, str] | None = None  # user properties
+    request_id: str = ""  # pairs SUB_BEFORE with SUB_AFTER
+    tx_id: str = ""
+    tx_state: int = TxState.UNKNOWN
+    body: bytes | None = None  # optional captured body (off by default)
+
+
+FIELD_COUNT = len(Event._fields)
+MIN_FIELDS = 5  # type, time_ms, group, topic, msg_id are required
+DEFAULTS: tuple[Any, ...] = tuple(Event._field_defaults.get(f) for f in Event._fields)
+
+_STR, _INT = str, int
+# The exact Python type of every field as msgpack decodes it; props/body may also be None.
+_TYPES: tuple[type, ...] = (
+    _INT, _INT, _STR, _STR, _STR, _STR, _STR, _STR, _STR, _INT, _INT, _INT, _INT, _INT,
+    _INT, _STR, _INT, _INT, dict, _STR, _STR, _INT, bytes,
+)
+_NULLABLE = {Event._fields.index("props"), Event._fields.index("body")}
+_EVENT_TYPES = frozenset(int(t) for t in EventType)
+_STATUSES = frozenset(int(s) for s in Status)
+_TX_STATES = frozenset(int(s) for s in TxState)
+# Integer fields that feed row keys: they must stay within signed 64 bits and >= -1.
+_KEYED_INTS = tuple(Event._fields.index(f) for f in ("time_ms", "queue", "offset", "store_ms", "born_ms"))
+
+
+class WireError(ValueError):
+    """Input that is not a valid batch or event; ``reason`` is a short machine-readable code."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    """Who sent a batch: the collector dedupes retries by (client_id, seq)."""
+
+    client_id: str
+    seq: int
+    app: str = ""
+    host: str = ""
+    sent_ms: int = 0
+    client_stats: dict[str, int] = field(default_factory=dict)  # the client's drop counters
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A decoded, validated batch."""
+
+    version: int
+    header: BatchHeader
+    events: list[Event]
+
+
+def make_event(type: int, time_ms: int, group: str, topic: str, msg_id: str, **fields: Any) -> tuple:
+    """Build an event tuple by field name (the hooks build tuples directly for speed)."""
+    values = list(DEFAULTS)
+    values[0:5] = [int(type), time_ms, group, topic, msg_id]
+    for name, value in fields.items():
+        try:
+            values[Event._fields.index(name)] = value
+        except ValueError:
+            raise TypeError(f"unknown event field: {name!r}") from None
+    return tuple(values)
+
+
+def trim(event: Sequence[Any]) -> list[Any]:
+    """Drop trailing fields equal to their defaults (the encoder's size saving)."""
+    n = len(event)
+    while n > MIN_FIELDS and event[n - 1] == DEFAULTS[n - 1]:
+        n -= 1
+    return list(event[:n])
+
+
+def encode_event(event: Sequence[Any]) -> bytes:
+    """msgpack bytes of one event (trimmed); batches concatenate these."""
+    return msgpack.packb(trim(event), use_bin_type=True)
+
+
+def encode_batch(header: BatchHeader, events: Iterable[Sequence[Any]]) -> bytes:
+    """Encode a batch; ``events`` are tuples in :class:`Event` field order."""
+    packed = [encode_event(e) for e in events]
+    return encode_batch_packed(header, packed)
+
+
+def encode_batch_packed(header: BatchHeader, packed_events: Sequence[bytes]) -> bytes:
+    """Encode a batch from already-encoded events (lets the dispatcher size batches by bytes)."""
+    packer = msgpack.Packer(use_bin_type=True)
+    head = packer.pack_array_header(8) + b"".join(
+        packer.pack(v)
+        for v in (
+            SCHEMA_VERSION, header.client_id, header.seq, header.app, header.host,
+            header.sent_ms, header.client_stats,
+        )
+    )
+    return head + packer.pack_array_header(len(packed_events)) + b"".join(packed_events)
+
+
+def decode_batch(data: bytes) -> Batch:
+    """Decode and validate a batch; raise :class:`WireError` naming the first problem."""
+    try:
+        obj = msgpack.unpackb(
+            data,
+            raw=False,
+            use_list=True,
+            strict_map_key=True,
+            max_str_len=MAX_STR_LEN,
+            max_bin_len=MAX_BODY_LEN,
+            max_array_len=MAX_EVENTS_PER_BATCH,
+            max_map_len=max(MAX_PROPS, 1024),
+            max_ext_len=0,
+        )
+    except msgpack.ExtraData:
+        raise WireError("trailing_bytes", "data continues after the batch") from None
+    except (ValueError, msgpack.UnpackException, TypeError) as exc:
+        raise WireError("bad_msgpack", str(exc)[:200]) from None
+    except RecursionError:
+        raise WireError("bad_msgpack", "nested too deeply") from None
+    if type(obj) is not list or len(obj) < 8:
+        raise WireError("bad_batch", "a batch is an array of 8 fields")
+    version, client_id, seq, app, host, sent_ms, stats, events = obj[:8]
+    if type(version) is not int or not 1 <= version <= SCHEMA_VERSION:
+        raise WireError("unknown_version", f"batch version {version!r} (known: 1..{SCHEMA_VERSION})")
+    for name, value in (("client_id", client_id), ("app", app), ("host", host)):
+        if type(value) is not str:
+            raise WireError("bad_batch", f"{name} must be a string")
+    if not client_id:
+        raise WireError("bad_batch", "client_id is empty")
+    for name, value in (("seq", seq), ("sent_ms", sent_ms)):
+        if type(value) is not int or not 0 <= value <= MAX_INT:
+            raise WireError("bad_batch", f"{name} must be a non-negative 64-bit integer")
+    if type(stats) is not dict or not all(
+        type(k) is str and type(v) is int and 0 <= v <= MAX_INT for k, v in stats.items()
+    ):
+        raise WireError("bad_batch", "client_stats must map strings to non-negative integers")
+    if type(events) is not list:
+        raise WireError("bad_batch", "events must be an array")
+    header = BatchHeader(client_id, seq, app, host, sent_ms, stats)
+    return Batch(version, header, [validate_event(e, i) for i, e in enumerate(events)])
+
+
+def validate_event(raw: Any, index: int = 0) -> Event:
+    """Check one decoded event array and return it as an :class:`Event` (defaults filled in)."""
+    if type(raw) is not list or not MIN_FIELDS <= len(raw) <= FIELD_COUNT:
+        raise WireError("bad_event", f"event {index}: an array of {MIN_FIELDS}..{FIELD_COUNT} fields")
+    n = len(raw)
+    if tuple(map(type, raw)) != _TYPES[:n]:
+        for i, value in enumerate(raw):
+            if type(value) is not _TYPES[i] and not (value is None and i in _NULLABLE):
+                name = Event._fields[i]
+                raise WireError("bad_field", f"event {index}: {name} must be {_TYPES[i].__name__}")
+    if raw[0] not in _EVENT_TYPES:
+        raise WireError("bad_field", f"event {index}: unknown event type {raw[0]!r}")
+    if not raw[3] or not raw[4]:
+        raise WireError("missing_field", f"event {index}: topic and msg_id are required")
+    for i in _KEYED_INTS:
+        if i < n and not -1 <= raw[i] <= MAX_INT:
+            raise WireError("bad_field", f"event {index}: {Event._fields[i]} out of range")
+    if n > 14:
+        if raw[14] not in _STATUSES:
+            raise WireError("bad_field", f"event {index}: unknown status {raw[14]!r}")
+        if n > 21 and raw[21] not in _TX_STATES:
+            raise WireError("bad_field", f"event {index}: unknown tx_state {raw[21]!r}")
+        if n > 18 and raw[18] is not None:
+            props = raw[18]
+            if len(props) > MAX_PROPS or not all(type(k) is str and type(v) is str for k, v in props.items()):
+                raise WireError("bad_field", f"event {index}: props must map at most {MAX_PROPS} strings to strings")
+    if n < FIELD_COUNT:
+        raw.extend(DEFAULTS[n:])
+    return Event._make(raw)
