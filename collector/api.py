@@ -1,0 +1,98 @@
+"""The collector's query side: QMQ-compatible API, native JSON API, OpenAPI and web page.
+
+``create_app`` calls :func:`setup`, which registers every query route::
+
+    /api/message, /api/message/dead, /api/message/detail, /api/message/records   (collector.qmq)
+    /v1/messages/{msg_id}, /v1/messages/{msg_id}/records,
+    /v1/topics/{topic}/messages, /v1/topics/{topic}/dead                          (collector.views)
+    /openapi.json, / and /static/*                                                (here)
+
+Query routes go through :func:`query_route`: the query token is checked, the
+handler runs, and a bad parameter or a bad cursor becomes a 400 JSON answer
+``{"error": reason, "detail": text}`` — never a 500.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+from typing import Any, Awaitable, Callable
+
+from aiohttp import web
+
+from collector.params import ParamError
+
+HERE = pathlib.Path(__file__).resolve().parent
+STATIC_DIR = HERE / "static"
+OPENAPI_PATH = HERE / "openapi.json"
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(reason: str, detail: str, status: int = 400) -> web.Response:
+    """The JSON error body every API error uses."""
+    return web.json_response({"error": reason, "detail": detail}, status=status)
+
+
+def _query_errors() -> tuple[type[BaseException], ...]:
+    try:
+        from collector.store.errors import QueryError
+    except ImportError:  # the store package is optional until it is installed
+        return (ParamError,)
+    return (ParamError, QueryError)
+
+
+def query_route(handler: Handler) -> Handler:
+    """Wrap a query handler: token check, then map query errors to 400."""
+
+    @functools.wraps(handler)
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        from collector.auth import require_query_token
+
+        require_query_token(request)
+        try:
+            return await handler(request)
+        except _query_errors() as exc:
+            reason = getattr(exc, "reason", "bad_query")
+            detail = getattr(exc, "detail", None) or str(exc)
+            return error_response(str(reason), str(detail))
+
+    return wrapped
+
+
+def trace_query(request: web.Request) -> Any:
+    """A ``TraceQuery`` over the app's opened index store."""
+    from collector.app import STORE_KEY
+    from collector.store.query import TraceQuery
+
+    return TraceQuery(request.app[STORE_KEY])
+
+
+async def run_query(request: web.Request, method: str, *args: Any, **kwargs: Any) -> Any:
+    """Call a ``TraceQuery`` method for this request.
+
+    Called on the event loop: a store connection (SQLite, Thrift) belongs to
+    the thread that opened it, and one lookup is a few milliseconds.
+    """
+    return getattr(trace_query(request), method)(*args, **kwargs)
+
+
+async def openapi(request: web.Request) -> web.Response:
+    """The OpenAPI document describing the native and QMQ endpoints."""
+    return web.Response(body=OPENAPI_PATH.read_bytes(), content_type="application/json")
+
+
+async def index_page(request: web.Request) -> web.FileResponse:
+    """The trace search page."""
+    return web.FileResponse(STATIC_DIR / "index.html")
+
+
+def setup(app: web.Application) -> None:
+    """Register the query API, the OpenAPI document and the web page on ``app``."""
+    from collector import qmq, views
+
+    qmq.add_routes(app)
+    views.add_routes(app)
+    app.router.add_get("/openapi.json", openapi)
+    app.router.add_get("/", index_page)
+    app.router.add_static("/static/", STATIC_DIR)

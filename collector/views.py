@@ -1,0 +1,162 @@
+"""The native JSON query API (documented in ``collector/openapi.json``).
+
+    GET /v1/messages/{msg_id}                 the full trace plus its timeline rows
+    GET /v1/messages/{msg_id}/records         consume records (received / finished / dead)
+    GET /v1/topics/{topic}/messages           by ?key= (newest first) or by time; ?begin=&end=&limit=&cursor=
+    GET /v1/topics/{topic}/dead               dead letters; ?group=&begin=&end=&limit=&cursor=
+
+Times are epoch ms, ISO-8601, or a duration ago (``begin=1h``); a missing
+window means the last 30 days.  Pages carry ``next_cursor`` (null at the end).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+
+from collector.api import error_response, query_route, run_query
+from collector.params import page_size, parse_time, text_param, time_window
+from collector.timeline import build_timeline, event_type, status_name
+from tracehook.wire import EventType
+
+RECORD_NORMAL, RECORD_RETRY, RECORD_DEAD = 0, 1, 2
+ACTION_PULL, ACTION_ACK = 0, 1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    """A plain dict from a NamedTuple, dataclass, ``to_json()`` object or dict."""
+    if obj is None:
+        return {}
+    if isinstance(obj, dict):
+        return dict(obj)
+    if hasattr(obj, "to_json"):
+        value = obj.to_json()
+        return json.loads(value) if isinstance(value, (str, bytes)) else dict(value)
+    if hasattr(obj, "_asdict"):
+        return dict(obj._asdict())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    raise TypeError(f"cannot render {type(obj).__name__} as JSON")
+
+
+def summary_dict(summary: Any) -> dict[str, Any]:
+    """One message summary as JSON, with the status as a name."""
+    item = as_dict(summary)
+    if "status" in item:
+        item["status"] = status_name(item["status"])
+    return item
+
+
+def page_dict(page: Any) -> dict[str, Any]:
+    """A store ``Page`` as ``{"items": [...], "next_cursor": str | None}``."""
+    return {"items": [summary_dict(s) for s in page.items], "next_cursor": page.next_cursor or None}
+
+
+def trace_document(trace: Any) -> dict[str, Any]:
+    """The trace as the store renders it, plus ``timeline`` rows for the web page."""
+    doc = as_dict(trace)
+    doc["timeline"] = build_timeline(doc.get("events") or [])
+    return doc
+
+
+def consume_records(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """QMQ-style consume records from a trace's events, in time order.
+
+    A receive (SUB_BEFORE) is a pull (action 0), a finished handler
+    (SUB_AFTER) an ack (action 1); the type is 0 for a first delivery, 1 for a
+    retry, and 2 for a move to the dead-letter queue (recorded as an ack).
+    """
+    records = []
+    for event in sorted(events, key=lambda e: int(e.get("time_ms") or 0)):
+        kind = event_type(event)
+        if kind not in (EventType.SUB_BEFORE, EventType.SUB_AFTER, EventType.DEAD):
+            continue
+        retry = int(event.get("retry") or 0)
+        if kind == EventType.DEAD:
+            record_type = RECORD_DEAD
+        else:
+            record_type = RECORD_RETRY if retry > 0 else RECORD_NORMAL
+        records.append({
+            "consumerGroup": str(event.get("group") or ""),
+            "action": ACTION_PULL if kind == EventType.SUB_BEFORE else ACTION_ACK,
+            "type": record_type,
+            "timestamp": int(event.get("time_ms") or 0),
+            "consumerId": str(event.get("client_id") or event.get("host") or ""),
+            "sequence": int(event.get("offset", -1)),
+            "retry": retry,
+            "status": status_name(event.get("status", 0)),
+            "host": str(event.get("host") or ""),
+        })
+    return records
+
+
+def _window(request: web.Request) -> tuple[int, int]:
+    now = now_ms()
+    begin = parse_time("begin", request.query.get("begin"), now_ms=now)
+    end = parse_time("end", request.query.get("end"), now_ms=now)
+    return time_window(begin, end, now_ms=now)
+
+
+@query_route
+async def get_message(request: web.Request) -> web.Response:
+    """GET /v1/messages/{msg_id}: the full trace, 404 when unknown."""
+    msg_id = request.match_info["msg_id"]
+    trace = await run_query(request, "get_trace", msg_id)
+    if trace is None:
+        return error_response("not_found", f"no trace for message {msg_id!r}", status=404)
+    return web.json_response(trace_document(trace))
+
+
+@query_route
+async def get_records(request: web.Request) -> web.Response:
+    """GET /v1/messages/{msg_id}/records: every consume record of the message."""
+    msg_id = request.match_info["msg_id"]
+    trace = await run_query(request, "get_trace", msg_id)
+    if trace is None:
+        return error_response("not_found", f"no trace for message {msg_id!r}", status=404)
+    return web.json_response({"msg_id": msg_id, "records": consume_records(as_dict(trace).get("events") or [])})
+
+
+@query_route
+async def topic_messages(request: web.Request) -> web.Response:
+    """GET /v1/topics/{topic}/messages: by key (newest first) or by time range."""
+    topic = request.match_info["topic"]
+    key = text_param("key", request.query.get("key"))
+    begin, end = _window(request)
+    limit = page_size(request.query.get("limit"))
+    cursor = text_param("cursor", request.query.get("cursor"))
+    if key is not None:
+        page = await run_query(request, "by_key", topic, key, begin, end, limit, cursor=cursor)
+    else:
+        page = await run_query(request, "by_time", topic, begin, end, limit, cursor=cursor)
+    return web.json_response(page_dict(page))
+
+
+@query_route
+async def topic_dead(request: web.Request) -> web.Response:
+    """GET /v1/topics/{topic}/dead: dead letters, optionally of one consumer group."""
+    topic = request.match_info["topic"]
+    group = text_param("group", request.query.get("group"))
+    begin, end = _window(request)
+    limit = page_size(request.query.get("limit"))
+    cursor = text_param("cursor", request.query.get("cursor"))
+    page = await run_query(
+        request, "dead_letters", topic, group, begin_ms=begin, end_ms=end, limit=limit, cursor=cursor
+    )
+    return web.json_response(page_dict(page))
+
+
+def add_routes(app: web.Application) -> None:
+    """Register the native API on ``app``."""
+    app.router.add_get("/v1/messages/{msg_id}", get_message)
+    app.router.add_get("/v1/messages/{msg_id}/records", get_records)
+    app.router.add_get("/v1/topics/{topic}/messages", topic_messages)
+    app.router.add_get("/v1/topics/{topic}/dead", topic_dead)
