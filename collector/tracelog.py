@@ -1,0 +1,481 @@
+"""The trace log: append-only, CRC-framed segments that keep batches safe until they are indexed.
+
+Layout of a log directory::
+
+    00000000000000000000.log   sealed segment (listed in manifest.json, never changes again)
+    00000000000000004096.log   the active segment (only the collector touches it)
+    manifest.json              sealed segments, written atomically; readers use only this
+    indexed.json               checkpoint: bases of segments the index job has indexed
+
+Each record is one batch exactly as received, framed as (big-endian)::
+
+    u32 length        bytes after this 8-byte prefix (header + payload)
+    u32 crc32c        over header + payload
+    u64 offset        record number, unique and increasing across the log
+    u64 receive_ms    when the collector received the batch
+    u64 seq           the batch's sequence number from its client
+    u16 n + n bytes   the client id, utf-8
+    payload           the batch bytes
+
+Reading, as the index job does::
+
+    from collector import tracelog
+    done = tracelog.read_checkpoint(log_dir)
+    for seg in tracelog.sealed_segments(log_dir):
+        if seg.base not in done:
+            for rec in tracelog.read_segment(seg.path):
+                ...  # rec.payload is a tracehook.wire batch
+            done.add(seg.base)
+            tracelog.write_checkpoint(log_dir, done)
+
+The writer is :class:`TraceLog`; opening one recovers the active segment by truncating
+a torn tail at the first bad frame.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import struct
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterable, Iterator, NamedTuple, Sequence
+
+import crc32c
+
+from collector.errors import CorruptSegmentError, StorageError
+
+__all__ = [
+    "LogRecord", "SegmentInfo", "CorruptSegmentError", "TraceLog", "RecoveryReport", "SegmentScan",
+    "sealed_segments", "read_segment", "scan_segment", "read_checkpoint", "write_checkpoint",
+    "encode_record", "segment_name", "MANIFEST", "CHECKPOINT",
+]
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+CHECKPOINT = "indexed.json"
+SEGMENT_SUFFIX = ".log"
+DEFAULT_SEGMENT_BYTES = 128 * 1024 * 1024
+DEFAULT_SEGMENT_AGE_S = 60.0
+MAX_RECORD_BYTES = 1024 * 1024 * 1024
+"""A length above this is treated as corruption rather than a record to allocate for."""
+DURABILITY_MODES = ("fsync", "os")
+
+_PREFIX = struct.Struct(">II")
+_HEADER = struct.Struct(">QQQH")
+_MIN_FRAME = _HEADER.size  # a frame body holds at least the fixed header
+
+
+class LogRecord(NamedTuple):
+    """One batch as stored in the log."""
+
+    offset: int
+    receive_ms: int
+    client_id: str
+    seq: int
+    payload: bytes
+
+
+class SegmentInfo(NamedTuple):
+    """A sealed segment as listed in the manifest."""
+
+    base: int
+    path: str
+    records: int
+    size: int
+    sealed_ms: int
+
+
+class SegmentScan(NamedTuple):
+    """What :func:`scan_segment` found: the good records, where they end, and the damage if any."""
+
+    records: list[LogRecord]
+    valid_bytes: int
+    error: CorruptSegmentError | None
+
+
+def segment_name(base: int) -> str:
+    """File name of the segment whose first record has offset ``base``."""
+    return f"{base:020d}{SEGMENT_SUFFIX}"
+
+
+def encode_record(offset: int, receive_ms: int, client_id: str, seq: int, payload: bytes) -> bytes:
+    """One framed record, ready to append."""
+    cid = client_id.encode("utf-8")
+    if len(cid) > 0xFFFF:
+        raise ValueError("client_id is longer than 65535 bytes")
+    body = _HEADER.pack(offset, receive_ms, seq, len(cid)) + cid
+    crc = crc32c.crc32c(payload, crc32c.crc32c(body))
+    return _PREFIX.pack(len(body) + len(payload), crc) + body + payload
+
+
+def _iter_frames(data: bytes | memoryview, path: str) -> Iterator[tuple[LogRecord, int]]:
+    """Yield (record, end position) per good frame; raise CorruptSegmentError at the first bad one."""
+    view = memoryview(data)
+    pos, end = 0, len(view)
+    while pos < end:
+        if end - pos < _PREFIX.size:
+            raise CorruptSegmentError(path, pos, "truncated frame prefix")
+        length, crc = _PREFIX.unpack_from(view, pos)
+        if length < _MIN_FRAME or length > MAX_RECORD_BYTES:
+            raise CorruptSegmentError(path, pos, f"impossible frame length {length}")
+        start = pos + _PREFIX.size
+        stop = start + length
+        if stop > end:
+            raise CorruptSegmentError(path, pos, "truncated frame")
+        if crc32c.crc32c(view[start:stop]) != crc:
+            raise CorruptSegmentError(path, pos, "checksum mismatch")
+        offset, receive_ms, seq, cid_len = _HEADER.unpack_from(view, start)
+        cid_end = start + _HEADER.size + cid_len
+        if cid_end > stop:
+            raise CorruptSegmentError(path, pos, "client id runs past the frame")
+        try:
+            client_id = str(view[start + _HEADER.size:cid_end], "utf-8")
+        except UnicodeDecodeError:
+            raise CorruptSegmentError(path, pos, "client id is not utf-8") from None
+        yield LogRecord(offset, receive_ms, client_id, seq, bytes(view[cid_end:stop])), stop
+        pos = stop
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_segment(path: str) -> Iterator[LogRecord]:
+    """Iterate a segment's records; raise :class:`CorruptSegmentError` at a bad frame,
+    after yielding every good record before it."""
+    for record, _ in _iter_frames(_read_file(path), path):
+        yield record
+
+
+def scan_segment(path: str) -> SegmentScan:
+    """Read a segment to its end or first bad frame without raising (recovery and tools)."""
+    records: list[LogRecord] = []
+    valid = 0
+    try:
+        for record, valid in _iter_frames(_read_file(path), path):
+            records.append(record)
+    except CorruptSegmentError as exc:
+        return SegmentScan(records, valid, exc)
+    return SegmentScan(records, valid, None)
+
+
+def _atomic_write_json(path: str, obj: object) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, separators=(",", ":"))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(os.path.dirname(path) or ".")
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _load_manifest(log_dir: str) -> tuple[list[SegmentInfo], int]:
+    """Sealed segments and ``end``: the offset after the last record ever sealed (kept even
+    when retention has deleted every segment, so recovery can tell orphans from new data)."""
+    try:
+        with open(os.path.join(log_dir, MANIFEST), encoding="utf-8") as f:
+            doc = json.load(f)
+    except FileNotFoundError:
+        return [], 0
+    segments = sorted(
+        (SegmentInfo(e["base"], os.path.join(log_dir, e["file"]), e["records"], e["size"], e["sealed_ms"])
+         for e in doc["segments"]),
+        key=lambda s: s.base,
+    )
+    end = max([doc.get("end", 0), *(s.base + s.records for s in segments)])
+    return segments, end
+
+
+def _write_manifest(log_dir: str, segments: Iterable[SegmentInfo], end: int) -> None:
+    entries = [
+        {"base": s.base, "file": os.path.basename(s.path), "records": s.records, "size": s.size,
+         "sealed_ms": s.sealed_ms}
+        for s in sorted(segments, key=lambda s: s.base)
+    ]
+    _atomic_write_json(os.path.join(log_dir, MANIFEST), {"version": 1, "end": end, "segments": entries})
+
+
+def sealed_segments(log_dir: str) -> list[SegmentInfo]:
+    """Sealed segments from the manifest, ascending base (empty when there is no log yet)."""
+    return _load_manifest(log_dir)[0]
+
+
+def read_checkpoint(log_dir: str) -> set[int]:
+    """Bases of the segments the index job has indexed (empty when there is no checkpoint)."""
+    try:
+        with open(os.path.join(log_dir, CHECKPOINT), encoding="utf-8") as f:
+            return {int(b) for b in json.load(f)["indexed"]}
+    except FileNotFoundError:
+        return set()
+
+
+def write_checkpoint(log_dir: str, bases: Iterable[int]) -> None:
+    """Record indexed segment bases (atomic replace: tmp + fsync + rename)."""
+    _atomic_write_json(os.path.join(log_dir, CHECKPOINT), {"indexed": sorted({int(b) for b in bases})})
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What opening the log found: the active segment and any bytes cut from a torn tail."""
+
+    active_base: int
+    active_records: int
+    cut_bytes: int
+    cut_reason: str | None
+    orphans_removed: int
+
+
+class TraceLog:
+    """The writer side: one instance per log directory, in one process.
+
+    ``append`` is thread-safe (the collector calls it from a single writer thread);
+    :meth:`open` recovers the active segment first.
+    """
+
+    def __init__(
+        self,
+        log_dir: str,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        segment_age_s: float = DEFAULT_SEGMENT_AGE_S,
+        durability: str = "fsync",
+    ) -> None:
+        if durability not in DURABILITY_MODES:
+            raise ValueError(f"durability must be one of {DURABILITY_MODES}, not {durability!r}")
+        if segment_bytes <= 0:
+            raise ValueError("segment_bytes must be positive")
+        self.log_dir = log_dir
+        self.segment_bytes = segment_bytes
+        self.segment_age_s = segment_age_s
+        self.durability = durability
+        self._lock = threading.RLock()
+        self._fd = -1
+        self._sealed: list[SegmentInfo] = []
+        self._sealed_end = 0
+        self.active_base = 0
+        self.active_size = 0
+        self.active_records = 0
+        self.active_first_ms = 0
+        self.next_offset = 0
+        self.recovery: RecoveryReport | None = None
+        self.recovered_batches: list[tuple[str, int, int]] = []
+        """(client_id, seq, offset) of the records found in the active segment at open (dedup seed)."""
+
+    @classmethod
+    def open(cls, log_dir: str, **options: object) -> TraceLog:
+        """Open (creating if needed) and recover the log in ``log_dir``."""
+        tl = cls(log_dir, **options)  # type: ignore[arg-type]
+        tl._recover()
+        return tl
+
+    # -- recovery -------------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        os.makedirs(self.log_dir, exist_ok=True)
+        self._sealed, sealed_end = _load_manifest(self.log_dir)
+        self._sealed_end = sealed_end
+        listed = {os.path.basename(s.path) for s in self._sealed}
+        unsealed = sorted(
+            int(name[: -len(SEGMENT_SUFFIX)])
+            for name in os.listdir(self.log_dir)
+            if name.endswith(SEGMENT_SUFFIX) and name not in listed and name[: -len(SEGMENT_SUFFIX)].isdigit()
+        )
+        # A file below the sealed end is one retention dropped from the manifest
+        # but had not deleted yet when the process died.
+        orphans = [b for b in unsealed if b < sealed_end]
+        for base in orphans:
+            log.warning("removing orphan segment %s (already dropped from the manifest)", segment_name(base))
+            os.remove(self._path(base))
+        candidates = [b for b in unsealed if b >= sealed_end]
+        cut_bytes, cut_reason = 0, None
+        next_offset = sealed_end
+        for i, base in enumerate(candidates):
+            scan = scan_segment(self._path(base))
+            if scan.error is not None:
+                size = os.path.getsize(self._path(base))
+                cut_bytes += size - scan.valid_bytes
+                cut_reason = scan.error.why
+                log.warning(
+                    "recovery: %s: %s at byte %d; truncating %d bytes (kept %d records)",
+                    segment_name(base), scan.error.why, scan.error.position, size - scan.valid_bytes,
+                    len(scan.records),
+                )
+                with open(self._path(base), "r+b") as f:
+                    f.truncate(scan.valid_bytes)
+                    os.fsync(f.fileno())
+            next_offset = scan.records[-1].offset + 1 if scan.records else max(next_offset, base)
+            self._activate(base, scan.valid_bytes, scan.records)
+            if i < len(candidates) - 1:
+                # Only the newest unsealed file may stay active; older ones were complete.
+                self._seal_locked()
+        self.next_offset = next_offset
+        if self._fd < 0:
+            self._activate(next_offset, 0, [])
+        self.recovery = RecoveryReport(self.active_base, self.active_records, cut_bytes, cut_reason, len(orphans))
+        if self.active_records:
+            log.info("recovery: active segment %s holds %d records", segment_name(self.active_base),
+                     self.active_records)
+
+    def _activate(self, base: int, size: int, records: Sequence[LogRecord]) -> None:
+        path = self._path(base)
+        created = not os.path.exists(path)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        if created:
+            _fsync_dir(self.log_dir)
+        self.active_base = base
+        self.active_size = size
+        self.active_records = len(records)
+        self.active_first_ms = records[0].receive_ms if records else 0
+        self.recovered_batches = [(r.client_id, r.seq, r.offset) for r in records]
+
+    def _path(self, base: int) -> str:
+        return os.path.join(self.log_dir, segment_name(base))
+
+    # -- writing --------------------------------------------------------------------------
+
+    def append(self, entries: Sequence[tuple[int, str, int, bytes]]) -> list[int]:
+        """Append (receive_ms, client_id, seq, payload) records as one write; sync per the
+        durability mode; return their offsets. On an I/O error nothing is kept."""
+        with self._lock:
+            if self._fd < 0:
+                raise StorageError("the trace log is closed")
+            if self.active_size >= self.segment_bytes:
+                self._roll_locked()
+            first = self.next_offset
+            frames = b"".join(
+                encode_record(first + i, receive_ms, client_id, seq, payload)
+                for i, (receive_ms, client_id, seq, payload) in enumerate(entries)
+            )
+            try:
+                self._write_all(frames)
+                if self.durability == "fsync":
+                    os.fdatasync(self._fd)
+            except OSError as exc:
+                self._undo_partial_write()
+                raise StorageError(f"appending to the trace log failed: {exc}") from exc
+            if not self.active_records and entries:
+                self.active_first_ms = entries[0][0]
+            self.active_size += len(frames)
+            self.active_records += len(entries)
+            self.next_offset = first + len(entries)
+            return list(range(first, first + len(entries)))
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+
+    def _undo_partial_write(self) -> None:
+        try:
+            os.ftruncate(self._fd, self.active_size)
+        except OSError:  # the next open's recovery cuts the partial frame instead
+            log.exception("could not cut a failed write from %s", segment_name(self.active_base))
+
+    def sync(self) -> None:
+        """Force the active segment to disk (used at close in ``os`` durability mode)."""
+        with self._lock:
+            if self._fd >= 0:
+                os.fsync(self._fd)
+
+    # -- sealing, retention ---------------------------------------------------------------
+
+    def roll_if_due(self, now_ms: int | None = None) -> SegmentInfo | None:
+        """Seal the active segment when it is over the size limit or older than the age limit."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        with self._lock:
+            if not self.active_records or self._fd < 0:
+                return None
+            too_old = now_ms - self.active_first_ms >= self.segment_age_s * 1000
+            if too_old or self.active_size >= self.segment_bytes:
+                return self._roll_locked()
+        return None
+
+    def roll(self) -> SegmentInfo | None:
+        """Seal the active segment now (if it holds anything) and start a new one."""
+        with self._lock:
+            return self._roll_locked() if self.active_records else None
+
+    def _roll_locked(self) -> SegmentInfo:
+        info = self._seal_locked()
+        self._activate(self.next_offset, 0, [])
+        return info
+
+    def _seal_locked(self) -> SegmentInfo:
+        # Order matters for crash safety: data durable, then listed, then a new file.
+        os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+        info = SegmentInfo(self.active_base, self._path(self.active_base), self.active_records,
+                           self.active_size, int(time.time() * 1000))
+        end = max(self._sealed_end, info.base + info.records)
+        _write_manifest(self.log_dir, [*self._sealed, info], end)
+        self._sealed.append(info)
+        self._sealed_end = end
+        log.info("sealed segment %s: %d records, %d bytes", segment_name(info.base), info.records, info.size)
+        return info
+
+    def sealed(self) -> list[SegmentInfo]:
+        """The sealed segments this writer knows (same as the manifest)."""
+        with self._lock:
+            return list(self._sealed)
+
+    def backlog_bytes(self, indexed: set[int] | None = None) -> int:
+        """Bytes not yet indexed: sealed segments outside the checkpoint plus the active one."""
+        indexed = read_checkpoint(self.log_dir) if indexed is None else indexed
+        with self._lock:
+            return self.active_size + sum(s.size for s in self._sealed if s.base not in indexed)
+
+    def total_bytes(self) -> int:
+        """Size of the whole log on disk (sealed + active)."""
+        with self._lock:
+            return self.active_size + sum(s.size for s in self._sealed)
+
+    def segment_count(self) -> int:
+        """Number of segments including the active one."""
+        with self._lock:
+            return len(self._sealed) + 1
+
+    def apply_retention(self, retention_s: float, now_ms: int | None = None) -> list[SegmentInfo]:
+        """Delete sealed segments that are indexed (in the checkpoint) and sealed longer ago
+        than ``retention_s``; an unindexed segment is never deleted. Returns what was deleted."""
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        indexed = read_checkpoint(self.log_dir)
+        limit = now_ms - retention_s * 1000
+        with self._lock:
+            doomed = [s for s in self._sealed if s.base in indexed and s.sealed_ms < limit]
+            if not doomed:
+                return []
+            keep = [s for s in self._sealed if s not in doomed]
+            # Manifest first: a crash before the unlink leaves an orphan that recovery removes,
+            # never a manifest entry pointing at a missing file.
+            _write_manifest(self.log_dir, keep, self._sealed_end)
+            self._sealed = keep
+        for s in doomed:
+            try:
+                os.remove(s.path)
+            except FileNotFoundError:
+                pass
+            log.info("retention: deleted indexed segment %s", segment_name(s.base))
+        return doomed
+
+    def close(self) -> None:
+        """Sync and close the active segment (it stays active; the next open continues it)."""
+        with self._lock:
+            if self._fd >= 0:
+                os.fsync(self._fd)
+                os.close(self._fd)
+                self._fd = -1
