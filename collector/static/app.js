@@ -1,0 +1,209 @@
+// The trace search page: talks to the native JSON API (/v1/...) and renders
+// every value with textContent, never as HTML.
+"use strict";
+
+const EVENT_NAMES = { 1: "send", 2: "received", 3: "finished", 4: "end transaction", 5: "dead letter" };
+const STATUS_NAMES = { 0: "ok", 1: "failed", 2: "timeout", 3: "exception", 4: "retry_later", 5: "unknown" };
+const $ = (id) => document.getElementById(id);
+let nextCursor = null;
+let lastSearch = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (name === "text") node.textContent = value;
+    else node.setAttribute(name, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function fmtTime(ms) {
+  if (!ms || ms <= 0) return "";
+  return new Date(Number(ms)).toISOString().replace("T", " ").replace("Z", "");
+}
+
+function fmtCost(us) {
+  us = Number(us || 0);
+  return us >= 1000 ? (us / 1000).toFixed(1) + " ms" : us + " µs";
+}
+
+function nameOf(table, value) {
+  return typeof value === "string" ? value.toLowerCase() : (table[value] || String(value));
+}
+
+function setStatus(text, isError) {
+  $("status").textContent = text;
+  $("status").className = isError ? "error" : "";
+}
+
+async function api(path, params) {
+  const url = new URL(path, window.location.href);
+  for (const [k, v] of Object.entries(params || {})) if (v) url.searchParams.set(k, v);
+  const headers = {};
+  const token = $("token").value.trim();
+  if (token) headers.Authorization = "Bearer " + token;
+  const response = await fetch(url, { headers });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const error = new Error(body.detail || body.error || response.statusText);
+    error.status = response.status;
+    throw error;
+  }
+  return body;
+}
+
+function mode() {
+  return document.querySelector("input[name=mode]:checked").value;
+}
+
+function showFields() {
+  const m = mode();
+  $("msg-id").hidden = m !== "id";
+  $("topic").hidden = m === "id";
+  $("key").hidden = m !== "key";
+  $("group").hidden = m !== "dead";
+  $("begin").hidden = m === "id";
+  $("end").hidden = m === "id";
+}
+
+async function search(append) {
+  const m = mode();
+  if (!append) nextCursor = null;
+  if (m === "id") {
+    const id = $("msg-id").value.trim();
+    if (!id) return setStatus("Enter a message id.", true);
+    window.location.hash = "id=" + encodeURIComponent(id);
+    return showTrace(id);
+  }
+  const topic = $("topic").value.trim();
+  if (!topic) return setStatus("Enter a topic.", true);
+  const params = { begin: $("begin").value.trim(), end: $("end").value.trim(), limit: "20", cursor: nextCursor };
+  let path = "/v1/topics/" + encodeURIComponent(topic) + "/messages";
+  if (m === "key") {
+    params.key = $("key").value.trim();
+    if (!params.key) return setStatus("Enter a key.", true);
+  } else if (m === "dead") {
+    path = "/v1/topics/" + encodeURIComponent(topic) + "/dead";
+    params.group = $("group").value.trim();
+  }
+  lastSearch = { path, params };
+  setStatus("Searching…");
+  try {
+    const page = await api(path, params);
+    renderResults(page, append);
+  } catch (error) {
+    setStatus(error.message, true);
+  }
+}
+
+function renderResults(page, append) {
+  const tbody = $("results-table").querySelector("tbody");
+  if (!append) tbody.replaceChildren();
+  for (const item of page.items) {
+    const link = el("a", { text: item.msg_id, href: "#id=" + encodeURIComponent(item.msg_id), class: "msg-link" });
+    tbody.append(el("tr", { class: "result" },
+      el("td", {}, link),
+      el("td", { text: item.keys || "" }), el("td", { text: item.tags || "" }),
+      el("td", { text: item.broker || "" }), el("td", { text: String(item.queue ?? "") }),
+      el("td", { text: String(item.offset ?? "") }), el("td", { text: fmtTime(item.store_ms) }),
+      el("td", { text: nameOf(STATUS_NAMES, item.status ?? "") })));
+  }
+  nextCursor = page.next_cursor;
+  $("more").hidden = !nextCursor;
+  $("results").hidden = false;
+  $("trace").hidden = true;
+  setStatus(tbody.children.length + " message(s)" + (nextCursor ? ", more available" : ""));
+}
+
+async function showTrace(msgId) {
+  setStatus("Loading trace…");
+  let doc;
+  try {
+    doc = await api("/v1/messages/" + encodeURIComponent(msgId));
+  } catch (error) {
+    $("trace").hidden = true;
+    return setStatus(error.status === 404 ? "No trace for message " + msgId : error.message, true);
+  }
+  $("trace-id").textContent = doc.msg_id;
+  const info = $("trace-info");
+  info.replaceChildren();
+  const fields = [["topic", doc.topic], ["keys", doc.keys], ["tags", doc.tags], ["broker", doc.broker],
+    ["queue", doc.queue], ["offset", doc.offset], ["born", fmtTime(doc.born_ms)], ["stored", fmtTime(doc.store_ms)]];
+  for (const [name, value] of fields) info.append(el("dt", { text: name }), el("dd", { text: String(value ?? "") }));
+  renderTimeline(doc.timeline);
+  renderEvents(doc.events || []);
+  $("trace").hidden = false;
+  setStatus("");
+}
+
+function barTitle(bar, row) {
+  const lines = [
+    (row.kind === "producer" ? "producer " : "consumer ") + row.group,
+    bar.kind + ": " + bar.status, "cost: " + fmtCost(bar.cost_us),
+    "host: " + (bar.host || "?"), "client: " + (bar.client_id || "?"),
+    "start: " + fmtTime(bar.start_ms), "retry: " + bar.retry,
+  ];
+  if (bar.broker) lines.push("broker: " + bar.broker + " queue " + bar.queue + " offset " + bar.offset);
+  if (bar.error) lines.push("error: " + bar.error);
+  return lines.join("\n");
+}
+
+function renderTimeline(timeline) {
+  const box = $("timeline");
+  box.replaceChildren();
+  const start = timeline.start_ms;
+  const span = Math.max(timeline.end_ms - start, 1);
+  for (const row of timeline.rows) {
+    if (row.kind === "producer" && row.bars.length === 0) continue;
+    const track = el("div", { class: "tl-track" });
+    for (const bar of row.bars) {
+      const left = ((bar.start_ms - start) / span) * 100;
+      const width = Math.max(((bar.end_ms - bar.start_ms) / span) * 100, 0.5);
+      const label = bar.kind === "dead" ? "dead" : fmtCost(bar.cost_us) + (bar.retry ? " r" + bar.retry : "");
+      track.append(el("div", {
+        class: "tl-bar " + bar.outcome + (bar.kind === "dead" ? " dead" : ""),
+        "data-outcome": bar.outcome, "data-status": bar.status, "data-kind": bar.kind,
+        style: "left:" + Math.min(left, 99.5) + "%;width:" + Math.min(width, 100 - Math.min(left, 99.5)) + "%",
+        title: barTitle(bar, row), text: label,
+      }));
+    }
+    const label = el("div", { class: "tl-label", title: row.group },
+      el("span", { class: "kind", text: row.kind === "producer" ? "producer" : "consumer" }),
+      el("span", { class: "group", text: row.group || "(no group)" }));
+    box.append(el("div", { class: "tl-row", "data-kind": row.kind, "data-group": row.group }, label, track));
+  }
+  box.append(el("div", { class: "tl-axis" }, el("span", { text: fmtTime(start) }),
+    el("span", { text: "+" + span + " ms" })));
+}
+
+function renderEvents(events) {
+  const tbody = $("events-table").querySelector("tbody");
+  tbody.replaceChildren();
+  for (const e of events) {
+    tbody.append(el("tr", {},
+      el("td", { text: fmtTime(e.time_ms) }), el("td", { text: nameOf(EVENT_NAMES, e.type) }),
+      el("td", { text: e.group || "" }), el("td", { text: e.host || "" }),
+      el("td", { text: nameOf(STATUS_NAMES, e.status ?? 0) }), el("td", { text: fmtCost(e.cost_us) }),
+      el("td", { text: String(e.retry || 0) }), el("td", { text: e.error || "" })));
+  }
+}
+
+function fromHash() {
+  const match = /^#id=(.+)$/.exec(window.location.hash);
+  if (!match) return;
+  const id = decodeURIComponent(match[1]);
+  document.querySelector("input[name=mode][value=id]").checked = true;
+  showFields();
+  $("msg-id").value = id;
+  showTrace(id);
+}
+
+$("search").addEventListener("submit", (event) => { event.preventDefault(); search(false); });
+$("more").addEventListener("click", () => search(true));
+for (const radio of document.querySelectorAll("input[name=mode]")) radio.addEventListener("change", showFields);
+$("token").value = window.localStorage.getItem("tracehook-token") || "";
+$("token").addEventListener("change", () => window.localStorage.setItem("tracehook-token", $("token").value));
+window.addEventListener("hashchange", fromHash);
+showFields();
+fromHash();
