@@ -34,7 +34,8 @@ def error_response(reason: str, detail: str, status: int = 400) -> web.Response:
     return web.json_response({"error": reason, "detail": detail}, status=status)
 
 
-def _query_errors() -> tuple[type[BaseException], ...]:
+def query_errors() -> tuple[type[BaseException], ...]:
+    """The exception types that mean "bad query" (answered with 400)."""
     try:
         from collector.store.errors import QueryError
     except ImportError:  # the store package is optional until it is installed
@@ -52,7 +53,7 @@ def query_route(handler: Handler) -> Handler:
         require_query_token(request)
         try:
             return await handler(request)
-        except _query_errors() as exc:
+        except query_errors() as exc:
             reason = getattr(exc, "reason", "bad_query")
             detail = getattr(exc, "detail", None) or str(exc)
             return error_response(str(reason), str(detail))

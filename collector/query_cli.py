@@ -1,0 +1,227 @@
+"""``tracehook query``: look up traces from a terminal.
+
+Against a running collector (``--collector URL``, the default) or directly
+against an index store (``--store local:PATH`` or ``--store hbase://...``)::
+
+    tracehook query id MSG_ID
+    tracehook query key orders order-42 --since 7d
+    tracehook query topic orders --since 1h --limit 50
+    tracehook query dead orders --group billing --json
+
+Tables by default; ``--json`` prints the API's JSON documents for scripts.
+Exit status: 0 found, 1 nothing found, 2 bad query or unreachable source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime, timezone
+from typing import Any, Protocol, Sequence
+
+from collector.errors import CollectorError
+from collector.api import query_errors
+from collector.params import page_size, parse_time, time_window
+from collector.timeline import status_name
+
+ENV_COLLECTOR = "TRACEHOOK_QUERY_URL"
+ENV_TOKEN = "TRACEHOOK_QUERY_TOKEN"
+DEFAULT_COLLECTOR = "http://127.0.0.1:7070"
+DEFAULT_TIMEOUT_S = 10.0
+EXIT_OK, EXIT_NOT_FOUND, EXIT_ERROR = 0, 1, 2
+
+
+class QueryFailed(Exception):
+    """The source answered with an error, or could not be reached."""
+
+
+class Source(Protocol):
+    """Where answers come from: both return the native API's JSON documents."""
+
+    def trace(self, msg_id: str) -> dict[str, Any] | None: ...
+
+    def page(self, kind: str, topic: str, params: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class HttpSource:
+    """The collector's native API over HTTP."""
+
+    def __init__(self, base_url: str, token: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.timeout_s = timeout_s
+
+    def _get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        query = urllib.parse.urlencode({k: v for k, v in (params or {}).items() if v not in (None, "")})
+        request = urllib.request.Request(self.base_url + path + ("?" + query if query else ""))
+        if self.token:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            try:
+                body = json.loads(exc.read())
+                text = f"{body.get('error')}: {body.get('detail')}"
+            except ValueError:
+                text = exc.reason
+            raise QueryFailed(f"HTTP {exc.code}: {text}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise QueryFailed(f"cannot reach {self.base_url}: {exc}") from None
+
+    def trace(self, msg_id: str) -> dict[str, Any] | None:
+        return self._get("/v1/messages/" + urllib.parse.quote(msg_id, safe=""))
+
+    def page(self, kind: str, topic: str, params: dict[str, Any]) -> dict[str, Any]:
+        path = f"/v1/topics/{urllib.parse.quote(topic, safe='')}/{kind}"
+        return self._get(path, params) or {"items": [], "next_cursor": None}
+
+
+class StoreSource:
+    """The index store read directly (no collector needed)."""
+
+    def __init__(self, store_url: str) -> None:
+        from collector.store import open_store
+        from collector.store.query import TraceQuery
+
+        self.store = open_store(store_url)
+        self.query = TraceQuery(self.store)
+
+    def trace(self, msg_id: str) -> dict[str, Any] | None:
+        from collector.views import trace_document
+
+        trace = self.query.get_trace(msg_id)
+        return None if trace is None else trace_document(trace)
+
+    def page(self, kind: str, topic: str, params: dict[str, Any]) -> dict[str, Any]:
+        from collector.views import page_dict
+
+        args = (params["begin"], params["end"], params["limit"])
+        if kind == "dead":
+            page = self.query.dead_letters(topic, params.get("group"), *args, cursor=params.get("cursor"))
+        elif params.get("key"):
+            page = self.query.by_key(topic, params["key"], *args, cursor=params.get("cursor"))
+        else:
+            page = self.query.by_time(topic, *args, cursor=params.get("cursor"))
+        return page_dict(page)
+
+
+def _fmt_time(ms: Any) -> str:
+    if not ms or int(ms) <= 0:
+        return "-"
+    return datetime.fromtimestamp(int(ms) / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _fmt_cost(us: Any) -> str:
+    us = int(us or 0)
+    return f"{us / 1000:.1f}ms" if us >= 1000 else f"{us}us"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain fixed-width text table."""
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def format_trace(doc: dict[str, Any]) -> str:
+    """A trace as text: the message's fields, then one line per timeline bar."""
+    head = [
+        f"message  {doc.get('msg_id')}",
+        f"topic    {doc.get('topic')}   keys {doc.get('keys') or '-'}   tags {doc.get('tags') or '-'}",
+        f"broker   {doc.get('broker') or '-'}   queue {doc.get('queue')}   offset {doc.get('offset')}",
+        f"born     {_fmt_time(doc.get('born_ms'))}   stored {_fmt_time(doc.get('store_ms'))}",
+        "",
+    ]
+    rows = []
+    for row in doc.get("timeline", {}).get("rows", []):
+        for bar in row["bars"]:
+            rows.append([
+                row["kind"], row["group"] or "-", bar["kind"], _fmt_time(bar["start_ms"]), bar["status"],
+                _fmt_cost(bar["cost_us"]), bar["retry"], bar["host"] or "-", bar["error"] or "",
+            ])
+    return "\n".join(head) + table(["row", "group", "what", "time", "status", "cost", "retry", "host", "error"], rows)
+
+
+def format_page(page: dict[str, Any]) -> str:
+    """A result page as a table, with the cursor for the next page."""
+    rows = [
+        [i.get("msg_id"), i.get("keys") or "", i.get("tags") or "", i.get("queue"), i.get("offset"),
+         _fmt_time(i.get("store_ms") or i.get("born_ms")), status_name(i.get("status", 5))
+         if not isinstance(i.get("status"), str) else i["status"]]
+        for i in page["items"]
+    ]
+    text = table(["msg_id", "keys", "tags", "queue", "offset", "stored", "status"], rows)
+    if page.get("next_cursor"):
+        text += f"\n(more: --cursor {page['next_cursor']})"
+    return text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``tracehook query``."""
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--collector", default=os.environ.get(ENV_COLLECTOR, DEFAULT_COLLECTOR),
+                        help=f"collector URL (env {ENV_COLLECTOR}; default {DEFAULT_COLLECTOR})")
+    source.add_argument("--store", help="read the index store directly: local:PATH or hbase://host:port?namespace=NS")
+    parser.add_argument("--token", default=os.environ.get(ENV_TOKEN), help=f"query token (env {ENV_TOKEN})")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    sub = parser.add_subparsers(dest="what", required=True, metavar="WHAT")
+    by_id = sub.add_parser("id", help="a message's full trace")
+    by_id.add_argument("msg_id")
+    by_key = sub.add_parser("key", help="messages of a topic with a business key, newest first")
+    by_key.add_argument("topic")
+    by_key.add_argument("key")
+    by_topic = sub.add_parser("topic", help="messages of a topic in a time window")
+    by_topic.add_argument("topic")
+    dead = sub.add_parser("dead", help="dead letters of a topic")
+    dead.add_argument("topic")
+    dead.add_argument("--group", help="only this consumer group")
+    for listing in (by_key, by_topic, dead):
+        listing.add_argument("--since", help="window start as a duration ago: 15m, 1h, 7d")
+        listing.add_argument("--begin", help="window start: epoch ms or ISO-8601")
+        listing.add_argument("--end", help="window end: epoch ms or ISO-8601 (default now)")
+        listing.add_argument("--limit", default="20", help="page size (default 20)")
+        listing.add_argument("--cursor", help="continue after a previous page")
+
+
+def _listing_params(args: argparse.Namespace, now_ms: int) -> dict[str, Any]:
+    begin = parse_time("--begin", args.begin) if args.begin else None
+    if args.since:
+        begin = parse_time("--since", args.since, now_ms=now_ms)
+    end = parse_time("--end", args.end)
+    begin, end = time_window(begin, end, now_ms=now_ms)
+    return {
+        "begin": begin, "end": end, "limit": page_size(args.limit), "cursor": args.cursor,
+        "key": getattr(args, "key", None), "group": getattr(args, "group", None),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one query and print the answer."""
+    now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
+    try:
+        source: Source = StoreSource(args.store) if args.store else HttpSource(args.collector, args.token)
+        if args.what == "id":
+            doc = source.trace(args.msg_id)
+            if doc is None:
+                print(f"no trace for message {args.msg_id!r}", file=sys.stderr)
+                return EXIT_NOT_FOUND
+            print(json.dumps(doc, indent=2) if args.json else format_trace(doc))
+            return EXIT_OK
+        params = _listing_params(args, now_ms)
+        page = source.page("dead" if args.what == "dead" else "messages", args.topic, params)
+    except (QueryFailed, CollectorError, *query_errors()) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(json.dumps(page, indent=2) if args.json else format_page(page))
+    return EXIT_OK if page["items"] else EXIT_NOT_FOUND
