@@ -1,0 +1,236 @@
+"""``tracehook demo``: the whole system on one machine, no broker and no HBase.
+
+Starts a collector (a subprocess, embedded local store) in ``./demo-data``,
+sends producer and consumer traffic through the tracehook library — failed
+consumes, retries, a dead letter, a transaction and a failed send included —
+waits for the trace log to seal its segment, indexes it with the Spark job in
+local mode, then prints a few traces and the web page's URL::
+
+    tracehook demo                 # everything, then stop the collector
+    tracehook demo --keep          # leave the collector running for the web page (Ctrl-C stops it)
+    tracehook demo --data-dir /tmp/th --port 7070
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_DATA_DIR = "./demo-data"
+DEFAULT_ORDERS = 20
+SEGMENT_AGE_S = 1.0
+"""The demo collector seals segments after a second so the index job sees them at once."""
+START_TIMEOUT_S = 30.0
+SEAL_QUIET_S = 2.5
+TOPIC = "orders"
+PRODUCER_GROUP = "shop-web"
+GROUPS = ("billing", "shipping")
+MAX_RETRIES = 3
+
+
+class DemoError(Exception):
+    """A demo step failed (collector did not start, nothing was indexed...)."""
+
+
+@dataclass(frozen=True)
+class DemoIds:
+    """Message ids worth looking at after the run."""
+
+    normal: str
+    retried: str
+    dead: str
+    transactional: str
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_collector(data_dir: str, port: int) -> subprocess.Popen[bytes]:
+    """Start ``tracehook collector`` on the embedded store and wait until it answers."""
+    env = dict(os.environ)
+    env.update({
+        "TRACEHOOK_COLLECTOR_DATA_DIR": data_dir,
+        "TRACEHOOK_COLLECTOR_PORT": str(port),
+        "TRACEHOOK_COLLECTOR_SEGMENT_AGE_S": str(SEGMENT_AGE_S),
+        "TRACEHOOK_COLLECTOR_DURABILITY": "os",
+    })
+    log = open(os.path.join(data_dir, "collector.log"), "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "tracehook", "collector"], env=env, stdout=log, stderr=log)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise DemoError(f"the collector exited ({proc.returncode}); see {log.name}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as response:
+                if response.status == 200:
+                    return proc
+        except OSError:
+            time.sleep(0.2)
+    stop_collector(proc)
+    raise DemoError(f"the collector did not answer within {START_TIMEOUT_S:.0f}s; see {log.name}")
+
+
+def stop_collector(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the collector gracefully (it drains in-flight batches)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _consume(tracer: Any, group: str, send: dict[str, Any], fail_times: int, rng: random.Random) -> bool:
+    """Deliver one message to ``group``; the handler fails ``fail_times`` times. True when handled."""
+    for attempt in range(min(fail_times, MAX_RETRIES) + 1):
+        try:
+            with tracer.consume(TOPIC, send["msg_id"], group, keys=send["keys"], tags=send["tags"],
+                                broker=send["broker"], queue=send["queue"], offset=send["offset"],
+                                born_ms=send["born_ms"], store_ms=send["store_ms"], retry=attempt):
+                time.sleep(rng.uniform(0.001, 0.006))
+                if attempt < fail_times:
+                    raise RuntimeError(f"{group}: warehouse service unavailable (attempt {attempt})")
+            return True
+        except RuntimeError:
+            continue
+    tracer.record_dead(TOPIC, send["msg_id"], group, error="gave up after retries", retry=MAX_RETRIES,
+                       keys=send["keys"], queue=send["queue"], offset=send["offset"])
+    return False
+
+
+def run_traffic(collector_url: str, orders: int = DEFAULT_ORDERS, seed: int = 7) -> DemoIds:
+    """Produce ``orders`` messages and consume them in two groups through the library."""
+    import tracehook
+    from tracehook.wire import Status, TxState
+
+    rng = random.Random(seed)
+    tracer = tracehook.configure(app="demo-shop", collectors=[collector_url])
+    offsets = [0, 0, 0, 0]
+    ids: list[str] = []
+    retried = dead = tx_msg = ""
+    for n in range(1, orders + 1):
+        queue = n % len(offsets)
+        born = int(time.time() * 1000)
+        send = dict(keys=f"order-{n}", tags="created", broker="broker-a", queue=queue,
+                    offset=offsets[queue], born_ms=born, store_ms=born + rng.randint(1, 3))
+        offsets[queue] += 1
+        msg_id = f"demo-{n:04d}-{rng.getrandbits(32):08x}"
+        if n == 5:  # the first send times out; the producer retries the same message
+            tracer.record_send(TOPIC, msg_id, group=PRODUCER_GROUP, keys=send["keys"], tags="created",
+                               broker="broker-a", born_ms=born, cost_us=3_000_000, status=Status.TIMEOUT,
+                               error="send timed out after 3000 ms")
+        tx_id = f"tx-{n}" if n == orders else ""
+        tracer.record_send(TOPIC, msg_id, group=PRODUCER_GROUP, cost_us=rng.randint(800, 4000),
+                           tx_id=tx_id, props={"region": rng.choice(["eu", "us"])}, **send)
+        if tx_id:
+            tracer.record_end_tx(TOPIC, msg_id, PRODUCER_GROUP, tx_id, TxState.COMMIT, keys=send["keys"])
+            tx_msg = msg_id
+        send["msg_id"] = msg_id
+        ids.append(msg_id)
+        _consume(tracer, "billing", send, 0, rng)
+        fail_times = {3: 1, 7: 2, 13: MAX_RETRIES + 1}.get(n, 0)
+        handled = _consume(tracer, "shipping", send, fail_times, rng)
+        if fail_times and handled and not retried:
+            retried = msg_id
+        if not handled:
+            dead = msg_id
+    if not tracer.flush(timeout=10.0):
+        raise DemoError("the library could not deliver every event to the collector")
+    stats = tracer.stats()
+    tracer.close()
+    print(f"traffic: {orders} orders, 2 consumer groups; library stats {stats}")
+    return DemoIds(normal=ids[0], retried=retried, dead=dead, transactional=tx_msg)
+
+
+def wait_sealed(log_dir: str, timeout_s: float = 30.0) -> int:
+    """Wait until the collector has sealed everything it received; returns the sealed record count."""
+    from collector.tracelog import sealed_segments
+
+    deadline = time.monotonic() + timeout_s
+    last, quiet_since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        count = sum(s.records for s in sealed_segments(log_dir)) if os.path.exists(log_dir) else 0
+        if count != last:
+            last, quiet_since = count, time.monotonic()
+        elif count > 0 and time.monotonic() - quiet_since >= SEAL_QUIET_S:
+            return count
+        time.sleep(0.2)
+    raise DemoError("no sealed trace-log segment appeared; is the collector rolling segments?")
+
+
+def run_index(log_dir: str, store_url: str) -> Any:
+    """Index the sealed segments with the Spark job in local mode."""
+    from spark_jobs.index_job import run_index as spark_index
+
+    return spark_index(log_dir, store_url, master="local[2]")
+
+
+def print_traces(collector_url: str | None, store_url: str, ids: DemoIds) -> None:
+    """Print the interesting traces as the query CLI does."""
+    from collector.query_cli import HttpSource, StoreSource, format_trace
+
+    source = HttpSource(collector_url) if collector_url else StoreSource(store_url)
+    for title, msg_id in (("a normal message", ids.normal), ("retried by shipping", ids.retried),
+                          ("dead letter in shipping", ids.dead), ("transactional", ids.transactional)):
+        doc = source.trace(msg_id)
+        print(f"\n== {title}: tracehook query id {msg_id}")
+        print(format_trace(doc) if doc else "(not indexed)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``tracehook demo``."""
+    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"where the demo keeps its data ({DEFAULT_DATA_DIR})")
+    parser.add_argument("--port", type=int, default=0, help="collector port (default: a free one)")
+    parser.add_argument("--orders", type=int, default=DEFAULT_ORDERS, help="messages to produce")
+    parser.add_argument("--keep", action="store_true", help="keep the collector running until Ctrl-C")
+    parser.add_argument("--fresh", action="store_true", help="delete the data directory first")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo end to end."""
+    data_dir = os.path.abspath(args.data_dir)
+    if args.fresh and os.path.isdir(data_dir):
+        shutil.rmtree(data_dir)
+    os.makedirs(data_dir, exist_ok=True)
+    port = args.port or free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_dir = os.path.join(data_dir, "log")
+    store_url = f"local:{os.path.join(data_dir, 'index.sqlite3')}"
+    print(f"collector: {url} (data in {data_dir})")
+    proc = start_collector(data_dir, port)
+    try:
+        ids = run_traffic(url, args.orders)
+        print(f"sealed trace-log records: {wait_sealed(log_dir)}")
+        print(f"index job: {run_index(log_dir, store_url)}")
+        print_traces(url, store_url, ids)
+        print(f"\nweb page: {url}/#id={ids.retried}")
+        print(f"try: tracehook query --collector {url} key {TOPIC} order-3")
+        if args.keep:
+            print("the collector keeps running; Ctrl-C stops it")
+            proc.wait()
+        else:
+            print(f"(collector stopped; see it again with: TRACEHOOK_COLLECTOR_DATA_DIR={data_dir} tracehook collector,"
+                  " or run the demo with --keep)")
+    except DemoError as exc:
+        print(f"demo failed: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_collector(proc)
+    return 0
