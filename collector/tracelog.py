@@ -271,6 +271,8 @@ class TraceLog:
         self.active_first_ms = 0
         self.next_offset = 0
         self.recovery: RecoveryReport | None = None
+        self.last_sync_s = 0.0
+        """How long the latest append's fdatasync took (for the fsync latency metric)."""
         self.recovered_batches: list[tuple[str, int, int]] = []
         """(client_id, seq, offset) of the records found in the active segment at open (dedup seed)."""
 
@@ -362,7 +364,9 @@ class TraceLog:
             try:
                 self._write_all(frames)
                 if self.durability == "fsync":
+                    started = time.perf_counter()
                     os.fdatasync(self._fd)
+                    self.last_sync_s = time.perf_counter() - started
             except OSError as exc:
                 self._undo_partial_write()
                 raise StorageError(f"appending to the trace log failed: {exc}") from exc

@@ -1,0 +1,140 @@
+"""The collector's aiohttp application: ingest, health, metrics, and the query API.
+
+::
+
+    from aiohttp import web
+    from collector.app import create_app
+    from collector.config import CollectorConfig
+    web.run_app(create_app(CollectorConfig(data_dir="data", port=7070)), host="127.0.0.1", port=7070)
+
+Resources live in ``cleanup_ctx``: the trace log (opened and recovered at start, its
+queue drained and synced at stop) and the index store (``collector.store.open_store``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from collector import api
+from collector.config import CollectorConfig
+from collector.errors import Backpressure, CollectorError, ShuttingDown
+from collector.ingest import Ingestor
+from collector.metrics import CollectorMetrics
+from collector.tracelog import TraceLog
+
+log = logging.getLogger(__name__)
+
+CONFIG_KEY = web.AppKey("config", CollectorConfig)
+STORE_KEY = web.AppKey("store", Any)
+"""The opened index store (a ``collector.store.Store``); unset when the store package is missing
+or ``store_url`` is ``none``."""
+METRICS_KEY = web.AppKey("metrics", CollectorMetrics)
+INGESTOR_KEY = web.AppKey("ingestor", Ingestor)
+TRACELOG_KEY = web.AppKey("tracelog", TraceLog)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Render collector errors as ``{"error": reason, "detail": text}`` with their status."""
+    try:
+        return await handler(request)
+    except CollectorError as exc:
+        headers = {}
+        if isinstance(exc, (Backpressure, ShuttingDown)):
+            headers["Retry-After"] = str(getattr(exc, "retry_after_s", request.app[CONFIG_KEY].retry_after_s))
+        return web.json_response({"error": exc.reason, "detail": exc.detail}, status=exc.status, headers=headers)
+    except web.HTTPException:
+        raise
+    except Exception:  # noqa: BLE001 - a client gets JSON, the log gets the traceback
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return web.json_response({"error": "internal", "detail": "internal error"}, status=500)
+
+
+async def _tracelog_ctx(app: web.Application) -> AsyncIterator[None]:
+    config = app[CONFIG_KEY]
+    tracelog = TraceLog.open(
+        config.log_dir,
+        segment_bytes=config.segment_bytes,
+        segment_age_s=config.segment_age_s,
+        durability=config.durability,
+    )
+    ingestor = Ingestor(config, tracelog, app[METRICS_KEY])
+    app[TRACELOG_KEY] = tracelog
+    app[INGESTOR_KEY] = ingestor
+    await ingestor.start()
+    try:
+        yield
+    finally:
+        await ingestor.stop()
+
+
+async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
+    config = app[CONFIG_KEY]
+    # The store package belongs to another part of the project; a collector without it
+    # (or with store_url "none") still ingests, it just serves no queries.
+    if not config.store_enabled or importlib.util.find_spec("collector.store") is None:
+        yield
+        return
+    from collector.store import open_store
+
+    if config.store_url.startswith("local:"):
+        os.makedirs(os.path.dirname(os.path.abspath(config.store_url[len("local:"):])), exist_ok=True)
+    store = open_store(config.store_url)
+    app[STORE_KEY] = store
+    try:
+        yield
+    finally:
+        store.close()
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness plus the numbers an operator looks at first."""
+    ingestor = request.app[INGESTOR_KEY]
+    return web.json_response({
+        "status": "ok",
+        "backlog_bytes": ingestor.backlog_bytes,
+        "log_bytes": ingestor.log_bytes,
+        "segments": ingestor.segments,
+        "store": STORE_KEY in request.app,
+    })
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text format."""
+    return web.Response(text=request.app[METRICS_KEY].render(), content_type="text/plain", charset="utf-8",
+                        headers={"X-Content-Type-Options": "nosniff"})
+
+
+async def post_batches(request: web.Request) -> web.StreamResponse:
+    return await request.app[INGESTOR_KEY].handle(request)
+
+
+async def post_roll(request: web.Request) -> web.Response:
+    """Seal the active segment now so the index job can read it (ingest token)."""
+    from collector.auth import require_ingest_token
+
+    require_ingest_token(request)
+    await request.app[INGESTOR_KEY].roll()
+    return web.json_response({"sealed": [s.base for s in request.app[TRACELOG_KEY].sealed()]})
+
+
+def create_app(config: CollectorConfig) -> web.Application:
+    """The collector application for ``config`` (the log and store open when it starts)."""
+    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
+    app[CONFIG_KEY] = config
+    app[METRICS_KEY] = CollectorMetrics()
+    app.cleanup_ctx.append(_tracelog_ctx)
+    app.cleanup_ctx.append(_store_ctx)
+    app.router.add_post("/v1/batches", post_batches)
+    app.router.add_post("/v1/admin/roll", post_roll)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    api.setup(app)
+    return app

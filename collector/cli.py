@@ -1,0 +1,86 @@
+"""``tracehook collector``: run the collector service.
+
+::
+
+    tracehook collector --data-dir /var/lib/tracehook --port 7070
+    TRACEHOOK_COLLECTOR_INGEST_TOKEN=s3cret tracehook collector --config collector.toml
+
+Flags override env vars (``TRACEHOOK_COLLECTOR_*``), which override the TOML file.
+Prefer env vars or the file for tokens: flags are visible in the process list.
+SIGTERM and SIGINT stop it gracefully: in-flight batches are committed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Sequence
+
+from aiohttp import web
+
+from collector.config import CollectorConfig, load_config
+from collector.errors import ConfigError
+
+# flag -> (config field, type, help)
+_FLAGS: list[tuple[str, str, type, str]] = [
+    ("--data-dir", "data_dir", str, "where the trace log (DATA/log) and the default local index live"),
+    ("--host", "host", str, "address to listen on (default 127.0.0.1)"),
+    ("--port", "port", int, "port to listen on (default 7070)"),
+    ("--ingest-token", "ingest_token", str, "bearer token required to POST batches"),
+    ("--query-token", "query_token", str, "bearer token required for queries"),
+    ("--store-url", "store_url", str, "index store: local:PATH or hbase://host:port?namespace=NS, or none"),
+    ("--segment-bytes", "segment_bytes", int, "seal a segment at this size"),
+    ("--segment-age", "segment_age_s", float, "seal a non-empty segment after this many seconds"),
+    ("--durability", "durability", str, "fsync: fsync every commit group (default); os: leave it to the OS"),
+    ("--max-body-bytes", "max_body_bytes", int, "largest batch accepted (413 above)"),
+    ("--backlog-limit-bytes", "backlog_limit_bytes", int, "answer 429 above this many unindexed bytes (0: never)"),
+    ("--retention", "retention_s", float, "delete indexed segments sealed longer ago than this (seconds)"),
+]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``tracehook collector``."""
+    parser.add_argument("--config", metavar="TOML", help="TOML config file (keys are the config field names)")
+    for flag, dest, kind, help_ in _FLAGS:
+        parser.add_argument(flag, dest=dest, type=kind, default=None, help=help_)
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+
+
+def config_from_args(args: argparse.Namespace) -> CollectorConfig:
+    """The config the parsed flags describe (env vars and the TOML file fill the rest)."""
+    explicit = {dest: getattr(args, dest) for _, dest, _, _ in _FLAGS}
+    return load_config(explicit, config_file=args.config)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the collector until SIGTERM/SIGINT; returns the exit code."""
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = config_from_args(args)
+    except ConfigError as exc:
+        print(f"tracehook collector: {exc}", file=sys.stderr)
+        return 2
+    from collector.app import create_app
+
+    # run_app turns SIGINT and SIGTERM into a graceful exit: stop accepting, let in-flight
+    # requests finish (up to shutdown_timeout), then run cleanup (drain + sync the log).
+    web.run_app(
+        create_app(config),
+        host=config.host,
+        port=config.port,
+        shutdown_timeout=config.shutdown_timeout_s,
+        handle_signals=True,
+        access_log=None,
+        print=lambda msg: logging.getLogger("collector").info(
+            "listening on http://%s:%d (data in %s)", config.host, config.port, config.data_dir
+        ),
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m collector ...``: the same as ``tracehook collector ...``."""
+    parser = argparse.ArgumentParser(prog="python -m collector", description="Run the tracehook collector.")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,163 @@
+"""Collector configuration: one frozen dataclass, loaded from flags, env vars and a TOML file.
+
+Precedence, highest first: explicit values (command-line flags), environment variables
+``TRACEHOOK_COLLECTOR_<FIELD>`` (e.g. ``TRACEHOOK_COLLECTOR_INGEST_TOKEN``), the TOML file
+(``--config`` or ``TRACEHOOK_COLLECTOR_CONFIG``; keys are the field names, at the top level
+or under ``[collector]``), then the ``DEFAULT_*`` constants::
+
+    from collector.config import CollectorConfig, load_config
+    cfg = CollectorConfig(data_dir="/var/lib/tracehook", port=7070, ingest_token="s3cret")
+    cfg = load_config({"port": 7071})   # env + TOML + defaults filled in
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import tomllib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from collector.errors import ConfigError
+from collector.tracelog import DEFAULT_SEGMENT_AGE_S, DEFAULT_SEGMENT_BYTES, DURABILITY_MODES
+
+log = logging.getLogger(__name__)
+
+ENV_PREFIX = "TRACEHOOK_COLLECTOR_"
+ENV_CONFIG_FILE = ENV_PREFIX + "CONFIG"
+DEFAULT_DATA_DIR = "./data"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7070
+DEFAULT_DURABILITY = "fsync"
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+DEFAULT_BACKLOG_LIMIT_BYTES = 8 * 1024**3
+DEFAULT_RETENTION_S = 7 * 24 * 3600.0
+DEFAULT_DEDUP_WINDOW = 100_000
+DEFAULT_MAINTENANCE_INTERVAL_S = 1.0
+DEFAULT_RETRY_AFTER_S = 5
+DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
+STORE_DISABLED = "none"
+"""``store_url`` value for an ingest-only collector that opens no index store."""
+
+
+@dataclass(frozen=True)
+class CollectorConfig:
+    """Everything the collector needs; ``store_url`` defaults to ``local:<data_dir>/index.sqlite3``."""
+
+    data_dir: str = DEFAULT_DATA_DIR
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    ingest_token: str | None = None  # None: ingest is open
+    query_token: str | None = None  # None: queries are open
+    store_url: str = ""
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    segment_age_s: float = DEFAULT_SEGMENT_AGE_S
+    durability: str = DEFAULT_DURABILITY  # "fsync": fsync per commit group; "os": page cache only
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    backlog_limit_bytes: int = DEFAULT_BACKLOG_LIMIT_BYTES  # 0: no limit
+    retention_s: float = DEFAULT_RETENTION_S
+    dedup_window: int = DEFAULT_DEDUP_WINDOW  # recent (client_id, seq) pairs remembered
+    maintenance_interval_s: float = DEFAULT_MAINTENANCE_INTERVAL_S
+    retry_after_s: int = DEFAULT_RETRY_AFTER_S
+    shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if not self.data_dir:
+            raise ConfigError("data_dir is required")
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"port must be 0..65535, not {self.port}")
+        if self.durability not in DURABILITY_MODES:
+            raise ConfigError(f"durability must be one of {DURABILITY_MODES}, not {self.durability!r}")
+        for name in ("segment_bytes", "max_body_bytes", "dedup_window", "retry_after_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive")
+        for name in ("segment_age_s", "maintenance_interval_s"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive")
+        for name in ("backlog_limit_bytes", "retention_s", "shutdown_timeout_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must not be negative")
+        for name in ("ingest_token", "query_token"):
+            if getattr(self, name) == "":
+                object.__setattr__(self, name, None)
+        if self.ingest_token is not None and self.ingest_token == self.query_token:
+            raise ConfigError("ingest_token and query_token must differ")
+        if not self.store_url:
+            object.__setattr__(self, "store_url", f"local:{os.path.join(self.data_dir, 'index.sqlite3')}")
+
+    @property
+    def log_dir(self) -> str:
+        """The trace log directory (what ``tracehook index --log-dir`` reads)."""
+        return os.path.join(self.data_dir, "log")
+
+    @property
+    def store_enabled(self) -> bool:
+        """False for an ingest-only collector (``store_url = "none"``)."""
+        return self.store_url != STORE_DISABLED
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(CollectorConfig)}
+
+
+def env_name(field: str) -> str:
+    """The environment variable for a config field."""
+    return ENV_PREFIX + field.upper()
+
+
+def _convert(name: str, value: Any) -> Any:
+    kind = FIELDS[name].type
+    if isinstance(value, str) and kind in ("int", "float"):
+        return int(value) if kind == "int" else float(value)
+    if kind == "int" and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name in FIELDS:
+        raw = env.get(env_name(name))
+        if raw is None:
+            continue
+        try:
+            values[name] = _convert(name, raw)
+        except ValueError:
+            # As OpenTelemetry does: a bad env value is logged and the default kept.
+            log.warning("ignoring %s=%r: not a valid %s", env_name(name), raw, FIELDS[name].type)
+    return values
+
+
+def _from_toml(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    doc = doc.get("collector", doc)
+    unknown = set(doc) - set(FIELDS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown keys {sorted(unknown)}")
+    return {name: _convert(name, value) for name, value in doc.items()}
+
+
+def load_config(
+    explicit: Mapping[str, Any] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    config_file: str | None = None,
+) -> CollectorConfig:
+    """Build a config from explicit values, env vars, a TOML file and defaults (in that order)."""
+    env = os.environ if env is None else env
+    explicit = {k: v for k, v in (explicit or {}).items() if v is not None}
+    unknown = set(explicit) - set(FIELDS)
+    if unknown:
+        raise ConfigError(f"unknown config fields {sorted(unknown)}")
+    config_file = config_file or env.get(ENV_CONFIG_FILE)
+    values: dict[str, Any] = _from_toml(config_file) if config_file else {}
+    values.update(_from_env(env))
+    values.update({k: _convert(k, v) for k, v in explicit.items()})
+    try:
+        return CollectorConfig(**values)
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from exc

@@ -1,0 +1,232 @@
+"""Ingest: ``POST /v1/batches`` → token → limits → decode + validate → dedup → group commit → 200.
+
+Group commit: handlers put valid batches on a queue and await a future; one writer task
+takes everything queued, appends it to the trace log in one write and one fsync (in a
+dedicated thread), then completes all those futures. While one sync runs the next group
+gathers, so concurrent clients share fsyncs and a 200 always means "on disk".
+
+A batch is acknowledged only once: a retry with the same (client_id, seq) within the
+dedup window gets the first copy's offset back without a second append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from collector.auth import require_ingest_token
+from collector.config import CollectorConfig
+from collector.errors import (
+    Backpressure, BadBatch, CollectorError, PayloadTooLarge, ShuttingDown, StorageError, UnsupportedMediaType,
+)
+from collector.metrics import CollectorMetrics
+from collector.tracelog import TraceLog
+from tracehook.wire import WireError, decode_batch
+
+log = logging.getLogger(__name__)
+
+ACCEPTED_CONTENT_TYPES = frozenset({"application/msgpack", "application/x-msgpack", "application/octet-stream"})
+DEFAULT_MAX_GROUP_BYTES = 32 * 1024 * 1024
+"""Upper bound on one group commit's write; a bigger backlog of requests spans several groups."""
+
+
+@dataclass
+class _Pending:
+    receive_ms: int
+    client_id: str
+    seq: int
+    payload: bytes
+    events: int
+    future: asyncio.Future[int] = field(repr=False)
+
+
+class Ingestor:
+    """Owns the trace log while the app runs: the writer task, maintenance and dedup window."""
+
+    def __init__(self, config: CollectorConfig, tracelog: TraceLog, metrics: CollectorMetrics) -> None:
+        self.config = config
+        self.tracelog = tracelog
+        self.metrics = metrics
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracelog")
+        self._queue: asyncio.Queue[_Pending | None] = asyncio.Queue()
+        self._recent: OrderedDict[tuple[str, int], asyncio.Future[int] | int] = OrderedDict()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        self.backlog_bytes = 0
+        self.log_bytes = 0
+        self.segments = 1
+        metrics.add_gauge("tracehook_collector_backlog_bytes", "Trace log bytes not yet indexed.",
+                          lambda: self.backlog_bytes)
+        metrics.add_gauge("tracehook_collector_log_bytes", "Trace log size on disk.", lambda: self.log_bytes)
+        metrics.add_gauge("tracehook_collector_segments", "Trace log segments, the active one included.",
+                          lambda: self.segments)
+        metrics.add_gauge("tracehook_collector_queued_batches", "Valid batches waiting for a group commit.",
+                          lambda: self._queue.qsize())
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Seed the dedup window from the recovered segment and start the background tasks."""
+        for client_id, seq, offset in self.tracelog.recovered_batches:
+            self._remember((client_id, seq), offset)
+        await self._run(self._refresh_sizes)
+        self._tasks = [
+            asyncio.create_task(self._writer(), name="tracelog-writer"),
+            asyncio.create_task(self._maintenance(), name="tracelog-maintenance"),
+        ]
+
+    async def stop(self) -> None:
+        """Refuse new batches, commit everything queued, then close the log."""
+        self._closing = True
+        writer, maintenance = self._tasks or (None, None)
+        if maintenance is not None:
+            maintenance.cancel()
+        self._queue.put_nowait(None)  # the writer finishes what is queued before this
+        if writer is not None:
+            await writer
+        await self._run(self.tracelog.close)
+        self._executor.shutdown(wait=True)
+
+    async def _run(self, fn, *args):  # type: ignore[no-untyped-def]
+        # Every trace-log call goes through the one thread, so appends, rolls and
+        # retention never overlap and the event loop never waits on the disk.
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    # -- the HTTP handler -----------------------------------------------------------------
+
+    async def handle(self, request: web.Request) -> web.Response:
+        """``POST /v1/batches``: 200 with the batch's log offset once it is durable."""
+        started = time.perf_counter()
+        try:
+            require_ingest_token(request)
+            if self._closing:
+                raise ShuttingDown("the collector is shutting down")
+            if request.content_type not in ACCEPTED_CONTENT_TYPES:
+                raise UnsupportedMediaType(f"expected application/msgpack, got {request.content_type}")
+            limit = self.config.max_body_bytes
+            if request.content_length is not None and request.content_length > limit:
+                raise PayloadTooLarge(f"body of {request.content_length} bytes is over the {limit} byte limit")
+            backlog_limit = self.config.backlog_limit_bytes
+            if backlog_limit and self.backlog_bytes >= backlog_limit:
+                raise Backpressure(
+                    f"{self.backlog_bytes} unindexed bytes (limit {backlog_limit})",
+                    retry_after_s=self.config.retry_after_s,
+                )
+            try:
+                body = await request.read()
+            except web.HTTPRequestEntityTooLarge:
+                raise PayloadTooLarge(f"body is over the {limit} byte limit") from None
+            try:
+                batch = decode_batch(body)
+            except WireError as exc:
+                raise BadBatch(exc.detail, reason=exc.reason) from None
+        except CollectorError as exc:
+            self.metrics.rejected.inc(reason=exc.reason)
+            raise
+        header = batch.header
+        self.metrics.client_reported(header.client_id, header.client_stats)
+        if not batch.events:  # a stats-only batch: nothing to keep
+            return web.json_response({"offset": None, "events": 0, "duplicate": False})
+        offset, duplicate = await self.append(header.client_id, header.seq, body, len(batch.events))
+        self.metrics.append_seconds.observe(time.perf_counter() - started)
+        return web.json_response({"offset": offset, "events": len(batch.events), "duplicate": duplicate})
+
+    # -- appending ------------------------------------------------------------------------
+
+    async def append(self, client_id: str, seq: int, payload: bytes, events: int) -> tuple[int, bool]:
+        """Durably append one validated batch; returns (offset, was it a duplicate)."""
+        key = (client_id, seq)
+        known = self._recent.get(key)
+        if known is not None:
+            self.metrics.duplicates.inc()
+            offset = await asyncio.shield(known) if isinstance(known, asyncio.Future) else known
+            return offset, True
+        if self._closing:  # checked right before the put: the writer's stop marker may be queued
+            raise ShuttingDown("the collector is shutting down")
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._remember(key, future)
+        self._queue.put_nowait(_Pending(int(time.time() * 1000), client_id, seq, payload, events, future))
+        # Shielded: a client that hangs up must not cancel a write other requests may share.
+        return await asyncio.shield(future), False
+
+    def _remember(self, key: tuple[str, int], value: asyncio.Future[int] | int) -> None:
+        self._recent[key] = value
+        self._recent.move_to_end(key)
+        while len(self._recent) > self.config.dedup_window:
+            self._recent.popitem(last=False)
+
+    async def _writer(self) -> None:
+        while True:
+            first = await self._queue.get()
+            if first is None:
+                return
+            group, size, stop = [first], len(first.payload), False
+            while size < DEFAULT_MAX_GROUP_BYTES and not self._queue.empty():
+                item = self._queue.get_nowait()
+                if item is None:
+                    stop = True
+                    break
+                group.append(item)
+                size += len(item.payload)
+            await self._commit(group)
+            if stop:
+                return
+
+    async def _commit(self, group: list[_Pending]) -> None:
+        entries = [(p.receive_ms, p.client_id, p.seq, p.payload) for p in group]
+        try:
+            offsets = await self._run(self.tracelog.append, entries)
+        except Exception as exc:  # noqa: BLE001 - every waiter must hear about it
+            log.exception("group commit of %d batches failed", len(group))
+            error = exc if isinstance(exc, StorageError) else StorageError(str(exc))
+            for p in group:
+                self._recent.pop((p.client_id, p.seq), None)  # a retry may try again
+                if not p.future.done():
+                    p.future.set_exception(error)
+                    p.future.exception()  # mark retrieved: a waiter that hung up must not warn
+            return
+        nbytes = 0
+        for p, offset in zip(group, offsets):
+            if (p.client_id, p.seq) in self._recent:
+                self._recent[(p.client_id, p.seq)] = offset
+            p.future.set_result(offset)
+            nbytes += len(p.payload)
+            self.metrics.events.inc(p.events)
+        self.metrics.batches.inc(len(group))
+        self.metrics.bytes.inc(nbytes)
+        self.metrics.group_batches.observe(len(group))
+        if self.config.durability == "fsync":
+            self.metrics.fsync_seconds.observe(self.tracelog.last_sync_s)
+        self.backlog_bytes += nbytes
+        self.log_bytes += nbytes
+
+    # -- maintenance ----------------------------------------------------------------------
+
+    def _refresh_sizes(self) -> None:
+        self.backlog_bytes = self.tracelog.backlog_bytes()
+        self.log_bytes = self.tracelog.total_bytes()
+        self.segments = self.tracelog.segment_count()
+
+    def _maintain(self) -> None:
+        self.tracelog.roll_if_due()
+        self.tracelog.apply_retention(self.config.retention_s)
+        self._refresh_sizes()
+
+    async def _maintenance(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.maintenance_interval_s)
+            try:
+                await self._run(self._maintain)
+            except Exception:  # noqa: BLE001 - keep ingesting; the next round retries
+                log.exception("trace log maintenance failed")
+
+    async def roll(self) -> None:
+        """Seal the active segment now (tests, the demo, an operator before indexing)."""
+        await self._run(self.tracelog.roll)
+        await self._run(self._refresh_sizes)
