@@ -1,0 +1,61 @@
+"""The store interface: a sorted map of rows to columns, as HBase has it.
+
+Adapters (:mod:`collector.store.local`, :mod:`collector.store.hbase`) only move
+bytes; the layout lives in :mod:`collector.store.schema` and every query in
+:mod:`collector.store.query`, so both stores answer identically.
+
+Columns are ``b"family:qualifier"``; a row is ``(row_key, {column: value})``.
+Every cell expires ``ttl_s`` seconds after it was written (HBase column-family TTL);
+expired cells are never returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator, Protocol, Sequence, runtime_checkable
+
+from collector.store import schema
+
+Columns = dict[bytes, bytes]
+Row = tuple[bytes, Columns]
+
+DEFAULT_SCAN_BATCH = 1000
+"""Rows fetched per round trip when a scan has no limit."""
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    """Options every store takes from its URL's query string."""
+
+    ttl_s: int = schema.DEFAULT_TTL_S
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A sorted key-value store with HBase's data model (rows, families, TTL)."""
+
+    url: str
+    options: StoreOptions
+
+    def put_rows(self, table: str, rows: Sequence[Row]) -> None:
+        """Write the given columns of each row (other columns of the row stay)."""
+
+    def get_row(self, table: str, row: bytes) -> Columns:
+        """All live columns of one row; ``{}`` when it has none."""
+
+    def get_rows(self, table: str, rows: Sequence[bytes]) -> list[Columns]:
+        """:meth:`get_row` for many rows in one round trip, in the order asked."""
+
+    def scan(
+        self, table: str, start: bytes, stop: bytes, *, limit: int | None = None, reverse: bool = False
+    ) -> Iterator[Row]:
+        """Rows with ``start <= key < stop`` in key order (descending when ``reverse``)."""
+
+    def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
+        """Remove whole rows."""
+
+    def purge_expired(self) -> int:
+        """Drop expired cells now (HBase does it in compactions); returns how many went."""
+
+    def close(self) -> None:
+        """Release connections; the store is unusable afterwards."""

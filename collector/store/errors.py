@@ -1,0 +1,52 @@
+"""Named errors of the index store.
+
+Query errors carry an HTTP ``status`` and a short ``reason`` so the query API can
+render them as ``{"error": reason, "detail": text}`` without a lookup table.
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of every error raised by :mod:`collector.store`."""
+
+    status = 500
+    reason = "store_error"
+
+
+class BadStoreUrlError(StoreError, ValueError):
+    """A store URL that names no known backend or has bad options."""
+
+    reason = "bad_store_url"
+
+
+class StoreUnavailableError(StoreError):
+    """The backend did not answer (HBase down, connection refused or reset)."""
+
+    status = 503
+    reason = "store_unavailable"
+
+
+class KeyEncodingError(StoreError, ValueError):
+    """A value that cannot be packed into a row key, or bytes that are not a packed key."""
+
+    reason = "bad_key"
+
+
+class QueryError(StoreError, ValueError):
+    """A query the store cannot answer as asked (the caller's mistake)."""
+
+    status = 400
+    reason = "bad_query"
+
+
+class BadCursorError(QueryError):
+    """A ``cursor`` that this query did not hand out."""
+
+    reason = "bad_cursor"
+
+
+class BadRangeError(QueryError):
+    """A time range with begin after end, or a limit outside the allowed bounds."""
+
+    reason = "bad_range"

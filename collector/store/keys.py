@@ -1,0 +1,119 @@
+"""Order-preserving tuple encoding for row keys and column qualifiers.
+
+Every composite key in the index goes through :func:`pack`, so that comparing
+two keys byte by byte (what HBase and SQLite do) gives the same answer as
+comparing the tuples they came from, element by element::
+
+    pack(("orders", 5)) < pack(("orders", 17)) < pack(("orders2", 0))
+    unpack(pack(("orders", -1, b"\\x00"))) == ("orders", -1, b"\\x00")
+
+Encoding of one element (a type tag, then the value):
+
+* ``bytes``: ``0x01``, the bytes with every ``0x00`` written as ``0x00 0xFF``, then ``0x00``
+* ``str``:   ``0x02``, its UTF-8 bytes escaped the same way, then ``0x00``
+* ``int``:   ``0x03``, 8 bytes big-endian of ``value + 2**63`` (signed 64-bit range)
+
+UTF-8 byte order is code point order, the terminator ``0x00`` sorts below every
+escaped byte and every following tag, and a tuple's encoding is its elements'
+encodings concatenated, so ``pack(a + b) == pack(a) + pack(b)`` and a prefix
+tuple gives a prefix key (which is what range scans need).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Union
+
+from collector.store.errors import KeyEncodingError
+
+Element = Union[bytes, str, int]
+
+INT_MIN = -(2**63)
+INT_MAX = 2**63 - 1
+
+_BYTES, _STR, _INT = 0x01, 0x02, 0x03
+_INT_BIAS = 2**63
+_END = b"\x00"
+_ESCAPED_NUL = b"\x00\xff"
+# Greater than every byte an encoded element can start with: prefix + STOP bounds a prefix scan.
+STOP = b"\xff"
+
+
+def _escape(data: bytes) -> bytes:
+    return data.replace(b"\x00", _ESCAPED_NUL)
+
+
+def pack_one(value: Element) -> bytes:
+    """Encode one element (``pack((value,))``)."""
+    # bool is an int subclass; a key holding True would silently become 1.
+    if isinstance(value, bool):
+        raise KeyEncodingError("booleans are not key elements")
+    if isinstance(value, int):
+        if not INT_MIN <= value <= INT_MAX:
+            raise KeyEncodingError(f"integer {value} is outside the signed 64-bit range")
+        return bytes((_INT,)) + (value + _INT_BIAS).to_bytes(8, "big")
+    if isinstance(value, str):
+        return bytes((_STR,)) + _escape(value.encode("utf-8")) + _END
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes((_BYTES,)) + _escape(bytes(value)) + _END
+    raise KeyEncodingError(f"cannot pack {type(value).__name__} into a key")
+
+
+def pack(values: Iterable[Element]) -> bytes:
+    """Encode a tuple of str / bytes / int into an order-preserving byte key."""
+    return b"".join(pack_one(v) for v in values)
+
+
+def unpack(data: bytes) -> tuple[Element, ...]:
+    """Decode a key made by :func:`pack`; raise :class:`KeyEncodingError` on anything else."""
+    out: list[Element] = []
+    pos, n = 0, len(data)
+    while pos < n:
+        tag = data[pos]
+        pos += 1
+        if tag == _INT:
+            if pos + 8 > n:
+                raise KeyEncodingError("truncated integer")
+            out.append(int.from_bytes(data[pos : pos + 8], "big") - _INT_BIAS)
+            pos += 8
+        elif tag in (_BYTES, _STR):
+            raw, pos = _read_escaped(data, pos)
+            if tag == _BYTES:
+                out.append(raw)
+            else:
+                try:
+                    out.append(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    raise KeyEncodingError("string element is not UTF-8") from None
+        else:
+            raise KeyEncodingError(f"unknown element tag 0x{tag:02x} at byte {pos - 1}")
+    return tuple(out)
+
+
+def _read_escaped(data: bytes, pos: int) -> tuple[bytes, int]:
+    chunks: list[bytes] = []
+    while True:
+        end = data.find(b"\x00", pos)
+        if end < 0:
+            raise KeyEncodingError("unterminated string element")
+        chunks.append(data[pos:end])
+        if end + 1 < len(data) and data[end + 1] == 0xFF:
+            chunks.append(b"\x00")
+            pos = end + 2
+        else:
+            return b"".join(chunks), end + 1
+
+
+def prefix_range(values: Iterable[Element]) -> tuple[bytes, bytes]:
+    """``(start, stop)`` covering every key that extends the tuple ``values`` (stop exclusive)."""
+    start = pack(values)
+    return start, start + STOP
+
+
+def successor(key: bytes) -> bytes:
+    """The smallest key greater than ``key``: where a scan resumes after it."""
+    return key + b"\x00"
+
+
+def reverse_int(value: int) -> int:
+    """Map a non-negative int so that larger values sort first (newest-first time keys)."""
+    return INT_MAX - value

@@ -1,0 +1,140 @@
+"""The embedded store: one SQLite file with a sorted ``(row, column)`` table per logical table.
+
+SQLite compares BLOBs with memcmp, which is exactly HBase's row-key order, so the
+same keys and the same range scans work unchanged.  TTL follows HBase's rule: a
+cell expires ``ttl_s`` seconds after it was written; reads skip expired cells and
+:meth:`LocalStore.purge_expired` deletes them.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from typing import Callable, Iterable, Iterator, Sequence
+
+from collector.store import keys, schema
+from collector.store.base import DEFAULT_SCAN_BATCH, Columns, Row, StoreOptions
+
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+"""How long a writer waits for another process's write lock (the index job vs. the collector)."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class LocalStore:
+    """:class:`~collector.store.base.Store` on SQLite; safe to share between threads."""
+
+    def __init__(self, path: str, options: StoreOptions = StoreOptions(), *, clock: Callable[[], int] = _now_ms) -> None:
+        self.url = f"local:{path}"
+        self.options = options
+        self._clock = clock
+        self._lock = threading.Lock()
+        if os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._db = sqlite3.connect(path, timeout=DEFAULT_BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
+        # WAL lets the collector read while the index job writes from another process.
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        for table in schema.TABLES:
+            self._db.execute(
+                f'CREATE TABLE IF NOT EXISTS "{table.name}" '
+                "(row BLOB NOT NULL, col BLOB NOT NULL, ts INTEGER NOT NULL, value BLOB NOT NULL, "
+                "PRIMARY KEY (row, col)) WITHOUT ROWID"
+            )
+
+    def _oldest_live_ms(self) -> int:
+        return self._clock() - self.options.ttl_s * 1000
+
+    def put_rows(self, table: str, rows: Sequence[Row]) -> None:
+        ts = self._clock()
+        cells = [(row, col, ts, value) for row, columns in rows for col, value in columns.items()]
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    f'INSERT INTO "{_name(table)}" (row, col, ts, value) VALUES (?, ?, ?, ?) '
+                    "ON CONFLICT (row, col) DO UPDATE SET ts = excluded.ts, value = excluded.value",
+                    cells,
+                )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def get_row(self, table: str, row: bytes) -> Columns:
+        with self._lock:
+            cur = self._db.execute(
+                f'SELECT col, value FROM "{_name(table)}" WHERE row = ? AND ts >= ?', (row, self._oldest_live_ms())
+            )
+            return {bytes(col): bytes(value) for col, value in cur}
+
+    def get_rows(self, table: str, rows: Sequence[bytes]) -> list[Columns]:
+        return [self.get_row(table, row) for row in rows]
+
+    def scan(
+        self, table: str, start: bytes, stop: bytes, *, limit: int | None = None, reverse: bool = False
+    ) -> Iterator[Row]:
+        order = "DESC" if reverse else "ASC"
+        sql = (
+            f'SELECT row, col, value FROM "{_name(table)}" WHERE row >= ? AND row < ? AND ts >= ? '
+            f"ORDER BY row {order}, col ASC LIMIT ?"
+        )
+        lo, hi, emitted, page = start, stop, 0, DEFAULT_SCAN_BATCH
+        while True:
+            # Cells come in pages so a long scan neither holds the lock nor loads everything.
+            with self._lock:
+                cells = self._db.execute(sql, (lo, hi, self._oldest_live_ms(), page)).fetchall()
+            rows = _group_cells(cells)
+            full = len(cells) == page
+            if full and len(rows) == 1:
+                page *= 2  # one row wider than a page: read it again with a bigger page
+                continue
+            if full:
+                rows.pop()  # the last row may continue on the next page: read it again whole
+            for row in rows:
+                yield row
+                emitted += 1
+                if limit is not None and emitted >= limit:
+                    return
+            if not full:
+                return
+            if reverse:
+                hi = rows[-1][0]
+            else:
+                lo = keys.successor(rows[-1][0])
+
+    def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
+        with self._lock:
+            self._db.executemany(f'DELETE FROM "{_name(table)}" WHERE row = ?', [(r,) for r in rows])
+
+    def purge_expired(self) -> int:
+        removed = 0
+        with self._lock:
+            for table in schema.TABLES:
+                cur = self._db.execute(f'DELETE FROM "{table.name}" WHERE ts < ?', (self._oldest_live_ms(),))
+                removed += cur.rowcount
+        return removed
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _group_cells(cells: list[tuple[bytes, bytes, bytes]]) -> list[Row]:
+    rows: list[Row] = []
+    for row, col, value in cells:
+        row = bytes(row)
+        if not rows or rows[-1][0] != row:
+            rows.append((row, {}))
+        rows[-1][1][bytes(col)] = bytes(value)
+    return rows
+
+
+def _name(table: str) -> str:
+    if table not in schema.TABLES_BY_NAME:
+        raise ValueError(f"unknown table: {table!r}")
+    return table

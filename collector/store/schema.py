@@ -1,0 +1,216 @@
+"""Tables, families, TTLs and row keys of the index: the layout both stores share.
+
+One place decides how every row key is built (through :mod:`collector.store.keys`),
+which column a value lands in and how values are encoded, so the indexer and the
+query side cannot disagree and the SQLite and HBase adapters stay thin.
+
+Tables (logical names; HBase tables are ``<namespace>_<name>``):
+
+========== =============================================== ==========================================
+table      row key                                         columns
+========== =============================================== ==========================================
+messages   (hash4(msg_id), msg_id)                         ``s:<event id>`` PUB / END_TX / DEAD events,
+                                                           ``c:<event id>`` SUB_BEFORE / SUB_AFTER events
+keyidx     (topic, key, reversed msg time, msg_id)         ``i:<event type>`` message summary
+timeidx    (salt, topic, msg time, msg_id)                 ``i:<event type>`` message summary
+dead       (topic, ALL, reversed msg time, msg_id, group)  ``i:<event type>`` summary (all groups)
+           (topic, ONE, group, reversed msg time, msg_id)  the same, per consumer group
+records    (topic, group, msg time, msg_id)                ``c:<event id>`` the group's consume events
+queueidx   (topic, queue, msg time, offset)                ``i:<event type>`` message summary
+========== =============================================== ==========================================
+
+"msg time" is the broker's store time when known, else the born time, else the
+event's own time (:func:`message_time`): every event of one message normally
+carries the same store/born time, so they all land on the same index rows.
+Event ids are a hash of the stored value, so a duplicate event overwrites itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import msgpack
+
+from collector.store import keys
+from tracehook import wire
+from tracehook.wire import Event, EventType
+
+DEFAULT_TTL_S = 30 * 24 * 3600
+"""Retention of every index cell (HBase column-family TTL; the same rule locally)."""
+DEFAULT_SALT_BUCKETS = 8
+"""Buckets of the time index: spreads one busy topic's writes over regions."""
+
+MESSAGES, KEYIDX, TIMEIDX, DEAD, RECORDS, QUEUEIDX = (
+    "messages", "keyidx", "timeidx", "dead", "records", "queueidx",
+)
+SEND_FAMILY, CONSUME_FAMILY, INDEX_FAMILY = "s", "c", "i"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table and its column families (each with the store's TTL)."""
+
+    name: str
+    families: tuple[str, ...]
+
+
+TABLES: tuple[Table, ...] = (
+    Table(MESSAGES, (SEND_FAMILY, CONSUME_FAMILY)),
+    Table(KEYIDX, (INDEX_FAMILY,)),
+    Table(TIMEIDX, (INDEX_FAMILY,)),
+    Table(DEAD, (INDEX_FAMILY,)),
+    Table(RECORDS, (CONSUME_FAMILY,)),
+    Table(QUEUEIDX, (INDEX_FAMILY,)),
+)
+TABLES_BY_NAME = {t.name: t for t in TABLES}
+
+_CONSUME_TYPES = frozenset((EventType.SUB_BEFORE, EventType.SUB_AFTER))
+_DEAD_ALL, _DEAD_ONE = 0, 1  # the two row kinds of the dead table
+
+
+# --- times -----------------------------------------------------------------
+
+def message_time(event: Event) -> int:
+    """The time a message is filed under in every index: store, else born, else event time."""
+    return event.store_ms if event.store_ms > 0 else event.born_ms if event.born_ms > 0 else event.time_ms
+
+
+# --- row keys --------------------------------------------------------------
+
+def msg_hash(msg_id: str) -> bytes:
+    """4 bytes of hash in front of the msg_id: spreads sequential ids over regions."""
+    return hashlib.blake2b(msg_id.encode("utf-8"), digest_size=4).digest()
+
+
+def salt(msg_id: str, buckets: int) -> int:
+    return int.from_bytes(msg_hash(msg_id), "big") % buckets
+
+
+def message_row(msg_id: str) -> bytes:
+    return keys.pack((msg_hash(msg_id), msg_id))
+
+
+def key_prefix(topic: str, key: str) -> tuple[keys.Element, ...]:
+    return (topic, key)
+
+
+def key_row(topic: str, key: str, time_ms: int, msg_id: str) -> bytes:
+    return keys.pack((topic, key, keys.reverse_int(time_ms), msg_id))
+
+
+def time_prefix(bucket: int, topic: str) -> tuple[keys.Element, ...]:
+    return (bucket, topic)
+
+
+def time_row(bucket: int, topic: str, time_ms: int, msg_id: str) -> bytes:
+    return keys.pack((bucket, topic, time_ms, msg_id))
+
+
+def dead_prefix(topic: str, group: str | None) -> tuple[keys.Element, ...]:
+    return (topic, _DEAD_ALL) if group is None else (topic, _DEAD_ONE, group)
+
+
+def dead_rows(topic: str, group: str, time_ms: int, msg_id: str) -> tuple[bytes, bytes]:
+    """The all-groups row and the per-group row of one dead letter."""
+    rev = keys.reverse_int(time_ms)
+    return (
+        keys.pack((topic, _DEAD_ALL, rev, msg_id, group)),
+        keys.pack((topic, _DEAD_ONE, group, rev, msg_id)),
+    )
+
+
+def records_prefix(topic: str, group: str) -> tuple[keys.Element, ...]:
+    return (topic, group)
+
+
+def records_row(topic: str, group: str, time_ms: int, msg_id: str) -> bytes:
+    return keys.pack((topic, group, time_ms, msg_id))
+
+
+def queue_prefix(topic: str, queue: int) -> tuple[keys.Element, ...]:
+    return (topic, queue)
+
+
+def queue_row(topic: str, queue: int, time_ms: int, offset: int) -> bytes:
+    return keys.pack((topic, queue, time_ms, offset))
+
+
+# --- columns and values ----------------------------------------------------
+
+def column(family: str, qualifier: bytes) -> bytes:
+    """HBase-style ``family:qualifier`` column name (qualifiers may be any bytes)."""
+    return family.encode("ascii") + b":" + qualifier
+
+
+def split_column(name: bytes) -> tuple[str, bytes]:
+    family, _, qualifier = name.partition(b":")
+    return family.decode("ascii"), qualifier
+
+
+def event_family(event: Event) -> str:
+    return CONSUME_FAMILY if event.type in _CONSUME_TYPES else SEND_FAMILY
+
+
+def encode_event_value(app: str, host: str, client_id: str, event: Event) -> bytes:
+    """A stored event: who sent it (from the batch header) and the trimmed wire event."""
+    return msgpack.packb([app, host, client_id, wire.trim(event)], use_bin_type=True)
+
+
+def event_id(value: bytes) -> bytes:
+    """Deterministic column qualifier of a stored event: identical events collapse."""
+    return hashlib.blake2b(value, digest_size=8).digest()
+
+
+def event_qualifier(event: Event, value: bytes) -> bytes:
+    """Consume events sort by group then request id, so one attempt's events sit together."""
+    if event.type in _CONSUME_TYPES:
+        return keys.pack((event.group, event.request_id, event_id(value)))
+    return keys.pack((int(event.type), event_id(value)))
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """An event read back from the store, with the sender fields from its batch header."""
+
+    app: str
+    host: str
+    client_id: str
+    event: Event
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.event._asdict()
+        d["type_name"] = EventType(self.event.type).name
+        d["status_name"] = wire.Status(self.event.status).name
+        if d["body"] is not None:
+            d["body"] = d["body"].hex()
+        d.update(app=self.app, host=self.host, client_id=self.client_id)
+        return d
+
+
+def decode_event_value(value: bytes) -> StoredEvent:
+    app, host, client_id, raw = msgpack.unpackb(value, raw=False, use_list=True)
+    return StoredEvent(app, host, client_id, wire.validate_event(raw))
+
+
+SUMMARY_FIELDS = (
+    "msg_id", "topic", "keys", "tags", "broker", "queue", "offset", "born_ms", "store_ms", "status", "group", "error",
+)
+
+
+def summary_column(event: Event) -> bytes:
+    """Index rows keep one summary per event type; readers prefer the producer's (lowest type)."""
+    return column(INDEX_FAMILY, bytes((int(event.type),)))
+
+
+def encode_summary(event: Event, time_ms: int) -> bytes:
+    return msgpack.packb([time_ms] + [getattr(event, f) for f in SUMMARY_FIELDS], use_bin_type=True)
+
+
+def decode_summary(columns: Mapping[bytes, bytes]) -> dict[str, Any]:
+    """The preferred summary among an index row's columns: ``time_ms`` and :data:`SUMMARY_FIELDS`."""
+    time_ms, *values = msgpack.unpackb(columns[min(columns)], raw=False)
+    out = dict(zip(SUMMARY_FIELDS, values))
+    out["time_ms"] = time_ms
+    return out
