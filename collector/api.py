@@ -35,28 +35,32 @@ def error_response(reason: str, detail: str, status: int = 400) -> web.Response:
 
 
 def query_errors() -> tuple[type[BaseException], ...]:
-    """The exception types that mean "bad query" (answered with 400)."""
+    """The exception types a query may raise on purpose (each carries ``status`` and ``reason``)."""
     try:
-        from collector.store.errors import QueryError
+        from collector.store.errors import StoreError
     except ImportError:  # the store package is optional until it is installed
         return (ParamError,)
-    return (ParamError, QueryError)
+    return (ParamError, StoreError)
 
 
 def query_route(handler: Handler) -> Handler:
-    """Wrap a query handler: token check, then map query errors to 400."""
+    """Wrap a query handler: token check, a store must be open, query errors become JSON."""
 
     @functools.wraps(handler)
     async def wrapped(request: web.Request) -> web.StreamResponse:
+        from collector.app import STORE_KEY
         from collector.auth import require_query_token
 
         require_query_token(request)
+        if STORE_KEY not in request.app:
+            return error_response("no_store", "this collector has no index store to query", status=503)
         try:
             return await handler(request)
         except query_errors() as exc:
-            reason = getattr(exc, "reason", "bad_query")
+            # QueryError and ParamError are 400; an unreachable HBase is 503.
+            status = int(getattr(exc, "status", 400))
             detail = getattr(exc, "detail", None) or str(exc)
-            return error_response(str(reason), str(detail))
+            return error_response(str(getattr(exc, "reason", "bad_query")), str(detail), status=status)
 
     return wrapped
 

@@ -28,10 +28,7 @@ from typing import Any
 
 DEFAULT_DATA_DIR = "./demo-data"
 DEFAULT_ORDERS = 20
-SEGMENT_AGE_S = 1.0
-"""The demo collector seals segments after a second so the index job sees them at once."""
 START_TIMEOUT_S = 30.0
-SEAL_QUIET_S = 2.5
 TOPIC = "orders"
 PRODUCER_GROUP = "shop-web"
 GROUPS = ("billing", "shipping")
@@ -65,7 +62,6 @@ def start_collector(data_dir: str, port: int) -> subprocess.Popen[bytes]:
     env.update({
         "TRACEHOOK_COLLECTOR_DATA_DIR": data_dir,
         "TRACEHOOK_COLLECTOR_PORT": str(port),
-        "TRACEHOOK_COLLECTOR_SEGMENT_AGE_S": str(SEGMENT_AGE_S),
         "TRACEHOOK_COLLECTOR_DURABILITY": "os",
     })
     log = open(os.path.join(data_dir, "collector.log"), "ab")
@@ -157,20 +153,17 @@ def run_traffic(collector_url: str, orders: int = DEFAULT_ORDERS, seed: int = 7)
     return DemoIds(normal=ids[0], retried=retried, dead=dead, transactional=tx_msg)
 
 
-def wait_sealed(log_dir: str, timeout_s: float = 30.0) -> int:
-    """Wait until the collector has sealed everything it received; returns the sealed record count."""
+def seal_log(collector_url: str, log_dir: str) -> int:
+    """Ask the collector to seal its active segment; returns the sealed record count."""
     from collector.tracelog import sealed_segments
 
-    deadline = time.monotonic() + timeout_s
-    last, quiet_since = -1, time.monotonic()
-    while time.monotonic() < deadline:
-        count = sum(s.records for s in sealed_segments(log_dir)) if os.path.exists(log_dir) else 0
-        if count != last:
-            last, quiet_since = count, time.monotonic()
-        elif count > 0 and time.monotonic() - quiet_since >= SEAL_QUIET_S:
-            return count
-        time.sleep(0.2)
-    raise DemoError("no sealed trace-log segment appeared; is the collector rolling segments?")
+    request = urllib.request.Request(collector_url + "/v1/admin/roll", data=b"", method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        response.read()
+    count = sum(s.records for s in sealed_segments(log_dir))
+    if count == 0:
+        raise DemoError("the collector sealed no trace-log records")
+    return count
 
 
 def run_index(log_dir: str, store_url: str) -> Any:
@@ -215,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
     proc = start_collector(data_dir, port)
     try:
         ids = run_traffic(url, args.orders)
-        print(f"sealed trace-log records: {wait_sealed(log_dir)}")
+        print(f"sealed trace-log records: {seal_log(url, log_dir)}")
         print(f"index job: {run_index(log_dir, store_url)}")
         print_traces(url, store_url, ids)
         print(f"\nweb page: {url}/#id={ids.retried}")

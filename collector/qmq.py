@@ -72,7 +72,7 @@ async def _message_list(request: web.Request, *, dead: bool) -> web.Response:
         page = await run_query(request, "dead_letters", subject, None, begin_ms=begin, end_ms=end,
                                limit=limit, cursor=start)
     else:
-        page = await run_query(request, "by_time", subject, begin, end, limit, cursor=start)
+        page = await run_query(request, "by_time", subject, begin, end, limit, cursor=start, newest_first=True)
     items = [_list_item(as_dict(s)) for s in page.items]
     return web.json_response({"list": items, "next": page.next_cursor or None})
 

@@ -2,7 +2,8 @@
 
     GET /v1/messages/{msg_id}                 the full trace plus its timeline rows
     GET /v1/messages/{msg_id}/records         consume records (received / finished / dead)
-    GET /v1/topics/{topic}/messages           by ?key= (newest first) or by time; ?begin=&end=&limit=&cursor=
+    GET /v1/topics/{topic}/messages           by ?key= (newest first) or by time (?order=newest|oldest);
+                                              ?begin=&end=&limit=&cursor=
     GET /v1/topics/{topic}/dead               dead letters; ?group=&begin=&end=&limit=&cursor=
 
 Times are epoch ms, ISO-8601, or a duration ago (``begin=1h``); a missing
@@ -19,7 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from collector.api import error_response, query_route, run_query
-from collector.params import page_size, parse_time, text_param, time_window
+from collector.params import ParamError, page_size, parse_time, text_param, time_window
 from collector.timeline import build_timeline, event_type, status_name
 from tracehook.wire import EventType
 
@@ -136,7 +137,11 @@ async def topic_messages(request: web.Request) -> web.Response:
     if key is not None:
         page = await run_query(request, "by_key", topic, key, begin, end, limit, cursor=cursor)
     else:
-        page = await run_query(request, "by_time", topic, begin, end, limit, cursor=cursor)
+        order = request.query.get("order", "newest")
+        if order not in ("newest", "oldest"):
+            raise ParamError("bad_value", "order must be newest or oldest")
+        page = await run_query(request, "by_time", topic, begin, end, limit, cursor=cursor,
+                               newest_first=order == "newest")
     return web.json_response(page_dict(page))
 
 

@@ -1,0 +1,54 @@
+"""Fixtures: a collector app over a local store that holds the known sample scenario."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from collector.app import create_app
+from collector.config import CollectorConfig
+from collector.sample import ScenarioIds, scenario
+from collector.store import open_store
+from collector.store.indexer import index_records
+
+from api_helpers import INGEST_TOKEN, QUERY_TOKEN
+
+
+@pytest.fixture
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@pytest.fixture
+def config(tmp_path) -> CollectorConfig:
+    return CollectorConfig(data_dir=str(tmp_path), port=0, durability="os")
+
+
+def fill_store(store_url: str, now_ms: int) -> ScenarioIds:
+    """Index the sample scenario into the store at ``store_url``."""
+    store = open_store(store_url)
+    try:
+        ids, records = scenario(now_ms)
+        index_records(store, records)
+    finally:
+        store.close()
+    return ids
+
+
+@pytest.fixture
+def ids(config, now_ms) -> ScenarioIds:
+    return fill_store(config.store_url, now_ms)
+
+
+@pytest.fixture
+async def client(aiohttp_client, config, ids):
+    return await aiohttp_client(create_app(config))
+
+
+@pytest.fixture
+async def secured_client(aiohttp_client, tmp_path, now_ms):
+    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os",
+                             query_token=QUERY_TOKEN, ingest_token=INGEST_TOKEN)
+    fill_store(config.store_url, now_ms)
+    return await aiohttp_client(create_app(config))

@@ -1,0 +1,154 @@
+"""The native JSON API over a real local store holding the sample scenario."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from collector.api import OPENAPI_PATH
+from collector.sample import SHARED_KEY, SHARED_KEY_COUNT, TOPIC
+from api_helpers import INGEST_TOKEN, QUERY_TOKEN, collect_pages
+
+
+def rows_by_group(doc: dict) -> dict[str, dict]:
+    return {row["group"]: row for row in doc["timeline"]["rows"]}
+
+
+async def test_trace_of_a_normal_message_has_producer_and_both_groups(client, ids):
+    response = await client.get(f"/v1/messages/{ids.normal}")
+    assert response.status == 200
+    doc = await response.json()
+    assert doc["msg_id"] == ids.normal and doc["topic"] == TOPIC
+    rows = rows_by_group(doc)
+    assert [r["kind"] for r in doc["timeline"]["rows"]] == ["producer", "consumer", "consumer"]
+    assert set(rows) == {"shop-web", "billing", "shipping"}
+    billing = rows["billing"]["bars"]
+    assert [(b["kind"], b["outcome"], b["finished"], b["host"]) for b in billing] == [
+        ("consume", "success", True, "bill-1")
+    ]
+    assert billing[0]["cost_us"] == 4000
+    assert rows["shop-web"]["bars"][0]["host"] == "web-1"
+
+
+async def test_retried_consume_shows_failed_then_successful_attempt(client, ids):
+    doc = await (await client.get(f"/v1/messages/{ids.retried}")).json()
+    shipping = rows_by_group(doc)["shipping"]["bars"]
+    assert [(b["retry"], b["status"], b["outcome"]) for b in shipping] == [
+        (0, "exception", "failed"), (1, "ok", "success")
+    ]
+    assert shipping[0]["error"] == "handler raised RuntimeError"
+
+
+async def test_dead_letter_ends_the_groups_row(client, ids):
+    doc = await (await client.get(f"/v1/messages/{ids.dead}")).json()
+    shipping = rows_by_group(doc)["shipping"]["bars"]
+    assert [b["kind"] for b in shipping] == ["consume", "consume", "consume", "dead"]
+    assert all(b["outcome"] == "failed" for b in shipping)
+    assert rows_by_group(doc)["billing"]["bars"][0]["outcome"] == "success"
+
+
+async def test_transaction_end_and_failed_send_sit_on_the_producer_row(client, ids):
+    doc = await (await client.get(f"/v1/messages/{ids.transactional}")).json()
+    producer = doc["timeline"]["rows"][0]
+    assert [(b["kind"], b["outcome"]) for b in producer["bars"]] == [("send", "success"), ("end_tx", "success")]
+    assert producer["bars"][1]["tx_state"] == "commit"
+    doc = await (await client.get(f"/v1/messages/{ids.failed_send}")).json()
+    send = doc["timeline"]["rows"][0]["bars"][0]
+    assert (send["status"], send["outcome"], send["error"]) == ("timeout", "failed", "send timed out")
+
+
+async def test_received_but_never_finished_is_unknown(client, ids):
+    doc = await (await client.get(f"/v1/messages/{ids.unfinished}")).json()
+    bar = rows_by_group(doc)["billing"]["bars"][0]
+    assert (bar["outcome"], bar["finished"]) == ("unknown", False)
+
+
+async def test_unknown_message_is_404_json(client):
+    response = await client.get("/v1/messages/no-such-id")
+    assert response.status == 404
+    assert (await response.json())["error"] == "not_found"
+
+
+async def test_records_of_a_dead_message(client, ids):
+    body = await (await client.get(f"/v1/messages/{ids.dead}/records")).json()
+    shipping = [r for r in body["records"] if r["consumerGroup"] == "shipping"]
+    assert [(r["action"], r["type"]) for r in shipping] == [
+        (0, 0), (1, 0), (0, 1), (1, 1), (0, 1), (1, 1), (1, 2)
+    ]
+
+
+async def test_by_key_pages_newest_first_without_gap_or_overlap(client):
+    items = await collect_pages(client, f"/v1/topics/{TOPIC}/messages", {"key": SHARED_KEY, "limit": "10"})
+    ids = [i["msg_id"] for i in items]
+    assert len(ids) == SHARED_KEY_COUNT == len(set(ids))
+    assert ids == [f"msg-shared-{n:03d}" for n in reversed(range(SHARED_KEY_COUNT))]
+    assert all(i["status"] == "ok" for i in items)
+
+
+async def test_by_time_pages_cover_the_topic(client):
+    items = await collect_pages(client, f"/v1/topics/{TOPIC}/messages", {"begin": "2h", "limit": "7"})
+    ids = [i["msg_id"] for i in items]
+    assert len(ids) == len(set(ids)) == SHARED_KEY_COUNT + 6
+
+
+async def test_by_time_window_excludes_older_messages(client):
+    # every sample message was stored about an hour ago
+    body = await (await client.get(f"/v1/topics/{TOPIC}/messages", params={"begin": "10s"})).json()
+    assert body == {"items": [], "next_cursor": None}
+
+
+async def test_dead_letters_by_topic_and_group(client, ids):
+    body = await (await client.get(f"/v1/topics/{TOPIC}/dead")).json()
+    assert [i["msg_id"] for i in body["items"]] == [ids.dead]
+    body = await (await client.get(f"/v1/topics/{TOPIC}/dead", params={"group": "shipping"})).json()
+    assert [i["msg_id"] for i in body["items"]] == [ids.dead]
+    body = await (await client.get(f"/v1/topics/{TOPIC}/dead", params={"group": "billing"})).json()
+    assert body["items"] == []
+
+
+@pytest.mark.parametrize("params, reason", [
+    ({"limit": "0"}, "bad_limit"),
+    ({"limit": "501"}, "bad_limit"),
+    ({"limit": "ten"}, "bad_type"),
+    ({"begin": "yesterday-ish"}, "bad_time"),
+    ({"begin": "2026-01-02T00:00:00Z", "end": "2026-01-01T00:00:00Z"}, "bad_window"),
+    ({"begin": "2020-01-01T00:00:00Z"}, "bad_window"),
+    ({"cursor": "not-a-cursor"}, "bad_cursor"),
+])
+async def test_bad_parameters_are_400_with_a_reason(client, params, reason):
+    response = await client.get(f"/v1/topics/{TOPIC}/messages", params=params)
+    assert response.status == 400
+    body = await response.json()
+    assert body["error"] == reason and body["detail"]
+
+
+async def test_query_token_is_required_when_configured(secured_client):
+    path = f"/v1/topics/{TOPIC}/messages"
+    assert (await secured_client.get(path)).status == 401
+    assert (await secured_client.get(path, headers={"Authorization": f"Bearer {INGEST_TOKEN}"})).status == 403
+    response = await secured_client.get(path, headers={"Authorization": f"Bearer {QUERY_TOKEN}"})
+    assert response.status == 200
+    assert len((await response.json())["items"]) == 20
+
+
+async def test_openapi_documents_every_query_route(client):
+    response = await client.get("/openapi.json")
+    assert response.status == 200
+    doc = await response.json()
+    assert doc == json.loads(OPENAPI_PATH.read_text())
+    registered = {
+        r.resource.canonical for r in client.app.router.routes()
+        if r.resource is not None and r.resource.canonical.startswith(("/v1/messages", "/v1/topics", "/api/"))
+    }
+    assert registered and registered <= set(doc["paths"])
+
+
+async def test_web_page_and_assets_are_served(client):
+    page = await client.get("/")
+    assert page.status == 200 and "text/html" in page.headers["Content-Type"]
+    html = await page.text()
+    assert "/static/app.js" in html and "/static/style.css" in html
+    script = await client.get("/static/app.js")
+    assert script.status == 200
+    assert "innerHTML" not in await script.text()

@@ -1,0 +1,67 @@
+"""Query parameter parsing: times, windows, page sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.params import (
+    DEFAULT_WINDOW_MS,
+    MAX_PAGE_SIZE,
+    ParamError,
+    page_size,
+    parse_duration,
+    parse_time,
+    time_window,
+)
+
+NOW = 1_795_341_600_000  # 2026-11-22T10:00:00Z
+
+
+@pytest.mark.parametrize("value, expected", [
+    (NOW, NOW),
+    (str(NOW), NOW),
+    (NOW // 1000, NOW),  # epoch seconds are recognised
+    ("2026-11-22T10:00:00Z", NOW),
+    ("2026-11-22T11:00:00+01:00", NOW),
+    ("2026-11-22 10:00:00", NOW),  # QMQ's date format, UTC
+    ("1h", NOW - 3_600_000),
+    ("7d", NOW - 7 * 86_400_000),
+    (None, None),
+    ("", None),
+])
+def test_parse_time(value, expected):
+    assert parse_time("t", value, now_ms=NOW) == expected
+
+
+@pytest.mark.parametrize("value", ["tomorrow", True, [1], -5, "1y"])
+def test_parse_time_rejects(value):
+    with pytest.raises(ParamError) as info:
+        parse_time("begin", value, now_ms=NOW)
+    assert info.value.status == 400 and "begin" in info.value.detail
+
+
+def test_default_window_is_the_last_30_days():
+    assert time_window(None, None, now_ms=NOW) == (NOW - DEFAULT_WINDOW_MS, NOW)
+    assert time_window(NOW - 5, None, now_ms=NOW) == (NOW - 5, NOW)
+
+
+def test_window_checks():
+    with pytest.raises(ParamError, match="begin is after end"):
+        time_window(NOW, NOW - 1, now_ms=NOW)
+    with pytest.raises(ParamError, match="longer than"):
+        time_window(0, NOW, now_ms=NOW)
+
+
+def test_page_size_bounds():
+    assert page_size(None) == 20
+    assert page_size("7") == 7
+    assert page_size(MAX_PAGE_SIZE) == MAX_PAGE_SIZE
+    for bad in (0, MAX_PAGE_SIZE + 1, "x", True, 2.5):
+        with pytest.raises(ParamError):
+            page_size(bad)
+
+
+def test_parse_duration():
+    assert parse_duration("since", "90s") == 90_000
+    with pytest.raises(ParamError):
+        parse_duration("since", "90")
