@@ -32,7 +32,7 @@ from collector.params import (
     parse_time,
     time_window,
 )
-from collector.views import as_dict, consume_records, now_ms
+from collector.views import as_dict, now_ms
 
 DEFAULT_LEN = 10
 DETAIL_SCAN_PAGES = 20
@@ -162,15 +162,15 @@ async def message_records(request: web.Request) -> web.Response:
     if code not in (0, 1, 2):
         raise ParamError("bad_value", "recordCode must be 0 (normal), 1 (retry) or 2 (dead)")
     doc = await _find(request, query)
-    records = consume_records(doc.get("events") or []) if doc else []
+    records = await run_query(request, "consume_records", doc["msg_id"]) if doc else []
     return web.json_response({"records": [
         {
-            "consumerGroup": r["consumerGroup"],
+            "consumerGroup": r["consumer_group"],
             "action": r["action"],
             "type": r["type"],
             "timestamp": str(r["timestamp"]),
-            "consumerId": r["consumerId"],
-            "sequence": str(r["sequence"]),
+            "consumerId": r["consumer_id"],
+            "sequence": str(r["offset"]),
         }
         for r in records
         if r["type"] == code

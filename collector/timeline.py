@@ -1,22 +1,21 @@
 """Turn a message's events into the rows of a trace timeline.
 
-One row for the producer (send, transaction end) and one row per consumer
+One row for the producer (sends, transaction end) and one row per consumer
 group; each row has bars (a consume attempt from SUB_BEFORE to SUB_AFTER, a
 send, a dead-letter move) with an ``outcome`` of success / failed / unknown
-that the web page colours.  Built only from the trace's ``events`` list
-(dicts with :class:`tracehook.wire.Event` field names), so it works the same
-for every store.
+that the web page colours.  Built from a ``MessageTrace.to_json()`` document:
+the store has already paired each group's attempts.
 
 Example::
 
-    doc = build_timeline(trace_json["events"])
+    doc = build_timeline(TraceQuery(store).get_trace(msg_id).to_json())
     for row in doc["rows"]:
         print(row["kind"], row["group"], [bar["outcome"] for bar in row["bars"]])
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 from tracehook.wire import EventType, Status, TxState
 
@@ -109,53 +108,40 @@ def _dead_bar(event: dict[str, Any]) -> dict[str, Any]:
     return bar
 
 
-def _attempts(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Pair one group's SUB_BEFORE/SUB_AFTER by request id into attempt bars."""
-    open_attempts: dict[str, dict[str, Any]] = {}
-    bars: list[dict[str, Any]] = []
-    for event in events:
-        kind = event_type(event)
-        request_id = str(event.get("request_id") or "")
-        time_ms = int(event.get("time_ms") or 0)
-        if kind == EventType.SUB_BEFORE:
-            bar = _bar(event, "consume", time_ms, time_ms)
-            bar.update(status="unknown", outcome=UNKNOWN, finished=False)
-            bars.append(bar)
-            if request_id:
-                open_attempts[request_id] = bar
-        elif kind == EventType.SUB_AFTER:
-            finished = _bar(event, "consume", time_ms - int(event.get("cost_us") or 0) // 1000, time_ms)
-            finished["finished"] = True
-            started = open_attempts.pop(request_id, None) if request_id else None
-            if started is None:
-                bars.append(finished)
-            else:
-                # Keep when it was received; take the outcome and cost from the finish.
-                finished["start_ms"] = started["start_ms"]
-                started.update(finished)
-        elif kind == EventType.DEAD:
-            bars.append(_dead_bar(event))
-    return bars
+def _attempt_bar(attempt: dict[str, Any]) -> dict[str, Any]:
+    """A consume attempt as the store pairs it: ``before`` / ``after`` event dicts (either may be None)."""
+    before, after = attempt.get("before"), attempt.get("after")
+    if after is None:
+        bar = _bar(before or {}, "consume", int(attempt.get("time_ms") or 0), int(attempt.get("time_ms") or 0))
+        bar.update(status="unknown", outcome=UNKNOWN, finished=False)
+        return bar
+    end = int(after.get("time_ms") or 0)
+    start = int(before["time_ms"]) if before else end - int(after.get("cost_us") or 0) // 1000
+    bar = _bar(after, "consume", start, end)
+    bar["finished"] = True
+    return bar
 
 
-def build_timeline(events: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """Rows for the producer and each consumer group, and the overall time span."""
-    ordered = sorted(events, key=lambda e: int(e.get("time_ms") or 0))
+def build_timeline(trace: dict[str, Any]) -> dict[str, Any]:
+    """Rows for the producer and each consumer group of a ``MessageTrace.to_json()`` document."""
     producer_bars: list[dict[str, Any]] = []
     producer_group = ""
-    by_group: dict[str, list[dict[str, Any]]] = {}
-    for event in ordered:
+    # Every send attempt shows (a failed one before the successful resend), not only the chosen one.
+    for event in trace.get("events") or []:
         kind = event_type(event)
-        if kind == EventType.PUB:
-            producer_bars.append(_send_bar(event))
+        if kind in (EventType.PUB, EventType.END_TX):
+            producer_bars.append(_send_bar(event) if kind == EventType.PUB else _tx_bar(event))
             producer_group = producer_group or str(event.get("group") or "")
-        elif kind == EventType.END_TX:
-            producer_bars.append(_tx_bar(event))
-            producer_group = producer_group or str(event.get("group") or "")
-        elif kind in (EventType.SUB_BEFORE, EventType.SUB_AFTER, EventType.DEAD):
-            by_group.setdefault(str(event.get("group") or ""), []).append(event)
+    bars_by_group: dict[str, list[dict[str, Any]]] = {}
+    for group, attempts in (trace.get("consumes") or {}).items():
+        bars_by_group.setdefault(group, []).extend(_attempt_bar(a) for a in attempts)
+    for event in trace.get("dead") or []:
+        bars_by_group.setdefault(str(event.get("group") or ""), []).append(_dead_bar(event))
     rows: list[dict[str, Any]] = [{"kind": "producer", "group": producer_group, "bars": producer_bars}]
-    for group, group_events in by_group.items():
-        rows.append({"kind": "consumer", "group": group, "bars": _attempts(group_events)})
+    for group, bars in bars_by_group.items():
+        bars.sort(key=lambda b: b["start_ms"])
+        rows.append({"kind": "consumer", "group": group, "bars": bars})
+    # Groups in the order they first received the message.
+    rows[1:] = sorted(rows[1:], key=lambda r: r["bars"][0]["start_ms"] if r["bars"] else 0)
     times = [t for row in rows for bar in row["bars"] for t in (bar["start_ms"], bar["end_ms"])]
     return {"start_ms": min(times, default=0), "end_ms": max(times, default=0), "rows": rows}

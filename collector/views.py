@@ -21,12 +21,7 @@ from aiohttp import web
 
 from collector.api import error_response, query_route, run_query
 from collector.params import ParamError, page_size, parse_time, text_param, time_window
-from collector.timeline import build_timeline, event_type, status_name
-from tracehook.wire import EventType
-
-RECORD_NORMAL, RECORD_RETRY, RECORD_DEAD = 0, 1, 2
-ACTION_PULL, ACTION_ACK = 0, 1
-
+from collector.timeline import build_timeline, status_name
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -64,39 +59,8 @@ def page_dict(page: Any) -> dict[str, Any]:
 def trace_document(trace: Any) -> dict[str, Any]:
     """The trace as the store renders it, plus ``timeline`` rows for the web page."""
     doc = as_dict(trace)
-    doc["timeline"] = build_timeline(doc.get("events") or [])
+    doc["timeline"] = build_timeline(doc)
     return doc
-
-
-def consume_records(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """QMQ-style consume records from a trace's events, in time order.
-
-    A receive (SUB_BEFORE) is a pull (action 0), a finished handler
-    (SUB_AFTER) an ack (action 1); the type is 0 for a first delivery, 1 for a
-    retry, and 2 for a move to the dead-letter queue (recorded as an ack).
-    """
-    records = []
-    for event in sorted(events, key=lambda e: int(e.get("time_ms") or 0)):
-        kind = event_type(event)
-        if kind not in (EventType.SUB_BEFORE, EventType.SUB_AFTER, EventType.DEAD):
-            continue
-        retry = int(event.get("retry") or 0)
-        if kind == EventType.DEAD:
-            record_type = RECORD_DEAD
-        else:
-            record_type = RECORD_RETRY if retry > 0 else RECORD_NORMAL
-        records.append({
-            "consumerGroup": str(event.get("group") or ""),
-            "action": ACTION_PULL if kind == EventType.SUB_BEFORE else ACTION_ACK,
-            "type": record_type,
-            "timestamp": int(event.get("time_ms") or 0),
-            "consumerId": str(event.get("client_id") or event.get("host") or ""),
-            "sequence": int(event.get("offset", -1)),
-            "retry": retry,
-            "status": status_name(event.get("status", 0)),
-            "host": str(event.get("host") or ""),
-        })
-    return records
 
 
 def _window(request: web.Request) -> tuple[int, int]:
@@ -120,10 +84,10 @@ async def get_message(request: web.Request) -> web.Response:
 async def get_records(request: web.Request) -> web.Response:
     """GET /v1/messages/{msg_id}/records: every consume record of the message."""
     msg_id = request.match_info["msg_id"]
-    trace = await run_query(request, "get_trace", msg_id)
-    if trace is None:
+    records = await run_query(request, "consume_records", msg_id)
+    if not records and await run_query(request, "get_trace", msg_id) is None:
         return error_response("not_found", f"no trace for message {msg_id!r}", status=404)
-    return web.json_response({"msg_id": msg_id, "records": consume_records(as_dict(trace).get("events") or [])})
+    return web.json_response({"msg_id": msg_id, "records": records})
 
 
 @query_route

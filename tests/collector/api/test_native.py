@@ -72,7 +72,7 @@ async def test_unknown_message_is_404_json(client):
 
 async def test_records_of_a_dead_message(client, ids):
     body = await (await client.get(f"/v1/messages/{ids.dead}/records")).json()
-    shipping = [r for r in body["records"] if r["consumerGroup"] == "shipping"]
+    shipping = [r for r in body["records"] if r["consumer_group"] == "shipping"]
     assert [(r["action"], r["type"]) for r in shipping] == [
         (0, 0), (1, 0), (0, 1), (1, 1), (0, 1), (1, 1), (1, 2)
     ]
