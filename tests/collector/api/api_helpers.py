@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from collector.sample import ScenarioIds, scenario
+from collector.store import open_store
+from collector.store.indexer import index_records
+
 MAX_PAGES = 100
 QUERY_TOKEN = "query-secret"
 INGEST_TOKEN = "ingest-secret"
@@ -23,3 +27,14 @@ async def collect_pages(client: Any, path: str, params: dict[str, str]) -> list[
         if not cursor:
             return items
     raise AssertionError("pagination did not end")
+
+
+def fill_store(store_url: str, now_ms: int) -> ScenarioIds:
+    """Index the sample scenario into the store at ``store_url``."""
+    store = open_store(store_url)
+    try:
+        ids, records = scenario(now_ms)
+        index_records(store, records)
+    finally:
+        store.close()
+    return ids

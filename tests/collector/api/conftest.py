@@ -8,11 +8,9 @@ import pytest
 
 from collector.app import create_app
 from collector.config import CollectorConfig
-from collector.sample import ScenarioIds, scenario
-from collector.store import open_store
-from collector.store.indexer import index_records
+from collector.sample import ScenarioIds
 
-from api_helpers import INGEST_TOKEN, QUERY_TOKEN
+from api_helpers import INGEST_TOKEN, QUERY_TOKEN, fill_store
 
 
 @pytest.fixture
@@ -23,17 +21,6 @@ def now_ms() -> int:
 @pytest.fixture
 def config(tmp_path) -> CollectorConfig:
     return CollectorConfig(data_dir=str(tmp_path), port=0, durability="os")
-
-
-def fill_store(store_url: str, now_ms: int) -> ScenarioIds:
-    """Index the sample scenario into the store at ``store_url``."""
-    store = open_store(store_url)
-    try:
-        ids, records = scenario(now_ms)
-        index_records(store, records)
-    finally:
-        store.close()
-    return ids
 
 
 @pytest.fixture

@@ -1,0 +1,67 @@
+"""``tracehook query`` against a store URL and against a running collector."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from collector.app import create_app
+from collector.config import CollectorConfig
+from collector.sample import SHARED_KEY, TOPIC
+from tracehook.cli import main
+
+from api_helpers import QUERY_TOKEN, fill_store
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["query", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_trace_table_from_the_store(config, ids, capsys):
+    code, out, _ = run_cli(capsys, "--store", config.store_url, "id", ids.retried)
+    assert code == 0
+    assert f"message  {ids.retried}" in out
+    lines = [line.split() for line in out.splitlines()]
+    shipping = [line for line in lines if line[:2] == ["consumer", "shipping"]]
+    assert [line[5] for line in shipping] == ["exception", "ok"]  # status column, in time order
+
+
+def test_key_pages_as_json_follow_the_cursor(config, ids, capsys):
+    code, out, _ = run_cli(capsys, "--store", config.store_url, "--json", "key", TOPIC, SHARED_KEY, "--limit", "20")
+    first = json.loads(out)
+    assert code == 0 and len(first["items"]) == 20 and first["next_cursor"]
+    code, out, _ = run_cli(capsys, "--store", config.store_url, "--json", "key", TOPIC, SHARED_KEY,
+                           "--cursor", first["next_cursor"])
+    second = json.loads(out)
+    assert len(second["items"]) == 5 and second["next_cursor"] is None
+    assert not {i["msg_id"] for i in first["items"]} & {i["msg_id"] for i in second["items"]}
+
+
+def test_not_found_and_bad_arguments_exit_codes(config, ids, capsys):
+    code, _, err = run_cli(capsys, "--store", config.store_url, "id", "nope")
+    assert code == 1 and "no trace" in err
+    code, _, err = run_cli(capsys, "--store", config.store_url, "topic", TOPIC, "--since", "soon")
+    assert code == 2 and "--since" in err
+    code, _, err = run_cli(capsys, "--store", config.store_url, "topic", TOPIC, "--cursor", "zzz")
+    assert code == 2 and "cursor" in err
+
+
+async def test_against_a_collector_with_a_query_token(aiohttp_server, tmp_path, now_ms, capsys):
+    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os", query_token=QUERY_TOKEN)
+    ids = fill_store(config.store_url, now_ms)
+    server = await aiohttp_server(create_app(config))
+    url = str(server.make_url(""))
+    # The CLI blocks on HTTP: run it in a thread while the loop serves the collector.
+    code = await asyncio.to_thread(main, ["query", "--collector", url, "dead", TOPIC, "--group", "shipping"])
+    out, err = capsys.readouterr()
+    assert code == 2 and "401" in err
+    code = await asyncio.to_thread(main, ["query", "--collector", url, "--token", QUERY_TOKEN, "dead", TOPIC])
+    out, _ = capsys.readouterr()
+    assert code == 0 and ids.dead in out and "order-3" in out
+
+
+def test_unreachable_collector(capsys):
+    code, _, err = run_cli(capsys, "--collector", "http://127.0.0.1:9", "id", "x")
+    assert code == 2 and "cannot reach" in err
