@@ -184,7 +184,7 @@ function renderEvents(events) {
     tbody.append(el("tr", {},
       el("td", { text: fmtTime(e.time_ms) }), el("td", { text: nameOf(EVENT_NAMES, e.type) }),
       el("td", { text: e.group || "" }), el("td", { text: e.host || "" }),
-      el("td", { text: nameOf(STATUS_NAMES, e.status ?? 0) }), el("td", { text: fmtCost(e.cost_us) }),
+      el("td", { text: e.type === 5 ? "dead" : nameOf(STATUS_NAMES, e.status ?? 0) }), el("td", { text: fmtCost(e.cost_us) }),
       el("td", { text: String(e.retry || 0) }), el("td", { text: e.error || "" })));
   }
 }
