@@ -6,6 +6,9 @@ import pathlib
 
 import pytest
 
+# Fixtures for real services, usable from every test package.
+pytest_plugins = ["fixtures.hbase"]
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 

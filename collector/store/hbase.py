@@ -1,0 +1,184 @@
+"""The HBase store: the same tables through the Thrift1 gateway with happybase.
+
+Tables are created on first use as ``<namespace>_<table>`` (Thrift1 cannot create
+HBase namespaces; for a real namespace made in the HBase shell, pass
+``namespace=ns:trace`` and the tables become ``ns:trace_messages`` ...).  Every
+family keeps one version and expires cells ``ttl_s`` seconds after they were
+written (HBase's column-family TTL, applied on read and purged by compactions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from typing import Any, Iterable, Iterator, Sequence
+
+import happybase
+from Hbase_thrift import AlreadyExists, IllegalArgument, IOError as HBaseIOError  # loaded by happybase
+from thriftpy2.thrift import TApplicationException
+from thriftpy2.transport import TTransportException
+
+from collector.store import keys, schema
+from collector.store.base import Columns, DEFAULT_SCAN_BATCH, Row, StoreOptions
+from collector.store.errors import StoreError, StoreUnavailableError
+
+DEFAULT_NAMESPACE = "tracehook"
+DEFAULT_TIMEOUT_MS = 60_000
+"""Socket timeout of a Thrift call (a big batched put takes a while on a busy server)."""
+DEFAULT_POOL_SIZE = 4
+"""Connections kept open; each thread uses one at a time (happybase connections are not thread-safe)."""
+
+_UNAVAILABLE = (TTransportException, OSError, EOFError)
+
+
+class HBaseStore:
+    """:class:`~collector.store.base.Store` on HBase Thrift1; safe to share between threads."""
+
+    def __init__(
+        self, host: str, port: int, namespace: str = DEFAULT_NAMESPACE, options: StoreOptions = StoreOptions(),
+        *, timeout_ms: int = DEFAULT_TIMEOUT_MS, pool_size: int = DEFAULT_POOL_SIZE, create_tables: bool = True,
+    ) -> None:
+        if not namespace:
+            raise ValueError("namespace must not be empty")
+        self.url = f"hbase://{host}:{port}?namespace={namespace}"
+        self.options = options
+        self.namespace = namespace
+        self._connect_args: dict[str, Any] = dict(
+            host=host, port=port, timeout=timeout_ms, table_prefix=namespace, table_prefix_separator="_",
+        )
+        self._idle: queue.LifoQueue[happybase.Connection] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(pool_size)
+        self._closed = False
+        if create_tables:
+            self._create_tables()
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[happybase.Connection]:
+        """A pooled connection; one that failed is dropped, and errors become store errors."""
+        if self._closed:
+            raise StoreError("store is closed")
+        with self._slots:
+            try:
+                conn = self._idle.get_nowait()
+            except queue.Empty:
+                conn = None
+            try:
+                if conn is None:
+                    conn = happybase.Connection(autoconnect=True, **self._connect_args)
+                yield conn
+            except _UNAVAILABLE as exc:
+                if conn is not None:
+                    conn.close()
+                conn = None
+                raise StoreUnavailableError(f"HBase at {self.url} is unavailable: {exc!r}") from exc
+            except (HBaseIOError, IllegalArgument, TApplicationException) as exc:
+                raise StoreError(f"HBase error: {getattr(exc, 'message', None) or exc!r}") from exc
+            finally:
+                if conn is not None:
+                    self._idle.put(conn)
+
+    def _existing_tables(self, conn: happybase.Connection) -> set[str]:
+        return {name.decode() for name in conn.tables()}
+
+    def _create_tables(self) -> None:
+        family = dict(max_versions=1, time_to_live=self.options.ttl_s)
+        with self._connection() as conn:
+            existing = self._existing_tables(conn)
+            for table in schema.TABLES:
+                if table.name in existing:
+                    continue
+                try:
+                    conn.create_table(table.name, {f: family for f in table.families})
+                except AlreadyExists:
+                    pass  # another process (a parallel index task) created it first
+
+    def put_rows(self, table: str, rows: Sequence[Row]) -> None:
+        with self._connection() as conn:
+            with conn.table(table).batch() as batch:  # one mutateRows call for all rows
+                for row, columns in rows:
+                    batch.put(row, columns)
+
+    def get_row(self, table: str, row: bytes) -> Columns:
+        with self._connection() as conn:
+            return dict(conn.table(table).row(row))
+
+    def get_rows(self, table: str, rows: Sequence[bytes]) -> list[Columns]:
+        if not rows:
+            return []
+        with self._connection() as conn:
+            found = dict(conn.table(table).rows(list(rows)))
+        return [dict(found.get(row, {})) for row in rows]
+
+    def scan(
+        self, table: str, start: bytes, stop: bytes, *, limit: int | None = None, reverse: bool = False
+    ) -> Iterator[Row]:
+        # Read in pages, each with its own short-lived scanner, so a caller that holds
+        # several scans open at once (merged salt buckets) never holds pooled connections.
+        remaining = limit
+        while remaining is None or remaining > 0:
+            page = DEFAULT_SCAN_BATCH if remaining is None else min(remaining, DEFAULT_SCAN_BATCH)
+            rows = self._scan_page(table, start, stop, page, reverse)
+            yield from rows
+            if len(rows) < page:
+                return
+            if remaining is not None:
+                remaining -= len(rows)
+            if reverse:
+                stop = rows[-1][0]
+            else:
+                start = keys.successor(rows[-1][0])
+
+    def _scan_page(self, table: str, start: bytes, stop: bytes, count: int, reverse: bool) -> list[Row]:
+        out: list[Row] = []
+        with self._connection() as conn:
+            if reverse:
+                # A reversed HBase scan starts at its (inclusive) start row and stops before its
+                # stop row; [start, stop) backwards is: begin at stop, skip it, end below start.
+                rows = conn.table(table).scan(row_start=stop, reverse=True, limit=count + 1, batch_size=count + 1)
+            else:
+                rows = conn.table(table).scan(row_start=start, row_stop=stop, limit=count, batch_size=count)
+            try:
+                for row, columns in rows:
+                    if reverse and row >= stop:
+                        continue
+                    if reverse and row < start:
+                        break
+                    out.append((row, dict(columns)))
+                    if len(out) == count:
+                        break
+            finally:
+                rows.close()  # closes the server-side scanner
+        return out
+
+    def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
+        with self._connection() as conn:
+            with conn.table(table).batch() as batch:
+                for row in rows:
+                    batch.delete(row)
+
+    def purge_expired(self) -> int:
+        """Ask HBase to major-compact every table, which drops expired cells (asynchronously).
+
+        Reads never return expired cells anyway; returns 0 as HBase does not say how many went.
+        """
+        with self._connection() as conn:
+            for table in schema.TABLES:
+                conn.compact_table(table.name, major=True)
+        return 0
+
+    def drop_tables(self) -> None:
+        """Delete this namespace's tables (tests and benchmarks clean up with this)."""
+        with self._connection() as conn:
+            existing = self._existing_tables(conn)
+            for table in schema.TABLES:
+                if table.name in existing:
+                    conn.delete_table(table.name, disable=True)
+
+    def close(self) -> None:
+        self._closed = True
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return

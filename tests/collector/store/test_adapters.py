@@ -1,0 +1,109 @@
+"""The Store contract, held by both adapters: sorted rows, ranges, limits, reverse, TTL."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from collector.store import keys, open_store
+from collector.store.base import StoreOptions
+from collector.store.errors import BadStoreUrlError
+from collector.store.local import LocalStore
+
+T = "timeidx"  # any table: adapters treat them alike
+
+
+def rows(n: int, topic: str = "t") -> list[tuple[bytes, dict[bytes, bytes]]]:
+    return [(keys.pack((topic, i)), {b"i:a": b"%d" % i, b"i:b": b"x"}) for i in range(n)]
+
+
+def test_put_get_merges_columns_and_overwrites(store) -> None:
+    row = keys.pack(("t", 1))
+    store.put_rows(T, [(row, {b"i:a": b"1"})])
+    store.put_rows(T, [(row, {b"i:b": b"2"})])
+    store.put_rows(T, [(row, {b"i:a": b"3"})])
+    assert store.get_row(T, row) == {b"i:a": b"3", b"i:b": b"2"}
+    assert store.get_row(T, keys.pack(("t", 2))) == {}
+    assert store.get_rows(T, [keys.pack(("t", 2)), row]) == [{}, {b"i:a": b"3", b"i:b": b"2"}]
+
+
+def test_binary_qualifiers_and_values_survive(store) -> None:
+    row = keys.pack((b"\x00\xff", "k\x00"))
+    columns = {b"c:" + bytes(range(256)): bytes(range(255, -1, -1)), b"c:\x00:": b""}
+    store.put_rows("messages", [(row, columns)])
+    assert store.get_row("messages", row) == columns
+
+
+def test_scan_is_sorted_bounded_and_limited(store) -> None:
+    data = rows(2500)  # more than one internal page
+    store.put_rows(T, list(reversed(data)))
+    store.put_rows(T, rows(3, topic="u"))
+    start, stop = keys.prefix_range(("t",))
+    assert list(store.scan(T, start, stop)) == data
+    assert list(store.scan(T, start, stop, limit=1001)) == data[:1001]
+    middle = list(store.scan(T, keys.pack(("t", 10)), keys.pack(("t", 20))))
+    assert middle == data[10:20]
+
+
+def test_reverse_scan_covers_the_same_half_open_range(store) -> None:
+    data = rows(1500)
+    store.put_rows(T, data)
+    start, stop = keys.pack(("t", 5)), keys.pack(("t", 1205))
+    backwards = list(store.scan(T, start, stop, reverse=True))
+    assert backwards == list(reversed(data[5:1205]))
+    assert list(store.scan(T, start, stop, reverse=True, limit=2)) == [data[1204], data[1203]]
+    lo, hi = keys.prefix_range(("t",))
+    assert next(iter(store.scan(T, lo, hi, reverse=True, limit=1))) == data[-1]
+
+
+def test_delete_rows(store) -> None:
+    data = rows(5)
+    store.put_rows(T, data)
+    store.delete_rows(T, [data[1][0], data[3][0]])
+    lo, hi = keys.prefix_range(("t",))
+    assert [r for r, _ in store.scan(T, lo, hi)] == [data[0][0], data[2][0], data[4][0]]
+
+
+def test_local_ttl_hides_then_purges_expired_cells(tmp_path) -> None:
+    now = [1_000_000]
+    store = LocalStore(str(tmp_path / "i.sqlite3"), StoreOptions(ttl_s=60), clock=lambda: now[0])
+    old, new = keys.pack(("t", 1)), keys.pack(("t", 2))
+    store.put_rows(T, [(old, {b"i:a": b"old"})])
+    now[0] += 30_000
+    store.put_rows(T, [(new, {b"i:a": b"new"})])
+    now[0] += 45_000  # `old` is 75 s old, `new` 45 s
+    assert store.get_row(T, old) == {}
+    assert [r for r, _ in store.scan(T, b"", b"\xff")] == [new]
+    assert store.purge_expired() == 1
+    now[0] -= 60_000  # even with the clock turned back, the purged cell is gone for good
+    assert store.get_row(T, old) == {}
+    store.close()
+
+
+@pytest.mark.hbase
+@pytest.mark.slow
+def test_hbase_family_ttl_expires_cells(make_hbase_url) -> None:
+    store = open_store(make_hbase_url(ttl_days="0.00002"))  # 1.7 s, rounded to 1 s
+    kept = open_store(make_hbase_url())
+    try:
+        assert store.options.ttl_s == 1
+        row = keys.pack(("t", 1))
+        kept.put_rows(T, [(row, {b"i:a": b"v"})])
+        store.put_rows(T, [(row, {b"i:a": b"v"})])
+        time.sleep(2.5)
+        assert store.get_row(T, row) == {}
+        assert list(store.scan(T, b"", b"\xff")) == []
+        assert kept.get_row(T, row) == {b"i:a": b"v"}  # the default 30-day TTL keeps it
+    finally:
+        store.close()
+        kept.close()
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite:/x", "local:", "local:/x?ttl_days=abc", "local:/x?ttl_days=-1", "local:/x?bogus=1",
+            "hbase://h:99999?namespace=x"],
+)
+def test_bad_store_urls_are_named(url: str) -> None:
+    with pytest.raises(BadStoreUrlError):
+        open_store(url)
