@@ -14,6 +14,7 @@ handler runs, and a bad parameter or a bad cursor becomes a 400 JSON answer
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import pathlib
 from typing import Any, Awaitable, Callable
@@ -74,12 +75,12 @@ def trace_query(request: web.Request) -> Any:
 
 
 async def run_query(request: web.Request, method: str, *args: Any, **kwargs: Any) -> Any:
-    """Call a ``TraceQuery`` method for this request.
+    """Call a ``TraceQuery`` method for this request in a worker thread.
 
-    Called on the event loop: a store connection (SQLite, Thrift) belongs to
-    the thread that opened it, and one lookup is a few milliseconds.
+    Store calls block (SQLite, Thrift); both stores are thread-safe, so running
+    them off the event loop keeps ingest flowing while a query scans.
     """
-    return getattr(trace_query(request), method)(*args, **kwargs)
+    return await asyncio.to_thread(getattr(trace_query(request), method), *args, **kwargs)
 
 
 async def openapi(request: web.Request) -> web.Response:

@@ -56,14 +56,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_collector(data_dir: str, port: int) -> subprocess.Popen[bytes]:
-    """Start ``tracehook collector`` on the embedded store and wait until it answers."""
+def start_collector(data_dir: str, port: int, store_url: str | None = None) -> subprocess.Popen[bytes]:
+    """Start ``tracehook collector`` (embedded store unless ``store_url``) and wait until it answers."""
     env = dict(os.environ)
     env.update({
         "TRACEHOOK_COLLECTOR_DATA_DIR": data_dir,
         "TRACEHOOK_COLLECTOR_PORT": str(port),
         "TRACEHOOK_COLLECTOR_DURABILITY": "os",
     })
+    if store_url:
+        env["TRACEHOOK_COLLECTOR_STORE_URL"] = store_url
     log = open(os.path.join(data_dir, "collector.log"), "ab")
     proc = subprocess.Popen([sys.executable, "-m", "tracehook", "collector"], env=env, stdout=log, stderr=log)
     deadline = time.monotonic() + START_TIMEOUT_S
