@@ -123,17 +123,21 @@ def scenario(now_ms: int) -> tuple[ScenarioIds, list[Record]]:
     return ids, records
 
 
-def bulk(count: int, now_ms: int, *, topic: str = "bulk", keys_per_message: int = 1,
+def bulk(count: int, now_ms: int, *, first: int = 0, total: int | None = None, topic: str = "bulk",
          span_ms: int = 24 * 3_600_000, consumers: tuple[str, ...] = ("billing",)) -> Iterator[Record]:
-    """``count`` ordinary messages spread evenly over ``span_ms`` before ``now_ms``."""
-    step = max(span_ms // max(count, 1), 1)
+    """Messages ``first .. first+count-1`` of ``total`` (default ``count``) spread evenly over ``span_ms`` before ``now_ms``.
+
+    Message ``n`` is ``bulk-<n:09d>`` with key ``key-<n % 1000:04d>``; each of
+    ``consumers`` received and finished it 5 ms after it was stored.
+    """
+    total = count if total is None else total
+    step = max(span_ms // max(total, 1), 1)
     start = now_ms - span_ms
-    for n in range(count):
+    for n in range(first, first + count):
         t = start + n * step
         msg_id = f"bulk-{n:09d}"
-        keys = " ".join(f"key-{(n + k) % 1000:04d}" for k in range(keys_per_message))
-        msg = dict(keys=keys, tags="t", broker="broker-a", queue=n % 8, offset=n // 8, born_ms=t - 1, store_ms=t)
+        msg = dict(keys=f"key-{n % 1000:04d}", tags="t", broker="broker-a", queue=n % 8, offset=n // 8,
+                   born_ms=t - 1, store_ms=t)
         yield PRODUCER_HEADER, _event(EventType.PUB, t, PRODUCER, msg_id, topic=topic, cost_us=900, **msg)
         for group in consumers:
-            for record in consume(BILLING_HEADER, group, msg_id, t + 5, dict(msg, topic=topic)):
-                yield record
+            yield from consume(BILLING_HEADER, group, msg_id, t + 5, dict(msg, topic=topic))
