@@ -152,3 +152,21 @@ async def test_web_page_and_assets_are_served(client):
     script = await client.get("/static/app.js")
     assert script.status == 200
     assert "innerHTML" not in await script.text()
+
+
+async def test_ids_and_topics_with_reserved_characters(client, config, now_ms):
+    from urllib.parse import quote
+
+    from collector.sample import send
+    from collector.store import open_store
+    from collector.store.indexer import index_records
+
+    msg_id, topic = "a/b c?#中", "odd/topic"
+    msg = dict(topic=topic, keys="k/1", broker="b", queue=0, offset=1, born_ms=now_ms - 10, store_ms=now_ms - 10)
+    store = open_store(config.store_url)
+    index_records(store, [send(msg_id, now_ms - 10, msg)])
+    store.close()
+    doc = await (await client.get("/v1/messages/" + quote(msg_id, safe=""))).json()
+    assert (doc["msg_id"], doc["topic"]) == (msg_id, topic)
+    body = await (await client.get(f"/v1/topics/{quote(topic, safe='')}/messages", params={"key": "k/1"})).json()
+    assert [i["msg_id"] for i in body["items"]] == [msg_id]
