@@ -80,6 +80,13 @@ class StorageError(CollectorError):
     reason = "storage_error"
 
 
+class BadTimeError(CollectorError, ValueError):
+    """A time parameter that is not epoch ms, ISO-8601, ``now`` or a relative time like ``-2h`` (400)."""
+
+    status = 400
+    reason = "bad_time"
+
+
 class ConfigError(ValueError):
     """A configuration value is missing or invalid (raised at start, never over HTTP)."""
 

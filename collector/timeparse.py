@@ -1,0 +1,87 @@
+"""One way to read a point in time, for every CLI option and API parameter.
+
+Accepted forms (all give epoch milliseconds)::
+
+    parse_time("1722240069000")              # epoch ms (digits or an int)
+    parse_time("1722240069")                 # epoch seconds: below 10**10 a number means seconds
+    parse_time("2026-11-22T10:00:00Z")       # ISO-8601; no zone means UTC; "2026-11-22 10:00:00" too
+    parse_time("now")
+    parse_time("-2h", now_ms=now)            # relative: -90s, -15m, -1h30m, -7d, -1w, -500ms
+    parse_time("2h", now_ms=now)             # a bare duration means "that long ago", like -2h
+    parse_time("+10m", now_ms=now)           # in the future (rarely useful, but unambiguous)
+
+Anything else raises :class:`collector.errors.BadTimeError` (HTTP 400, reason
+``bad_time``) naming the parameter.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from collector.errors import BadTimeError
+
+SECONDS_LIMIT = 10_000_000_000
+"""Epoch numbers below this are seconds, not milliseconds (10**10 s is the year 2286)."""
+
+UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
+_PART = r"(\d+)(ms|s|m|h|d|w)"
+_RELATIVE = re.compile(rf"^([+-]?)((?:{_PART})+)$")
+_PARTS = re.compile(_PART)
+_MAX_TEXT = 64
+
+
+def current_ms() -> int:
+    """The current time in epoch ms."""
+    return int(time.time() * 1000)
+
+
+def parse_duration(text: str, *, name: str = "duration") -> int:
+    """A duration such as ``90s``, ``15m``, ``1h30m`` or ``7d`` in milliseconds."""
+    match = _RELATIVE.match(text.strip())
+    if match is None or match.group(1):
+        raise BadTimeError(f"{name} must be a duration like 90s, 15m, 1h30m or 7d, not {text[:_MAX_TEXT]!r}")
+    return sum(int(n) * UNIT_MS[unit] for n, unit in _PARTS.findall(match.group(2)))
+
+
+def parse_time(value: Any, *, now_ms: int | None = None, name: str = "time") -> int:
+    """``value`` as epoch ms; relative times count from ``now_ms`` (default: the clock)."""
+    if isinstance(value, bool) or value is None:
+        raise BadTimeError(f"{name} is required: epoch ms, ISO-8601, now or a relative time like -2h")
+    if isinstance(value, int):
+        return _epoch(value, name)
+    if not isinstance(value, str):
+        raise BadTimeError(f"{name} must be a string or an integer")
+    text = value.strip()
+    if re.fullmatch(r"\d{1,19}", text):
+        return _epoch(int(text), name)
+    base = now_ms if now_ms is not None else current_ms()
+    if text.lower() == "now":
+        return base
+    match = _RELATIVE.match(text)
+    if match is not None:
+        delta = sum(int(n) * UNIT_MS[unit] for n, unit in _PARTS.findall(match.group(2)))
+        result = base + delta if match.group(1) == "+" else base - delta
+        if result < 0:
+            raise BadTimeError(f"{name}: {text!r} reaches before 1970")
+        return result
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise BadTimeError(
+            f"{name}: {text[:_MAX_TEXT]!r} is not epoch ms, ISO-8601, now or a relative time like -2h"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return _epoch(int(parsed.timestamp() * 1000), name)
+
+
+def _epoch(number: int, name: str) -> int:
+    if number < 0:
+        raise BadTimeError(f"{name} must not be negative")
+    ms = number * 1000 if number < SECONDS_LIMIT else number
+    if ms > 2**63 - 1:
+        raise BadTimeError(f"{name} is out of range")
+    return ms
