@@ -9,7 +9,7 @@ import pytest
 
 from collector.store import Store, open_store
 
-BACKENDS = ["local", pytest.param("hbase", marks=[pytest.mark.hbase, pytest.mark.slow])]
+from index_helpers import BACKENDS
 
 
 @pytest.fixture(params=BACKENDS)

@@ -1,0 +1,69 @@
+"""The indexer: which rows an event makes, and that indexing is idempotent."""
+
+from __future__ import annotations
+
+import pytest
+
+from collector.store import keys, schema
+from collector.store.indexer import index_records, rows_for
+from collector.store.query import TraceQuery
+from tracehook.wire import EventType, Status
+
+from index_helpers import CONSUMER, consumed, ev, message, unique
+
+
+def tables_of(rows) -> list[str]:
+    return sorted(table for table, _, _ in rows)
+
+
+def test_pub_files_message_under_id_keys_time_and_queue() -> None:
+    (header, pub), = message("t", "m1", 1000, keys="k1 k2 k1", queue=3, offset=42)
+    rows = rows_for(header, pub)
+    assert tables_of(rows) == ["keyidx", "keyidx", "messages", "queueidx", "timeidx"]
+    unpacked = {(table, keys.unpack(row)) for table, row, _ in rows}
+    assert ("keyidx", ("t", "k1", keys.reverse_int(1000), "m1")) in unpacked
+    assert ("keyidx", ("t", "k2", keys.reverse_int(1000), "m1")) in unpacked
+    assert ("queueidx", ("t", 3, 1000, 42)) in unpacked
+    assert ("messages", (schema.msg_hash("m1"), "m1")) in unpacked
+
+
+def test_consume_and_dead_events_rows() -> None:
+    before, after = consumed("t", "m1", 1000, "g1")
+    assert tables_of(rows_for(*before)) == ["messages", "queueidx", "records", "timeidx"]
+    assert tables_of(rows_for(*after)) == ["messages", "records"]
+    dead = ev(EventType.DEAD, 5000, "g1", "t", "m1", store_ms=1000, keys="k")
+    assert tables_of(rows_for(CONSUMER, dead)) == ["dead", "dead", "keyidx", "messages", "timeidx"]
+
+
+def test_row_keys_do_not_depend_on_batch_seq_but_on_the_sender() -> None:
+    (header, pub), = message("t", "m1", 1000)
+    retried = type(header)(header.client_id, header.seq + 1, header.app, header.host)
+    assert rows_for(header, pub) == rows_for(retried, pub)
+    other_host = type(header)(header.client_id, header.seq, header.app, "web-2")
+    assert rows_for(header, pub)[0][2] != rows_for(other_host, pub)[0][2]
+
+
+def test_reindexing_and_duplicates_change_nothing(store, dump_store) -> None:
+    topic = unique("orders")
+    records = []
+    for i in range(30):
+        records += message(topic, f"m{i}", 1000 + i, keys=f"k{i % 3}", queue=i % 2, offset=i)
+        records += consumed(topic, f"m{i}", 1000 + i, "g1", status=Status.OK if i % 4 else Status.EXCEPTION)
+    records.append((CONSUMER, ev(EventType.DEAD, 9000, "g1", topic, "m4", store_ms=1004, error="gave up")))
+    assert index_records(store, records, batch_size=7) == len(records)
+    first = dump_store(store)
+    assert sum(len(rows) for rows in first.values()) > 0
+    # Again, in another batching, with every event duplicated (an at-least-once redelivery).
+    assert index_records(store, records + records[::-1], batch_size=1000) == 2 * len(records)
+    assert dump_store(store) == first
+    trace = TraceQuery(store).get_trace("m4")
+    assert len(trace.events) == 4  # PUB, SUB_BEFORE, SUB_AFTER, DEAD: each once
+
+
+def test_batch_size_must_be_positive(tmp_path) -> None:
+    from collector.store import open_store
+
+    store = open_store(f"local:{tmp_path / 'i.sqlite3'}")
+    with pytest.raises(ValueError, match="batch_size"):
+        index_records(store, message("t", "m", 1), batch_size=0)
+    store.close()
