@@ -19,9 +19,10 @@ Example::
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, NamedTuple, Sequence
 
 import msgpack
 
@@ -228,7 +229,80 @@ def decode_batch(data: bytes) -> Batch:
     if type(events) is not list:
         raise WireError("bad_batch", "events must be an array")
     header = BatchHeader(client_id, seq, app, host, sent_ms, stats)
-    return Batch(version, header, [validate_event(e, i) for i, e in enumerate(events)])
+    valid = _validate_all(events)
+    if valid is None:  # something is wrong: the per-event path names the first problem
+        valid = [validate_event(e, i) for i, e in enumerate(events)]
+    return Batch(version, header, valid)
+
+
+def _keyed_getter(n: int) -> Callable[[list[Any]], tuple[Any, ...]]:
+    present = [i for i in _KEYED_INTS if i < n]
+    if len(present) == 1:  # itemgetter with one index returns a bare value, not a tuple
+        only = present[0]
+        return lambda raw: (raw[only],)
+    return operator.itemgetter(*present)
+
+
+# Per event length, precomputed so the per-event path is a few C-level calls (the
+# collector validates every event it receives; this is its hottest loop).
+_TYPES_BY_LEN: tuple[tuple[type, ...], ...] = tuple(_TYPES[:n] for n in range(FIELD_COUNT + 1))
+_KEYED_BY_LEN = tuple(_keyed_getter(max(n, MIN_FIELDS)) for n in range(FIELD_COUNT + 1))
+_new_tuple = tuple.__new__
+
+
+_NONE_TYPE = type(None)
+_STR_COLUMNS = tuple(i for i, t in enumerate(_TYPES) if t is str)
+# Column -> the set of types a valid column may hold (ints are exact: bool is not an int here).
+_OTHER_COLUMNS = tuple(
+    (i, frozenset({t, _NONE_TYPE}) if i in _NULLABLE else frozenset({t}))
+    for i, t in enumerate(_TYPES) if t is not str
+)
+_PROPS, _STATUS, _TX_STATE = (Event._fields.index(f) for f in ("props", "status", "tx_state"))
+# Defaults as plain values (the enum defaults are not exactly int, and padded events must
+# still pass validate_event when the column checks fail and it runs on them).
+_PLAIN_DEFAULTS = tuple(int(v) if isinstance(v, IntEnum) else v for v in DEFAULTS)
+
+
+def _validate_all(events: list[Any]) -> list[Event] | None:
+    """Validate a whole batch column by column (C-level loops instead of per-event Python).
+
+    Accepts exactly what :func:`validate_event` accepts; returns None when any check
+    fails, and the caller then validates event by event for the precise error.
+    """
+    if not events:
+        return []
+    if set(map(type, events)) != {list}:
+        return None
+    lengths = set(map(len, events))
+    if min(lengths) < MIN_FIELDS or max(lengths) > FIELD_COUNT:
+        return None
+    # Pad first so every column exists (validate_event pads too; defaults are valid values).
+    if min(lengths) < FIELD_COUNT:
+        for e in events:
+            if len(e) < FIELD_COUNT:
+                e.extend(_PLAIN_DEFAULTS[len(e):])
+    columns = list(zip(*events))
+    try:
+        for i in _STR_COLUMNS:
+            "".join(columns[i])  # raises TypeError unless every value is a str
+    except TypeError:
+        return None
+    for i, allowed in _OTHER_COLUMNS:
+        if not set(map(type, columns[i])) <= allowed:
+            return None
+    if not set(columns[0]) <= _EVENT_TYPES or not all(columns[3]) or not all(columns[4]):
+        return None
+    for i in _KEYED_INTS:
+        if min(columns[i]) < -1 or max(columns[i]) > MAX_INT:
+            return None
+    if not set(columns[_STATUS]) <= _STATUSES or not set(columns[_TX_STATE]) <= _TX_STATES:
+        return None
+    for props in columns[_PROPS]:
+        if props is not None and (
+            len(props) > MAX_PROPS or not all(type(k) is str and type(v) is str for k, v in props.items())
+        ):
+            return None
+    return [_new_tuple(Event, e) for e in events]
 
 
 def validate_event(raw: Any, index: int = 0) -> Event:
@@ -236,7 +310,7 @@ def validate_event(raw: Any, index: int = 0) -> Event:
     if type(raw) is not list or not MIN_FIELDS <= len(raw) <= FIELD_COUNT:
         raise WireError("bad_event", f"event {index}: an array of {MIN_FIELDS}..{FIELD_COUNT} fields")
     n = len(raw)
-    if tuple(map(type, raw)) != _TYPES[:n]:
+    if tuple(map(type, raw)) != _TYPES_BY_LEN[n]:
         for i, value in enumerate(raw):
             if type(value) is not _TYPES[i] and not (value is None and i in _NULLABLE):
                 name = Event._fields[i]
@@ -245,9 +319,11 @@ def validate_event(raw: Any, index: int = 0) -> Event:
         raise WireError("bad_field", f"event {index}: unknown event type {raw[0]!r}")
     if not raw[3] or not raw[4]:
         raise WireError("missing_field", f"event {index}: topic and msg_id are required")
-    for i in _KEYED_INTS:
-        if i < n and not -1 <= raw[i] <= MAX_INT:
-            raise WireError("bad_field", f"event {index}: {Event._fields[i]} out of range")
+    keyed = _KEYED_BY_LEN[n](raw)
+    if min(keyed) < -1 or max(keyed) > MAX_INT:
+        for i in _KEYED_INTS:
+            if i < n and not -1 <= raw[i] <= MAX_INT:
+                raise WireError("bad_field", f"event {index}: {Event._fields[i]} out of range")
     if n > 14:
         if raw[14] not in _STATUSES:
             raise WireError("bad_field", f"event {index}: unknown status {raw[14]!r}")
@@ -259,4 +335,4 @@ def validate_event(raw: Any, index: int = 0) -> Event:
                 raise WireError("bad_field", f"event {index}: props must map at most {MAX_PROPS} strings to strings")
     if n < FIELD_COUNT:
         raw.extend(DEFAULTS[n:])
-    return Event._make(raw)
+    return _new_tuple(Event, raw)
