@@ -157,8 +157,7 @@ def format_page(page: dict[str, Any]) -> str:
     """A result page as a table, with the cursor for the next page."""
     rows = [
         [i.get("msg_id"), i.get("keys") or "", i.get("tags") or "", i.get("queue"), i.get("offset"),
-         _fmt_time(i.get("store_ms") or i.get("born_ms")), status_name(i.get("status", 5))
-         if not isinstance(i.get("status"), str) else i["status"]]
+         _fmt_time(i.get("store_ms") or i.get("born_ms")), status_name(i.get("status"))]
         for i in page["items"]
     ]
     text = table(["msg_id", "keys", "tags", "queue", "offset", "stored", "status"], rows)

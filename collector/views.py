@@ -14,8 +14,6 @@ window means the last 30 days.  Pages carry ``next_cursor`` (null at the end).
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import time
 from typing import Any
 
@@ -23,39 +21,24 @@ from aiohttp import web
 
 from collector.api import error_response, query_route, run_query
 from collector.params import ParamError, page_size, parse_time, text_param, time_window, to_int
-from collector.timeline import build_timeline, status_name
+from collector.timeline import build_timeline
+
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def as_dict(obj: Any) -> dict[str, Any]:
-    """A plain dict from a NamedTuple, dataclass, ``to_json()`` object or dict."""
-    if obj is None:
+def as_dict(result: Any) -> dict[str, Any]:
+    """A store result (``MessageTrace``, ``MessageSummary``) as a JSON-ready dict; None gives {}."""
+    if result is None:
         return {}
-    if isinstance(obj, dict):
-        return dict(obj)
-    if hasattr(obj, "to_json"):
-        value = obj.to_json()
-        return json.loads(value) if isinstance(value, (str, bytes)) else dict(value)
-    if hasattr(obj, "_asdict"):
-        return dict(obj._asdict())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.asdict(obj)
-    raise TypeError(f"cannot render {type(obj).__name__} as JSON")
-
-
-def summary_dict(summary: Any) -> dict[str, Any]:
-    """One message summary as JSON, with the status as a name."""
-    item = as_dict(summary)
-    if "status" in item:
-        item["status"] = status_name(item["status"])
-    return item
+    return dict(result) if isinstance(result, dict) else result.to_json()
 
 
 def page_dict(page: Any) -> dict[str, Any]:
     """A store ``Page`` as ``{"items": [...], "next_cursor": str | None}``."""
-    return {"items": [summary_dict(s) for s in page.items], "next_cursor": page.next_cursor or None}
+    return {"items": [as_dict(s) for s in page.items], "next_cursor": page.next_cursor or None}
 
 
 def trace_document(trace: Any) -> dict[str, Any]:

@@ -107,7 +107,7 @@ function renderResults(page, append) {
       el("td", { text: item.keys || "" }), el("td", { text: item.tags || "" }),
       el("td", { text: item.broker || "" }), el("td", { text: String(item.queue ?? "") }),
       el("td", { text: String(item.offset ?? "") }), el("td", { text: fmtTime(item.store_ms) }),
-      el("td", { text: nameOf(STATUS_NAMES, item.status ?? "") })));
+      el("td", { text: nameOf(STATUS_NAMES, item.status) })));
   }
   nextCursor = page.next_cursor;
   $("more").hidden = !nextCursor;

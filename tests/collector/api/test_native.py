@@ -83,7 +83,7 @@ async def test_by_key_pages_newest_first_without_gap_or_overlap(client):
     ids = [i["msg_id"] for i in items]
     assert len(ids) == SHARED_KEY_COUNT == len(set(ids))
     assert ids == [f"msg-shared-{n:03d}" for n in reversed(range(SHARED_KEY_COUNT))]
-    assert all(i["status"] == "ok" for i in items)
+    assert all((i["status"], i["status_name"]) == (0, "OK") for i in items)
 
 
 async def test_by_time_pages_cover_the_topic(client):
