@@ -66,24 +66,22 @@ async def _message_list(request: web.Request, *, dead: bool) -> web.Response:
     limit = page_size(query.get("len"), default=DEFAULT_LEN, name="len")
     start = field_str(query, "start")
     if msg_id is not None:
-        items = [_list_item(doc) for doc in await _traces(request, subject, msg_id, dead=dead)]
-        return web.json_response({"list": items, "next": None})
+        doc = await _trace_of(request, subject, msg_id)
+        listed = doc is not None and (doc["dead"] or not dead)
+        return web.json_response({"list": [_list_item(doc)] if listed else [], "next": None})
     if dead:
         page = await run_query(request, "dead_letters", subject, None, begin_ms=begin, end_ms=end,
                                limit=limit, cursor=start)
     else:
         page = await run_query(request, "by_time", subject, begin, end, limit, cursor=start, newest_first=True)
-    items = [_list_item(as_dict(s)) for s in page.items]
+    items = [_list_item(s.to_json()) for s in page.items]
     return web.json_response({"list": items, "next": page.next_cursor or None})
 
 
-async def _traces(request: web.Request, subject: str, msg_id: str, *, dead: bool = False) -> list[dict[str, Any]]:
-    """The message's trace as a one-element list when it belongs to ``subject``."""
-    trace = await run_query(request, "get_trace", msg_id)
-    doc = as_dict(trace)
-    if not doc or doc.get("topic") != subject or (dead and not doc.get("dead")):
-        return []
-    return [doc]
+async def _trace_of(request: web.Request, subject: str, msg_id: str) -> dict[str, Any] | None:
+    """The message's trace document when it exists and belongs to ``subject``."""
+    doc = as_dict(await run_query(request, "get_trace", msg_id))
+    return doc if doc and doc["topic"] == subject else None
 
 
 async def _find(request: web.Request, query: dict[str, Any]) -> dict[str, Any] | None:
@@ -91,21 +89,20 @@ async def _find(request: web.Request, query: dict[str, Any]) -> dict[str, Any] |
     subject = field_str(query, "subject", required=True)
     msg_id = field_str(query, "messageId")
     if msg_id is not None:
-        found = await _traces(request, subject, msg_id)
-        return found[0] if found else None
+        return await _trace_of(request, subject, msg_id)
     broker = field_str(query, "brokerGroup")
     sequence = field_int(query, "sequence")
     if broker is None or sequence is None:
         raise ParamError("missing_field", "give messageId, or brokerGroup and sequence")
-    # The index has no (broker, offset) row, so walk the topic's recent messages.
+    # The index has no (broker, offset) row, so walk the topic's recent messages, newest first.
     begin, end = time_window(None, None, now_ms=now_ms())
     cursor = None
     for _ in range(DETAIL_SCAN_PAGES):
-        page = await run_query(request, "by_time", subject, begin, end, MAX_PAGE_SIZE, cursor=cursor)
-        for summary in map(as_dict, page.items):
-            if summary.get("broker") == broker and summary.get("offset") == sequence:
-                found = await _traces(request, subject, str(summary["msg_id"]))
-                return found[0] if found else None
+        page = await run_query(request, "by_time", subject, begin, end, MAX_PAGE_SIZE, cursor=cursor,
+                               newest_first=True)
+        for summary in page.items:
+            if summary.broker == broker and summary.offset == sequence:
+                return await _trace_of(request, subject, summary.msg_id)
         cursor = page.next_cursor
         if not cursor:
             break

@@ -5,11 +5,10 @@
     GET /v1/topics/{topic}/messages           by ?key= (newest first) or by time (?order=newest|oldest);
                                               ?begin=&end=&limit=&cursor=
     GET /v1/topics/{topic}/dead               dead letters; ?group=&begin=&end=&limit=&cursor=
-    GET /v1/topics/{topic}/unconsumed         ?group=G: messages G never consumed successfully (replay list)
-    GET /v1/topics/{topic}/offsets            ?time=T[&queue=Q]: first offset stored at or after T per queue
 
 Times are epoch ms, ISO-8601, or a duration ago (``begin=1h``); a missing
 window means the last 30 days.  Pages carry ``next_cursor`` (null at the end).
+Offsets at a time, reset plans and the replay list are in :mod:`collector.backtrack_api`.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from collector.api import error_response, query_route, run_query
-from collector.params import ParamError, page_size, parse_time, text_param, time_window, to_int
+from collector.params import ParamError, page_size, parse_time, text_param, time_window
 from collector.timeline import build_timeline
 
 
@@ -108,35 +107,9 @@ async def topic_dead(request: web.Request) -> web.Response:
     return web.json_response(page_dict(page))
 
 
-@query_route
-async def topic_unconsumed(request: web.Request) -> web.Response:
-    """GET /v1/topics/{topic}/unconsumed: messages a group never consumed successfully (the replay list)."""
-    topic = request.match_info["topic"]
-    group = text_param("group", request.query.get("group"), required=True)
-    begin, end = _window(request)
-    limit = page_size(request.query.get("limit"))
-    cursor = text_param("cursor", request.query.get("cursor"))
-    page = await run_query(request, "unconsumed", topic, group, begin, end, limit, cursor=cursor)
-    return web.json_response(page_dict(page))
-
-
-@query_route
-async def topic_offsets(request: web.Request) -> web.Response:
-    """GET /v1/topics/{topic}/offsets?time=T: per queue, the first offset stored at or after T."""
-    topic = request.match_info["topic"]
-    time_ms = parse_time("time", text_param("time", request.query.get("time"), required=True), now_ms=now_ms())
-    queue = request.query.get("queue")
-    queue_id = None if queue in (None, "") else to_int("queue", queue)
-    offsets = await run_query(request, "offsets_at", topic, time_ms, queue_id)
-    return web.json_response({"topic": topic, "time_ms": time_ms,
-                              "offsets": {str(q): offset for q, offset in sorted(offsets.items())}})
-
-
 def add_routes(app: web.Application) -> None:
     """Register the native API on ``app``."""
     app.router.add_get("/v1/messages/{msg_id}", get_message)
     app.router.add_get("/v1/messages/{msg_id}/records", get_records)
     app.router.add_get("/v1/topics/{topic}/messages", topic_messages)
     app.router.add_get("/v1/topics/{topic}/dead", topic_dead)
-    app.router.add_get("/v1/topics/{topic}/unconsumed", topic_unconsumed)
-    app.router.add_get("/v1/topics/{topic}/offsets", topic_offsets)

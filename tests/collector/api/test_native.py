@@ -171,23 +171,3 @@ async def test_ids_and_topics_with_reserved_characters(client, config, now_ms):
     body = await (await client.get(f"/v1/topics/{quote(topic, safe='')}/messages", params={"key": "k/1"})).json()
     assert [i["msg_id"] for i in body["items"]] == [msg_id]
 
-
-async def test_replay_list_of_a_group(client, ids):
-    items = await collect_pages(client, f"/v1/topics/{TOPIC}/unconsumed", {"group": "shipping", "limit": "5"})
-    never_ok = {i["msg_id"] for i in items}
-    # shipping finished normal and retried (on retry 1); everything else it never consumed successfully
-    assert ids.normal not in never_ok and ids.retried not in never_ok
-    assert {ids.dead, ids.transactional, ids.unfinished, ids.failed_send} <= never_ok
-    assert len(never_ok) == len(items) == SHARED_KEY_COUNT + 4
-    missing = await client.get(f"/v1/topics/{TOPIC}/unconsumed")
-    assert missing.status == 400 and (await missing.json())["error"] == "missing_param"
-
-
-async def test_offsets_at_a_time(client, now_ms):
-    # queue 2 holds msg-dead (offset 30, ~58 min ago) and shared messages 102, 106, ...
-    body = await (await client.get(f"/v1/topics/{TOPIC}/offsets", params={"time": "2h"})).json()
-    assert body["offsets"]["2"] == 30
-    body = await (await client.get(f"/v1/topics/{TOPIC}/offsets", params={"time": str(now_ms), "queue": "2"})).json()
-    assert body["offsets"] == {"2": 123}  # after everything: last offset + 1
-    bad = await client.get(f"/v1/topics/{TOPIC}/offsets", params={"time": "x"})
-    assert bad.status == 400
