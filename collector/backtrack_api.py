@@ -1,0 +1,100 @@
+"""HTTP routes for backtracking (registered by :func:`setup`, which :mod:`collector.api` calls).
+
+    GET /v1/topics/{topic}/offsets?time=T[&queue=Q]          first offset stored at or after T, per queue
+    GET /v1/topics/{topic}/offsets?time=T&group=G[&force=true]  G's reset plan (rewind-only unless force)
+    GET /v1/topics/{topic}/unconsumed?group=G&begin=&end=[&limit=&cursor=]   the replay list, oldest first
+    GET /v1/topics/{topic}/dead/counts?begin=&end=[&bucket=1h]   dead letters per group per time bucket
+
+Times go through :func:`collector.timeparse.parse_time` (epoch ms, ISO-8601, ``now``,
+``-2h``); a missing window means the last 30 days.  Query token and error rendering
+are the query API's (:func:`collector.api.query_route`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from aiohttp import web
+
+from collector import backtrack
+from collector.api import query_route, trace_query
+from collector.params import ParamError, page_size, text_param, time_window, to_int
+from collector.timeparse import current_ms, parse_duration, parse_time
+
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    value = request.query.get(name, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ParamError("bad_value", f"{name} must be true or false")
+
+
+def _optional_time(request: web.Request, name: str, now: int) -> int | None:
+    value = request.query.get(name)
+    return None if value in (None, "") else parse_time(value, now_ms=now, name=name)
+
+
+def _window(request: web.Request) -> tuple[int, int]:
+    now = current_ms()
+    return time_window(_optional_time(request, "begin", now), _optional_time(request, "end", now), now_ms=now)
+
+
+async def _run(request: web.Request, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Store calls block; run them off the event loop like every other query."""
+    return await asyncio.to_thread(func, trace_query(request), *args, **kwargs)
+
+
+@query_route
+async def topic_offsets(request: web.Request) -> web.Response:
+    """Offsets at a time for every queue (or ``queue``); with ``group``, that group's reset plan."""
+    topic = request.match_info["topic"]
+    time_ms = parse_time(request.query.get("time"), name="time")
+    queue_text = request.query.get("queue")
+    queue = None if queue_text in (None, "") else to_int("queue", queue_text)
+    group = text_param("group", request.query.get("group"))
+    force = _flag(request, "force")
+    if group is None:
+        if force:
+            raise ParamError("bad_value", "force needs a group")
+        offsets = await _run(request, backtrack.offsets_at, topic, time_ms, queue)
+        return web.json_response({
+            "topic": topic, "time_ms": time_ms,
+            "queues": [{"queue": q, "offset": offsets[q]} for q in sorted(offsets)],
+        })
+    plan = await _run(request, backtrack.reset_plan, topic, group, time_ms, force=force, queue=queue)
+    return web.json_response(plan.to_json())
+
+
+@query_route
+async def topic_unconsumed(request: web.Request) -> web.Response:
+    """The replay list: messages in the window the group has no successful consume of."""
+    topic = request.match_info["topic"]
+    group = text_param("group", request.query.get("group"), required=True)
+    begin, end = _window(request)
+    limit = page_size(request.query.get("limit"), default=backtrack.DEFAULT_REPLAY_LIMIT)
+    cursor = text_param("cursor", request.query.get("cursor"))
+    page = await _run(request, backtrack.replay_list, topic, group, begin, end, limit, cursor)
+    return web.json_response(page.to_json())
+
+
+@query_route
+async def topic_dead_counts(request: web.Request) -> web.Response:
+    """Dead letters per consumer group per time bucket, for the web page's overview."""
+    topic = request.match_info["topic"]
+    begin, end = _window(request)
+    bucket_text = request.query.get("bucket")
+    bucket_ms = backtrack.DEFAULT_BUCKET_MS if not bucket_text else parse_duration(bucket_text, name="bucket")
+    counts = await _run(request, backtrack.dead_counts, topic, begin, end, bucket_ms)
+    return web.json_response(counts.to_json())
+
+
+def setup(app: web.Application) -> None:
+    """Register the backtracking routes on ``app``."""
+    app.router.add_get("/v1/topics/{topic}/offsets", topic_offsets)
+    app.router.add_get("/v1/topics/{topic}/unconsumed", topic_unconsumed)
+    app.router.add_get("/v1/topics/{topic}/dead/counts", topic_dead_counts)

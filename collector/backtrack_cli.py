@@ -1,0 +1,205 @@
+"""``tracehook offsets`` and ``tracehook replay-list``: backtracking from a terminal.
+
+Against a running collector (``--collector URL``, the default) or directly against
+an index store (``--store local:PATH`` or ``--store hbase://...``)::
+
+    tracehook offsets orders --time -2h                          # first offset stored >= T, per queue
+    tracehook offsets orders --time 2026-11-22T10:00Z --group billing          # billing's reset plan
+    tracehook offsets orders --time 1795341600000 --group billing --force --json
+    tracehook replay-list orders --group billing --begin -6h --end -1h --format csv > replay.csv
+
+Times: epoch ms, ISO-8601, ``now`` or relative like ``-2h`` (:mod:`collector.timeparse`).
+Exit status: 0 answered, 1 nothing indexed for the topic (offsets), 2 bad arguments or
+unreachable source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+import urllib.parse
+from typing import Any, Iterator, Protocol, TextIO
+
+from collector import backtrack
+from collector.api import query_errors
+from collector.errors import CollectorError
+from collector.params import DEFAULT_WINDOW_MS
+from collector.query_cli import (
+    DEFAULT_COLLECTOR, ENV_COLLECTOR, ENV_TOKEN, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, HttpSource, QueryFailed, table,
+)
+from collector.timeparse import current_ms, parse_time
+
+FORMATS = ("jsonl", "csv")
+_PAGE = 500  # the API's largest page
+
+
+class Source(Protocol):
+    """Where answers come from: both give the HTTP API's JSON documents."""
+
+    def offsets(self, topic: str, params: dict[str, Any]) -> dict[str, Any]: ...
+
+    def replay(self, topic: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]: ...
+
+
+class StoreSource:
+    """The index store read directly."""
+
+    def __init__(self, store_url: str) -> None:
+        from collector.store import open_store
+        from collector.store.query import TraceQuery
+
+        self.query = TraceQuery(open_store(store_url))
+
+    def offsets(self, topic: str, params: dict[str, Any]) -> dict[str, Any]:
+        time_ms, queue, group = params["time"], params.get("queue"), params.get("group")
+        if group is None:
+            offsets = backtrack.offsets_at(self.query, topic, time_ms, queue)
+            return {"topic": topic, "time_ms": time_ms,
+                    "queues": [{"queue": q, "offset": offsets[q]} for q in sorted(offsets)]}
+        return backtrack.reset_plan(self.query, topic, group, time_ms, force=params["force"], queue=queue).to_json()
+
+    def replay(self, topic: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        for item in backtrack.iter_replay(self.query, topic, params["group"], params["begin"], params["end"]):
+            yield item.to_json()
+
+    def close(self) -> None:
+        self.query.store.close()
+
+
+class CollectorSource:
+    """The collector's backtracking routes over HTTP."""
+
+    def __init__(self, base_url: str, token: str | None) -> None:
+        self.http = HttpSource(base_url, token)
+
+    def _get(self, topic: str, what: str, params: dict[str, Any]) -> dict[str, Any]:
+        path = f"/v1/topics/{urllib.parse.quote(topic, safe='')}/{what}"
+        doc = self.http._get(path, params)
+        if doc is None:
+            raise QueryFailed(f"{path}: not found (a collector without backtracking routes?)")
+        return doc
+
+    def offsets(self, topic: str, params: dict[str, Any]) -> dict[str, Any]:
+        query = {k: params.get(k) for k in ("time", "queue", "group")}
+        if params.get("force"):
+            query["force"] = "true"
+        return self._get(topic, "offsets", query)
+
+    def replay(self, topic: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        seen: set[str] = set()
+        query = dict(group=params["group"], begin=params["begin"], end=params["end"], limit=_PAGE)
+        while True:
+            page = self._get(topic, "unconsumed", query)
+            for item in page["items"]:
+                if item["msg_id"] not in seen:  # a message filed under two times can show on two pages
+                    seen.add(item["msg_id"])
+                    yield item
+            if not page.get("next_cursor"):
+                return
+            query["cursor"] = page["next_cursor"]
+
+    def close(self) -> None:
+        pass
+
+
+def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--collector", default=os.environ.get(ENV_COLLECTOR, DEFAULT_COLLECTOR),
+                        help=f"collector URL (env {ENV_COLLECTOR}; default {DEFAULT_COLLECTOR})")
+    source.add_argument("--store", help="read the index store directly: local:PATH or hbase://host:port?namespace=NS")
+    parser.add_argument("--token", default=os.environ.get(ENV_TOKEN), help=f"query token (env {ENV_TOKEN})")
+
+
+def add_offsets_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``tracehook offsets``."""
+    parser.add_argument("topic")
+    parser.add_argument("--time", required=True, help="epoch ms, ISO-8601, now, or relative like -2h")
+    parser.add_argument("--group", help="show this consumer group's reset plan")
+    parser.add_argument("--force", action="store_true", help="plan moves forward too (default: rewind only)")
+    parser.add_argument("--queue", type=int, help="only this queue / partition")
+    parser.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
+    _add_source_arguments(parser)
+
+
+def add_replay_list_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``tracehook replay-list``."""
+    parser.add_argument("topic")
+    parser.add_argument("--group", required=True, help="the consumer group to replay for")
+    parser.add_argument("--begin", help="window start (default: end - 30 days)")
+    parser.add_argument("--end", help="window end (default: now)")
+    parser.add_argument("--format", choices=FORMATS, default="jsonl", help="JSON lines (default) or CSV")
+    _add_source_arguments(parser)
+
+
+def _open(args: argparse.Namespace) -> StoreSource | CollectorSource:
+    return StoreSource(args.store) if args.store else CollectorSource(args.collector, args.token)
+
+
+def format_offsets(doc: dict[str, Any]) -> str:
+    """Offsets, or a reset plan, as a table."""
+    if "group" not in doc:
+        return table(["queue", "offset"], [[q["queue"], q["offset"]] for q in doc["queues"]])
+    rows = [[q["queue"], q["target"], "-" if q["current"] is None else q["current"], q["planned"], q["action"]]
+            for q in doc["queues"]]
+    mode = "force" if doc["force"] else "rewind only"
+    return f"group {doc['group']} ({mode})\n" + table(["queue", "target", "current", "planned", "action"], rows)
+
+
+def write_replay(items: Iterator[dict[str, Any]], fmt: str, out: TextIO) -> int:
+    """Write the replay list as JSON lines or CSV; returns how many messages were written."""
+    count = 0
+    writer = csv.DictWriter(out, fieldnames=backtrack.FIELDS, extrasaction="ignore") if fmt == "csv" else None
+    if writer is not None:
+        writer.writeheader()
+    for item in items:
+        if writer is not None:
+            writer.writerow(item)
+        else:
+            out.write(json.dumps(item, ensure_ascii=False) + "\n")
+        count += 1
+    return count
+
+
+def run_offsets(args: argparse.Namespace) -> int:
+    """Print offsets at a time, or a group's reset plan."""
+    try:
+        params = {"time": parse_time(args.time, name="--time"), "queue": args.queue, "group": args.group,
+                  "force": args.force}
+        if args.force and not args.group:
+            print("error: --force needs --group", file=sys.stderr)
+            return EXIT_ERROR
+        source = _open(args)
+        try:
+            doc = source.offsets(args.topic, params)
+        finally:
+            source.close()
+    except (QueryFailed, CollectorError, *query_errors()) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(json.dumps(doc, indent=2) if args.json else format_offsets(doc))
+    return EXIT_OK if doc["queues"] else EXIT_NOT_FOUND
+
+
+def run_replay_list(args: argparse.Namespace) -> int:
+    """Print the replay list; a summary line goes to stderr."""
+    try:
+        now = current_ms()
+        end = parse_time(args.end, now_ms=now, name="--end") if args.end else now
+        begin = parse_time(args.begin, now_ms=now, name="--begin") if args.begin else max(end - DEFAULT_WINDOW_MS, 0)
+        if begin > end:
+            print("error: --begin is after --end", file=sys.stderr)
+            return EXIT_ERROR
+        source = _open(args)
+        try:
+            count = write_replay(source.replay(args.topic, {"group": args.group, "begin": begin, "end": end}),
+                                 args.format, sys.stdout)
+        finally:
+            source.close()
+    except (QueryFailed, CollectorError, *query_errors()) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"{count} message(s) to replay for {args.group}", file=sys.stderr)
+    return EXIT_OK
