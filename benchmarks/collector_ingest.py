@@ -110,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--durability", default="fsync", choices=["fsync", "os"])
+    parser.add_argument("--decode-workers", type=int, default=0)
     parser.add_argument("--serve-bare", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_bare:
@@ -120,12 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         cport, bport = _free_port(), _free_port()
         collector = _start([sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(cport),
                             "--store-url", "none", "--durability", args.durability,
-                            "--backlog-limit-bytes", "0", "--log-level", "WARNING"], cport)
+                            "--backlog-limit-bytes", "0", "--log-level", "WARNING",
+                            "--decode-workers", str(args.decode_workers)], cport)
         bare = _start([sys.executable, __file__, "--serve-bare", str(bport)], bport)
         try:
             print(f"collector ingest, {EVENTS_PER_BATCH}-event batches "
                   f"({len(wire.encode_batch_packed(wire.BatchHeader('x', 1), _packed_events()))} bytes), "
-                  f"durability={args.durability}, {args.seconds:g} s per cell")
+                  f"durability={args.durability}, decode workers={args.decode_workers}, {args.seconds:g} s per cell")
             print(f"| clients | collector events/s | bare handler events/s | collector / bare |")
             print(f"|--------:|-------------------:|----------------------:|-----------------:|")
             for n in levels:

@@ -37,6 +37,7 @@ DEFAULT_DEDUP_WINDOW = 100_000
 DEFAULT_MAINTENANCE_INTERVAL_S = 1.0
 DEFAULT_RETRY_AFTER_S = 5
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
+DEFAULT_DECODE_WORKERS = 0
 STORE_DISABLED = "none"
 """``store_url`` value for an ingest-only collector that opens no index store."""
 
@@ -61,6 +62,7 @@ class CollectorConfig:
     maintenance_interval_s: float = DEFAULT_MAINTENANCE_INTERVAL_S
     retry_after_s: int = DEFAULT_RETRY_AFTER_S
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
+    decode_workers: int = DEFAULT_DECODE_WORKERS  # processes validating large batches; 0: on the event loop
 
     def __post_init__(self) -> None:
         if not self.data_dir:
@@ -75,7 +77,7 @@ class CollectorConfig:
         for name in ("segment_age_s", "maintenance_interval_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
-        for name in ("backlog_limit_bytes", "retention_s", "shutdown_timeout_s"):
+        for name in ("backlog_limit_bytes", "retention_s", "shutdown_timeout_s", "decode_workers"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative")
         for name in ("ingest_token", "query_token"):

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -34,6 +35,23 @@ log = logging.getLogger(__name__)
 ACCEPTED_CONTENT_TYPES = frozenset({"application/msgpack", "application/x-msgpack", "application/octet-stream"})
 DEFAULT_MAX_GROUP_BYTES = 32 * 1024 * 1024
 """Upper bound on one group commit's write; a bigger backlog of requests spans several groups."""
+INLINE_DECODE_BYTES = 16 * 1024
+"""Bodies up to this size are validated on the event loop even with decode workers:
+shipping them to another process would cost more than decoding them."""
+
+# (client_id, seq, client_stats, event count) or, for a bad batch, (None, reason, detail)
+CheckResult = tuple[str | None, object, object, int]
+
+
+def check_batch(body: bytes) -> CheckResult:
+    """Decode and validate a batch; runs in a decode worker process, so it returns plain
+    values (a WireError does not survive pickling)."""
+    try:
+        batch = decode_batch(body)
+    except WireError as exc:
+        return (None, exc.reason, exc.detail, 0)
+    h = batch.header
+    return (h.client_id, h.seq, h.client_stats, len(batch.events))
 
 
 @dataclass
@@ -54,6 +72,7 @@ class Ingestor:
         self.tracelog = tracelog
         self.metrics = metrics
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracelog")
+        self._decoders: ProcessPoolExecutor | None = None
         self._queue: asyncio.Queue[_Pending | None] = asyncio.Queue()
         self._recent: OrderedDict[tuple[str, int], asyncio.Future[int] | int] = OrderedDict()
         self._tasks: list[asyncio.Task[None]] = []
@@ -76,6 +95,11 @@ class Ingestor:
         for client_id, seq, offset in self.tracelog.recovered_batches:
             self._remember((client_id, seq), offset)
         await self._run(self._refresh_sizes)
+        if self.config.decode_workers:
+            # spawn, not fork: the parent has an event loop and threads running.
+            self._decoders = ProcessPoolExecutor(self.config.decode_workers,
+                                                 mp_context=multiprocessing.get_context("spawn"))
+            await asyncio.get_running_loop().run_in_executor(self._decoders, check_batch, b"")  # warm up
         self._tasks = [
             asyncio.create_task(self._writer(), name="tracelog-writer"),
             asyncio.create_task(self._maintenance(), name="tracelog-maintenance"),
@@ -92,6 +116,8 @@ class Ingestor:
             await writer
         await self._run(self.tracelog.close)
         self._executor.shutdown(wait=True)
+        if self._decoders is not None:
+            self._decoders.shutdown(wait=True)
 
     async def _run(self, fn, *args):  # type: ignore[no-untyped-def]
         # Every trace-log call goes through the one thread, so appends, rolls and
@@ -122,20 +148,24 @@ class Ingestor:
                 body = await request.read()
             except web.HTTPRequestEntityTooLarge:
                 raise PayloadTooLarge(f"body is over the {limit} byte limit") from None
-            try:
-                batch = decode_batch(body)
-            except WireError as exc:
-                raise BadBatch(exc.detail, reason=exc.reason) from None
+            client_id, seq, stats, events = await self._check(body)
+            if client_id is None:
+                raise BadBatch(str(stats), reason=str(seq))
         except CollectorError as exc:
             self.metrics.rejected.inc(reason=exc.reason)
             raise
-        header = batch.header
-        self.metrics.client_reported(header.client_id, header.client_stats)
-        if not batch.events:  # a stats-only batch: nothing to keep
+        assert isinstance(seq, int) and isinstance(stats, dict)
+        self.metrics.client_reported(client_id, stats)
+        if not events:  # a stats-only batch: nothing to keep
             return web.json_response({"offset": None, "events": 0, "duplicate": False})
-        offset, duplicate = await self.append(header.client_id, header.seq, body, len(batch.events))
+        offset, duplicate = await self.append(client_id, seq, body, events)
         self.metrics.append_seconds.observe(time.perf_counter() - started)
-        return web.json_response({"offset": offset, "events": len(batch.events), "duplicate": duplicate})
+        return web.json_response({"offset": offset, "events": events, "duplicate": duplicate})
+
+    async def _check(self, body: bytes) -> CheckResult:
+        if self._decoders is None or len(body) <= INLINE_DECODE_BYTES:
+            return check_batch(body)
+        return await asyncio.get_running_loop().run_in_executor(self._decoders, check_batch, body)
 
     # -- appending ------------------------------------------------------------------------
 

@@ -191,3 +191,18 @@ async def test_store_is_opened_into_the_app_when_configured(aiohttp_client, tmp_
     client = await aiohttp_client(create_app(cfg))
     assert STORE_KEY in client.server.app
     assert (await (await client.get("/healthz")).json())["store"] is True
+
+
+async def test_decode_workers_validate_large_batches_the_same_way(aiohttp_client, collector_config) -> None:
+    cfg = dataclasses.replace(collector_config, decode_workers=1)
+    client = await aiohttp_client(create_app(cfg))
+    big = make_batch("w", 1, n=400)  # over the inline threshold: goes to the worker process
+    assert len(big) > 16 * 1024
+    answer = await (await client.post("/v1/batches", data=big, headers=MSGPACK)).json()
+    assert answer == {"offset": 0, "events": 400, "duplicate": False}
+    raw = msgpack.unpackb(make_batch("w", 2, n=400))
+    raw[7][399][0] = 99  # an unknown event type in the last event
+    resp = await client.post("/v1/batches", data=msgpack.packb(raw), headers=MSGPACK)
+    assert resp.status == 400
+    assert (await resp.json())["error"] == "bad_field"
+    assert [r.payload for r in read_log(cfg.log_dir)] == [big]
