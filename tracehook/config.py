@@ -1,0 +1,153 @@
+"""Tracer configuration: one frozen dataclass, filled from arguments or environment variables.
+
+Explicit arguments win over the environment.  A bad explicit argument raises
+:class:`~tracehook.errors.ConfigError`; a bad environment value is logged and
+the default used instead (a typo in a deployment must not stop the app).
+
+Environment variables (all optional):
+
+=============================  ===============================================  ==========
+variable                       meaning                                          default
+=============================  ===============================================  ==========
+TRACEHOOK_COLLECTORS           comma-separated collector base URLs              (none: off)
+TRACEHOOK_TOKEN                ingest bearer token                              (none)
+TRACEHOOK_APP                  application name put on every batch              script name
+TRACEHOOK_QUEUE_SIZE           events held before new ones are dropped          100000
+TRACEHOOK_BATCH_EVENTS         most events per batch                            5000
+TRACEHOOK_BATCH_BYTES          most encoded bytes per batch                     1048576
+TRACEHOOK_LINGER_MS            how long events wait for a batch to fill         200
+TRACEHOOK_TIMEOUT_MS           HTTP connect/read timeout per request            5000
+TRACEHOOK_MAX_RETRIES          retries of one batch before it is dropped        8
+TRACEHOOK_BACKOFF_MS           first retry delay (doubles, full jitter)         200
+TRACEHOOK_MAX_BACKOFF_MS       longest retry delay                              10000
+TRACEHOOK_FAILOVER_MS          how long a failing collector is set aside        30000
+TRACEHOOK_EXIT_TIMEOUT_MS      how long the exit flush may take                 5000
+=============================  ===============================================  ==========
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+from dataclasses import dataclass, fields, replace
+from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit
+
+from .errors import ConfigError
+
+log = logging.getLogger("tracehook")
+
+DEFAULT_QUEUE_SIZE = 100_000
+DEFAULT_BATCH_EVENTS = 5_000
+DEFAULT_BATCH_BYTES = 1024 * 1024
+DEFAULT_LINGER_S = 0.2
+DEFAULT_TIMEOUT_S = 5.0
+DEFAULT_MAX_RETRIES = 8
+DEFAULT_BACKOFF_S = 0.2
+DEFAULT_MAX_BACKOFF_S = 10.0
+DEFAULT_FAILOVER_S = 30.0
+DEFAULT_EXIT_TIMEOUT_S = 5.0
+BATCHES_PATH = "/v1/batches"
+
+ENV_COLLECTORS = "TRACEHOOK_COLLECTORS"
+ENV_TOKEN = "TRACEHOOK_TOKEN"
+ENV_APP = "TRACEHOOK_APP"
+# field name -> (environment variable, parser); times are given in ms in the environment
+_ENV_NUMBERS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "queue_size": ("TRACEHOOK_QUEUE_SIZE", int),
+    "batch_events": ("TRACEHOOK_BATCH_EVENTS", int),
+    "batch_bytes": ("TRACEHOOK_BATCH_BYTES", int),
+    "linger_s": ("TRACEHOOK_LINGER_MS", lambda v: float(v) / 1000),
+    "timeout_s": ("TRACEHOOK_TIMEOUT_MS", lambda v: float(v) / 1000),
+    "max_retries": ("TRACEHOOK_MAX_RETRIES", int),
+    "backoff_s": ("TRACEHOOK_BACKOFF_MS", lambda v: float(v) / 1000),
+    "max_backoff_s": ("TRACEHOOK_MAX_BACKOFF_MS", lambda v: float(v) / 1000),
+    "failover_s": ("TRACEHOOK_FAILOVER_MS", lambda v: float(v) / 1000),
+    "exit_timeout_s": ("TRACEHOOK_EXIT_TIMEOUT_MS", lambda v: float(v) / 1000),
+}
+
+
+def _default_app() -> str:
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return name.removesuffix(".py") or "python"
+
+
+@dataclass(frozen=True)
+class TracerConfig:
+    """Everything a :class:`~tracehook.Tracer` needs; build it with :meth:`from_env` to read the environment."""
+
+    app: str = "python"
+    collectors: tuple[str, ...] = ()
+    token: str | None = None
+    host: str = ""
+    queue_size: int = DEFAULT_QUEUE_SIZE
+    batch_events: int = DEFAULT_BATCH_EVENTS
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    linger_s: float = DEFAULT_LINGER_S
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    max_retries: int = DEFAULT_MAX_RETRIES
+    backoff_s: float = DEFAULT_BACKOFF_S
+    max_backoff_s: float = DEFAULT_MAX_BACKOFF_S
+    failover_s: float = DEFAULT_FAILOVER_S
+    exit_timeout_s: float = DEFAULT_EXIT_TIMEOUT_S
+    flush_at_exit: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.collectors, str):
+            object.__setattr__(self, "collectors", _split_urls(self.collectors))
+        else:
+            object.__setattr__(self, "collectors", tuple(self.collectors))
+        for url in self.collectors:
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ConfigError(f"collectors: {url!r} is not an http(s) URL")
+        if not self.host:
+            object.__setattr__(self, "host", socket.gethostname())
+        for name in ("queue_size", "batch_events", "batch_bytes"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries must be >= 0, got {self.max_retries!r}")
+        for name in ("linger_s", "timeout_s", "backoff_s", "max_backoff_s", "failover_s", "exit_timeout_s"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+
+    @property
+    def enabled(self) -> bool:
+        """Whether events go anywhere (at least one collector is configured)."""
+        return bool(self.collectors)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> TracerConfig:
+        """Defaults, then environment variables, then ``overrides`` (None overrides are ignored)."""
+        env = os.environ if env is None else env
+        known = {f.name for f in fields(cls)}
+        unknown = set(overrides) - known
+        if unknown:
+            raise ConfigError(f"unknown option(s): {', '.join(sorted(unknown))}")
+        values: dict[str, Any] = {"app": env.get(ENV_APP) or _default_app()}
+        if env.get(ENV_COLLECTORS):
+            values["collectors"] = _split_urls(env[ENV_COLLECTORS])
+        if env.get(ENV_TOKEN):
+            values["token"] = env[ENV_TOKEN]
+        for name, (var, parse) in _ENV_NUMBERS.items():
+            if env.get(var):
+                try:
+                    values[name] = parse(env[var])
+                    replace(cls(), **{name: values[name]})  # validate this one value
+                except (ValueError, ConfigError) as exc:
+                    log.warning("tracehook: ignoring %s=%r (%s); using the default", var, env[var], exc)
+                    values.pop(name, None)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls(**values)
+        except ConfigError:
+            raise
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _split_urls(text: str) -> tuple[str, ...]:
+    return tuple(u.strip().rstrip("/") for u in text.split(",") if u.strip())

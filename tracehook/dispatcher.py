@@ -1,0 +1,411 @@
+"""The background dispatcher: bounded queue → batches → msgpack → POST to collectors.
+
+The app's threads only ever call :meth:`Dispatcher.put` (an append to a deque
+and a length check).  One daemon thread drains the deque into batches by
+count, bytes and linger time, and POSTs them with the stdlib's ``http.client``
+over one persistent connection per collector, so no extra dependency is needed
+and an asyncio app's event loop is never involved.
+
+Delivery rules:
+
+* 2xx: the batch is acknowledged (``sent``).
+* 400 / 413: the batch is split in halves and each half re-sent with a new
+  sequence number, so one bad event costs itself only (``dropped.rejected``).
+* 401 / 403: nothing will change by retrying; the batch is ``dropped.rejected``.
+* 429 / 503: that collector is set aside until its ``Retry-After`` passes and
+  the batch goes to another collector or waits; counts as a retry.
+* other answers or connection errors: the collector is set aside for
+  ``failover_s``, and the batch retried with exponential backoff and full
+  jitter, up to ``max_retries`` times (then ``dropped.send_error``).
+
+Counters are exact: ``emitted == sent + dropped + queued + in_flight`` at any
+:meth:`Dispatcher.stats` call.
+"""
+
+from __future__ import annotations
+
+import collections
+import http.client
+import logging
+import os
+import random
+import threading
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from . import wire
+from .config import BATCHES_PATH, TracerConfig
+from .errors import DeliveryError
+
+log = logging.getLogger("tracehook")
+
+DROP_REASONS = ("queue_full", "shutdown", "send_error", "rejected", "invalid", "unencodable", "disabled")
+# Reasons counted before an event reaches the queue (the rest are counted after it left the queue).
+_BEFORE_QUEUE = ("queue_full", "shutdown", "invalid", "disabled")
+_RETRY_AFTER_STATUSES = (429, 503)
+_SPLIT_STATUSES = (400, 413)
+_FATAL_STATUSES = (401, 403)
+DEFAULT_RETRY_AFTER_S = 1.0
+MAX_RETRY_AFTER_S = 60.0
+
+
+class _Collector:
+    """One collector URL with its persistent connection and 'set aside until' time."""
+
+    def __init__(self, url: str, timeout_s: float) -> None:
+        parts = urlsplit(url)
+        self.url = url
+        self.https = parts.scheme == "https"
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port
+        self.path = (parts.path.rstrip("/") or "") + BATCHES_PATH
+        self.timeout_s = timeout_s
+        self.conn: http.client.HTTPConnection | None = None
+        self.aside_until = 0.0
+
+    def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
+        """POST one batch; returns (status, lower-cased headers); raises DeliveryError on I/O errors."""
+        for attempt in (1, 2):
+            if self.conn is None:
+                cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
+                self.conn = cls(self.host, self.port, timeout=self.timeout_s)
+            try:
+                self.conn.request("POST", self.path, body=body, headers=headers)
+                response = self.conn.getresponse()
+                response.read()
+                answer = {k.lower(): v for k, v in response.getheaders()}
+                if answer.get("connection", "").lower() == "close":
+                    self.close()
+                return response.status, answer
+            except (OSError, http.client.HTTPException) as exc:
+                self.close()
+                # A kept-alive connection the server closed while idle fails on first use; one fresh try.
+                if attempt == 2 or not isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError,
+                                                        BrokenPipeError)):
+                    raise DeliveryError(self.url, f"{type(exc).__name__}: {exc}") from None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class _Batch:
+    """Encoded events waiting for delivery; ``seq`` stays the same across retries so the collector can dedupe."""
+
+    __slots__ = ("seq", "packed", "attempts")
+
+    def __init__(self, seq: int, packed: list[bytes]) -> None:
+        self.seq = seq
+        self.packed = packed
+        self.attempts = 0
+
+
+class Dispatcher:
+    """The bounded queue and the background thread that delivers it."""
+
+    def __init__(self, config: TracerConfig) -> None:
+        self.config = config
+        self._reinit()
+
+    def _reinit(self) -> None:
+        """Fresh state: at construction and in a forked child (the parent's thread does not exist there)."""
+        self.queue: collections.deque[tuple] = collections.deque()
+        self._lock = threading.Lock()  # guards the counters and moves from the queue to in-flight
+        self._done = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._deadline: float | None = None  # set by close(): after it, undelivered events drop as shutdown
+        self.accepting = self.config.enabled
+        self._popped = 0
+        self._resolved = 0
+        self.sent = 0
+        self.retried = 0
+        self.batches = 0
+        self.dropped = dict.fromkeys(DROP_REASONS, 0)
+        self._seq = 0
+        self.client_id = f"{self.config.app}@{self.config.host}:{os.getpid()}:{os.urandom(4).hex()}"
+        self._collectors = [_Collector(u, self.config.timeout_s) for u in self.config.collectors]
+        self._next_collector = 0
+        self._headers = {"Content-Type": "application/msgpack"}
+        if self.config.token:
+            self._headers["Authorization"] = f"Bearer {self.config.token}"
+        self._logged: set[str] = set()
+        self._thread: threading.Thread | None = None
+        if self.accepting:
+            self._thread = threading.Thread(target=self._run, name="tracehook-dispatcher", daemon=True)
+            self._thread.start()
+
+    # -- the app's side -------------------------------------------------------------------
+
+    def put(self, event: tuple) -> None:
+        """Queue one event; never blocks; a full queue or a closed dispatcher drops and counts it."""
+        queue = self.queue
+        if self.accepting and len(queue) < self.config.queue_size:
+            queue.append(event)
+            if len(queue) == self.config.batch_events:
+                self._wake.set()
+        else:
+            self.drop(1, "queue_full" if self.accepting else ("disabled" if not self.config.enabled else "shutdown"))
+
+    def drop(self, count: int, reason: str) -> None:
+        """Count ``count`` events lost for ``reason`` before they reached the queue."""
+        with self._lock:
+            self.dropped[reason] += count
+
+    def stats(self) -> dict[str, Any]:
+        """A consistent snapshot of the counters (see the module docstring for the invariant)."""
+        with self._lock:
+            queued = len(self.queue)
+            dropped = dict(self.dropped)
+            before_queue = sum(dropped[reason] for reason in _BEFORE_QUEUE)
+            return {
+                "emitted": self._popped + queued + before_queue,
+                "sent": self.sent,
+                "dropped": dropped,
+                "dropped_total": sum(dropped.values()),
+                "queued": queued,
+                "in_flight": self._popped - self._resolved,
+                "retried": self.retried,
+                "batches": self.batches,
+                "client_id": self.client_id,
+            }
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every event queued before this call is sent or dropped; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            target = self._popped + len(self.queue)
+        if self._thread is None:
+            return target == self._resolved
+        self._wake.set()
+        with self._done:
+            while self._resolved < target:
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._thread.is_alive():
+                    return False
+                self._wake.set()
+                self._done.wait(min(left, 0.05))
+        return True
+
+    def close(self, timeout: float = 5.0) -> bool:
+        """Stop accepting, deliver what is queued within ``timeout``, drop the rest as shutdown."""
+        self.accepting = False
+        if self._thread is None:
+            return True
+        self._deadline = time.monotonic() + timeout
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout + 1.0)
+        for collector in self._collectors:
+            collector.close()
+        return not self._thread.is_alive()
+
+    def after_fork_in_child(self) -> None:
+        """Start over in a forked child: its own client id, counters, queue and thread."""
+        was_closed = not self.accepting and self.config.enabled
+        self._reinit()
+        if was_closed:
+            self.accepting = False
+
+    # -- the background thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while True:
+                if not self.queue:
+                    if self._stop.is_set():
+                        return
+                    self._wake.wait(self.config.linger_s)
+                    self._wake.clear()
+                    continue
+                batch = self._take_batch()
+                if batch is not None:
+                    self._deliver(batch)
+        except Exception:  # a bug here must not take the app down; count what is left as lost
+            log.exception("tracehook: dispatcher stopped by an unexpected error")
+            self.accepting = False
+            with self._lock:
+                lost = self._popped - self._resolved + len(self.queue)
+                self._popped += len(self.queue)
+                self.queue.clear()
+                self.dropped["send_error"] += lost
+                self._resolved += lost
+                self._done.notify_all()
+
+    def _take_batch(self) -> _Batch | None:
+        """Move up to batch_events / batch_bytes events from the queue into an encoded batch."""
+        packed: list[bytes] = []
+        size = 0
+        invalid = 0
+        limit_events, limit_bytes = self.config.batch_events, self.config.batch_bytes
+        encode, popleft = wire.encode_event, self.queue.popleft
+        # Encoding happens before the lock so stats() never waits for it; the popped
+        # events are counted right after, under the lock.
+        taken = 0
+        while taken < limit_events and size < limit_bytes:
+            try:
+                event = popleft()
+            except IndexError:
+                break
+            taken += 1
+            try:
+                data = encode(event)
+            except Exception as exc:  # e.g. an unpackable object in props: drop that event only
+                invalid += 1
+                self._log_once("unencodable", "tracehook: dropping an event that cannot be encoded: %s", exc)
+                continue
+            packed.append(data)
+            size += len(data)
+        with self._lock:
+            self._popped += taken
+            if invalid:
+                self.dropped["unencodable"] += invalid
+                self._resolved += invalid
+                self._done.notify_all()
+        if not packed:
+            return None
+        return _Batch(self._new_seq(), packed)
+
+    def _new_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _client_stats(self) -> dict[str, int]:
+        with self._lock:
+            stats = {f"dropped_{reason}": n for reason, n in self.dropped.items()}
+            stats["sent"] = self.sent
+            stats["retried"] = self.retried
+        return stats
+
+    def _resolve(self, batch: _Batch, outcome: str) -> None:
+        with self._lock:
+            n = len(batch.packed)
+            if outcome == "sent":
+                self.sent += n
+                self.batches += 1
+            else:
+                self.dropped[outcome] += n
+            self._resolved += n
+            self._done.notify_all()
+
+    def _deliver(self, first: _Batch) -> None:
+        """Deliver one batch, splitting it on 400/413; every event ends sent or dropped."""
+        pending = [first]
+        while pending:
+            batch = pending.pop()
+            outcome = self._send_with_retries(batch)
+            if outcome == "split":
+                half = len(batch.packed) // 2
+                pending.append(_Batch(self._new_seq(), batch.packed[half:]))
+                pending.append(_Batch(self._new_seq(), batch.packed[:half]))
+            else:
+                self._resolve(batch, outcome)
+
+    def _send_with_retries(self, batch: _Batch) -> str:
+        """'sent', 'split', or the drop reason."""
+        while True:
+            if self._past_deadline():
+                return "shutdown"
+            collector, wait_s = self._pick_collector()
+            if collector is None:
+                self._sleep(wait_s)
+                continue
+            header = wire.BatchHeader(
+                self.client_id, batch.seq, self.config.app, self.config.host,
+                int(time.time() * 1000), self._client_stats(),
+            )
+            body = wire.encode_batch_packed(header, batch.packed)
+            try:
+                status, answer = collector.post(body, self._headers)
+            except DeliveryError as exc:
+                self._log_once(f"io:{collector.url}", "tracehook: collector %s unreachable: %s", collector.url, exc)
+                collector.aside_until = time.monotonic() + self.config.failover_s
+                if not self._retry_later(batch):
+                    return "send_error"
+                continue
+            if 200 <= status < 300:
+                return "sent"
+            if status in _SPLIT_STATUSES:
+                if len(batch.packed) > 1:
+                    return "split"
+                self._log_once(f"status:{status}", "tracehook: collector %s rejected an event (%s)", collector.url, status)
+                return "rejected"
+            if status in _FATAL_STATUSES:
+                self._log_once(f"status:{status}", "tracehook: collector %s refused the token (%s)", collector.url, status)
+                return "rejected"
+            if status in _RETRY_AFTER_STATUSES:
+                collector.aside_until = time.monotonic() + _retry_after_s(answer.get("retry-after"))
+                with self._lock:
+                    self.retried += 1
+                batch.attempts += 1
+                if batch.attempts > self.config.max_retries + _SERVER_DIRECTED_EXTRA:
+                    return "send_error"
+                continue
+            self._log_once(f"status:{status}", "tracehook: collector %s answered %s", collector.url, status)
+            collector.aside_until = time.monotonic() + self.config.failover_s
+            if not self._retry_later(batch):
+                return "send_error"
+
+    def _retry_later(self, batch: _Batch) -> bool:
+        """Count a retry and back off; False when the batch has used up its retries."""
+        batch.attempts += 1
+        if batch.attempts > self.config.max_retries:
+            return False
+        with self._lock:
+            self.retried += 1
+        if not any(c.aside_until <= time.monotonic() for c in self._collectors):
+            ceiling = min(self.config.max_backoff_s, self.config.backoff_s * 2 ** (batch.attempts - 1))
+            self._sleep(random.uniform(0, ceiling))
+        return True
+
+    def _pick_collector(self) -> tuple[_Collector | None, float]:
+        """The next collector not set aside (round robin from the last good one), or how long to wait."""
+        now = time.monotonic()
+        n = len(self._collectors)
+        for i in range(n):
+            collector = self._collectors[(self._next_collector + i) % n]
+            if collector.aside_until <= now:
+                self._next_collector = (self._next_collector + i) % n
+                return collector, 0.0
+        # Everyone is set aside: try the one available soonest when its time comes.
+        soonest = min(self._collectors, key=lambda c: c.aside_until)
+        wait = soonest.aside_until - now
+        if wait <= 0:
+            return soonest, 0.0
+        return None, wait
+
+    def _past_deadline(self) -> bool:
+        return self._deadline is not None and time.monotonic() >= self._deadline
+
+    def _sleep(self, seconds: float) -> None:
+        if self._deadline is not None:
+            seconds = min(seconds, max(0.0, self._deadline - time.monotonic()))
+        if seconds <= 0:
+            return
+        if self._stop.is_set():  # closing: sleep out the (deadline-capped) wait
+            time.sleep(seconds)
+        else:  # close() interrupts this wait; the caller then re-checks the deadline
+            self._stop.wait(seconds)
+
+    def _log_once(self, kind: str, message: str, *args: Any) -> None:
+        if kind not in self._logged:
+            self._logged.add(kind)
+            log.warning(message, *args)
+
+
+# Server-directed waits (429/503) are the collector asking us to slow down, not a failure
+# of this batch; they get more room than connection errors before the batch is given up.
+_SERVER_DIRECTED_EXTRA = 20
+
+
+def _retry_after_s(value: str | None) -> float:
+    """Seconds from a ``Retry-After`` header (delta-seconds form), bounded; a default when absent or odd."""
+    try:
+        seconds = float(value) if value is not None else DEFAULT_RETRY_AFTER_S
+    except ValueError:
+        return DEFAULT_RETRY_AFTER_S
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
+

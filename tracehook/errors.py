@@ -1,0 +1,26 @@
+"""Named errors of the tracehook library.
+
+Hooks never raise into the app; these are raised only for bad explicit
+configuration (``tracehook.configure(queue_size=-1)``) and used inside the
+dispatcher to classify collector answers.
+"""
+
+from __future__ import annotations
+
+
+class TracehookError(Exception):
+    """Base of every tracehook error."""
+
+
+class ConfigError(TracehookError, ValueError):
+    """An explicit configuration argument is invalid; the message names it."""
+
+
+class DeliveryError(TracehookError):
+    """A batch could not be delivered to a collector (connection failure or bad answer)."""
+
+    def __init__(self, url: str, detail: str, status: int = 0, retry_after_s: float | None = None) -> None:
+        super().__init__(f"{url}: {detail}")
+        self.url = url
+        self.status = status
+        self.retry_after_s = retry_after_s

@@ -1,0 +1,365 @@
+"""The hooks: what an app calls when it sends or consumes a message.
+
+Each hook builds one plain tuple in :class:`tracehook.wire.Event` field order,
+stamps the time and hands it to the dispatcher's queue.  Hooks never block
+and never raise into the app: misuse (a missing topic, say) is logged once
+per kind and the event counted as ``dropped.invalid``.
+
+Example::
+
+    tracer = Tracer(TracerConfig(app="shop", collectors=("http://127.0.0.1:7070",)))
+    msg_id = tracer.record_send("orders", keys="order-1", headers=headers)
+    with tracer.consume("orders", msg_id, "billing") as span:
+        handle(message)          # an exception is recorded as EXCEPTION and re-raised
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Callable, Iterable, TypeVar
+
+from .config import TracerConfig
+from .context import extract_headers, inject_headers, new_msg_id, new_request_id
+from .dispatcher import Dispatcher
+from .wire import EventType, Status
+
+log = logging.getLogger("tracehook")
+
+MAX_ERROR_LEN = 512
+"""Error texts are cut to this many characters (the trace keeps a short reason, not a stack)."""
+
+_PUB, _BEFORE, _AFTER = int(EventType.PUB), int(EventType.SUB_BEFORE), int(EventType.SUB_AFTER)
+_END_TX, _DEAD = int(EventType.END_TX), int(EventType.DEAD)
+_OK, _EXCEPTION = int(Status.OK), int(Status.EXCEPTION)
+_time_ns = time.time_ns
+_perf_ns = time.perf_counter_ns
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _clean_props(props: Any) -> dict[str, str] | None:
+    # The collector accepts only str -> str; coercing here keeps one odd value from costing the event.
+    if not props:
+        return None
+    return {str(k): str(v) for k, v in dict(props).items()}
+
+
+def _error_text(error: Any) -> str:
+    if not error:
+        return ""
+    if isinstance(error, BaseException):
+        error = f"{type(error).__name__}: {error}"
+    return str(error)[:MAX_ERROR_LEN]
+
+
+class Tracer:
+    """Records trace events for one app; thread-safe, fork-safe, never raises from a hook."""
+
+    def __init__(self, config: TracerConfig | None = None) -> None:
+        self.config = config if config is not None else TracerConfig.from_env()
+        self._dispatcher = Dispatcher(self.config)
+        self._put = self._dispatcher.put
+        self._misuse_seen: set[str] = set()
+        from . import _lifecycle  # registers fork and exit handling for this tracer
+
+        _lifecycle.track(self)
+
+    # -- sending ----------------------------------------------------------------------------
+
+    def record_send(
+        self, topic: str, msg_id: str | None = None, *, group: str = "", keys: str = "", tags: str = "",
+        broker: str = "", queue: int = -1, offset: int = -1, born_ms: int = 0, store_ms: int = 0,
+        cost_us: int = 0, status: int = _OK, error: str = "", body_len: int = 0,
+        props: Mapping[str, Any] | None = None, broker_msg_id: str = "", tx_id: str = "", headers: Any = None,
+    ) -> str:
+        """Record a send result (PUB); returns the message id (generated when ``msg_id`` is None).
+
+        With ``headers`` (a mutable mapping, or a list of (name, bytes) pairs as
+        Kafka uses), the id and a W3C ``traceparent`` are written there if absent.
+        """
+        try:
+            if msg_id is None:
+                msg_id = new_msg_id()
+            if headers is not None:
+                msg_id = inject_headers(headers, msg_id)
+            if not topic or type(topic) is not str or type(msg_id) is not str or not msg_id:
+                self._misuse("record_send", "topic and msg_id must be non-empty strings")
+                return msg_id or ""
+            self._put((
+                _PUB, _time_ns() // 1_000_000, group, topic, msg_id, broker_msg_id, keys, tags, broker,
+                queue, offset, born_ms, store_ms, cost_us, status, error and _error_text(error), 0, body_len,
+                props and _clean_props(props), "", tx_id, 0, None,
+            ))
+        except Exception as exc:  # never into the app
+            self._misuse("record_send", repr(exc))
+        return msg_id or ""
+
+    def record_end_tx(
+        self, topic: str, msg_id: str, group: str, tx_id: str, tx_state: int, *, keys: str = "", tags: str = "",
+        broker: str = "", queue: int = -1, offset: int = -1, born_ms: int = 0, store_ms: int = 0,
+        status: int = _OK, error: str = "", props: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record a transaction's end (END_TX): ``tx_state`` is a :class:`~tracehook.wire.TxState`."""
+        self._record(_END_TX, topic, msg_id, group, keys, tags, broker, queue, offset, born_ms, store_ms,
+                     status, error, 0, 0, props, tx_id, int(tx_state), "record_end_tx")
+
+    def record_dead(
+        self, topic: str, msg_id: str, group: str, *, error: str = "", retry: int = 0, keys: str = "",
+        tags: str = "", broker: str = "", queue: int = -1, offset: int = -1, born_ms: int = 0,
+        store_ms: int = 0, body_len: int = 0, props: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record that ``group`` moved the message to its dead-letter queue (DEAD)."""
+        self._record(_DEAD, topic, msg_id, group, keys, tags, broker, queue, offset, born_ms, store_ms,
+                     _OK, error, retry, body_len, props, "", 0, "record_dead")
+
+    def _record(self, kind: int, topic: str, msg_id: str, group: str, keys: str, tags: str, broker: str,
+                queue: int, offset: int, born_ms: int, store_ms: int, status: int, error: Any, retry: int,
+                body_len: int, props: Any, tx_id: str, tx_state: int, hook: str) -> None:
+        try:
+            if not topic or type(topic) is not str or not msg_id or type(msg_id) is not str:
+                self._misuse(hook, "topic and msg_id must be non-empty strings")
+                return
+            self._put((
+                kind, _time_ns() // 1_000_000, group, topic, msg_id, "", keys, tags, broker, queue, offset,
+                born_ms, store_ms, 0, int(status), _error_text(error), retry, body_len, _clean_props(props), "",
+                tx_id, tx_state, None,
+            ))
+        except Exception as exc:
+            self._misuse(hook, repr(exc))
+
+    # -- consuming --------------------------------------------------------------------------
+
+    def start_consume(
+        self, topic: str, msg_id: str | None, group: str, *, keys: str = "", tags: str = "", broker: str = "",
+        queue: int = -1, offset: int = -1, born_ms: int = 0, store_ms: int = 0, retry: int = 0,
+        body_len: int = 0, props: Mapping[str, Any] | None = None, headers: Any = None,
+    ) -> ConsumeSpan:
+        """Record SUB_BEFORE now; the returned span's ``finish()`` (or ``with`` exit) records SUB_AFTER.
+
+        ``msg_id`` may be None when ``headers`` carry a ``tracehook-msg-id``.
+        """
+        span = ConsumeSpan(self)
+        try:
+            if not msg_id and headers is not None:
+                msg_id = extract_headers(headers).msg_id
+            if not topic or type(topic) is not str or not msg_id or type(msg_id) is not str:
+                self._misuse("start_consume", "topic and msg_id must be non-empty strings")
+                return span
+            span._head = (group, topic, msg_id, "", keys, tags, broker, queue, offset, born_ms, store_ms)
+            span._tail = (retry, body_len, props and _clean_props(props), new_request_id(), "", 0, None)
+            self._put((_BEFORE, _time_ns() // 1_000_000) + span._head + (0, _OK, "") + span._tail)
+            span._started_ns = _perf_ns()
+        except Exception as exc:
+            span._head = None
+            self._misuse("start_consume", repr(exc))
+        return span
+
+    consume = start_consume
+    """``with tracer.consume(topic, msg_id, group) as span:`` — the span is its own context manager."""
+
+    def consume_batch(
+        self, topic: str, group: str, messages: Iterable[Mapping[str, Any]], *, broker: str = "",
+    ) -> BatchConsumeSpan:
+        """Record SUB_BEFORE for each message now, SUB_AFTER for each at exit; one request id, cost divided.
+
+        Each message is a mapping with ``msg_id`` and optionally keys, tags, queue,
+        offset, born_ms, store_ms, retry, body_len, props, broker.
+        """
+        span = BatchConsumeSpan(self)
+        try:
+            request_id = new_request_id()
+            now_ms = _time_ns() // 1_000_000
+            for message in messages:
+                msg_id = message.get("msg_id")
+                if not topic or type(topic) is not str or not msg_id or type(msg_id) is not str:
+                    self._misuse("consume_batch", "topic and every message's msg_id must be non-empty strings")
+                    continue
+                head = (group, topic, msg_id, "", message.get("keys", ""), message.get("tags", ""),
+                        message.get("broker", broker), message.get("queue", -1), message.get("offset", -1),
+                        message.get("born_ms", 0), message.get("store_ms", 0))
+                tail = (message.get("retry", 0), message.get("body_len", 0), _clean_props(message.get("props")),
+                        request_id, "", 0, None)
+                span._parts.append((head, tail))
+                self._put((_BEFORE, now_ms) + head + (0, _OK, "") + tail)
+            span._started_ns = _perf_ns()
+        except Exception as exc:
+            self._misuse("consume_batch", repr(exc))
+        return span
+
+    def consumer(self, topic: str, group: str, *, get_msg_id: Callable[[Any], str | None] | None = None) -> Callable[[F], F]:
+        """Decorate a handler ``handler(message, ...)``: each call is traced like ``with consume(...)``.
+
+        The message id comes from ``get_msg_id(message)``, by default: the
+        message itself if it is a str, else its ``msg_id`` (key or attribute),
+        else the ``tracehook-msg-id`` in its ``headers``.  Works on async handlers too.
+        """
+        id_of = get_msg_id or default_msg_id
+
+        def decorate(handler: F) -> F:
+            if inspect.iscoroutinefunction(handler):
+                @functools.wraps(handler)
+                async def async_wrapper(message: Any, *args: Any, **kwargs: Any) -> Any:
+                    with self.start_consume(topic, _safe_call(id_of, message), group):
+                        return await handler(message, *args, **kwargs)
+
+                return async_wrapper  # type: ignore[return-value]
+
+            @functools.wraps(handler)
+            def wrapper(message: Any, *args: Any, **kwargs: Any) -> Any:
+                with self.start_consume(topic, _safe_call(id_of, message), group):
+                    return handler(message, *args, **kwargs)
+
+            return wrapper  # type: ignore[return-value]
+
+        return decorate
+
+    # -- the dispatcher's side --------------------------------------------------------------
+
+    @property
+    def client_id(self) -> str:
+        """The id batches carry (unique per process; renewed in a forked child)."""
+        return self._dispatcher.client_id
+
+    def stats(self) -> dict[str, Any]:
+        """Exact counters: emitted, sent, dropped by reason, queued, in_flight, retried, batches."""
+        return self._dispatcher.stats()
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until everything recorded so far is delivered or dropped; False if ``timeout`` ran out."""
+        try:
+            return self._dispatcher.flush(timeout)
+        except Exception as exc:
+            self._misuse("flush", repr(exc))
+            return False
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Deliver what is queued within ``timeout``, then stop; later events count as dropped.shutdown."""
+        try:
+            self._dispatcher.close(timeout)
+        except Exception as exc:
+            self._misuse("close", repr(exc))
+
+    def _after_fork_in_child(self) -> None:
+        self._dispatcher.after_fork_in_child()
+        self._put = self._dispatcher.put
+
+    def _misuse(self, kind: str, detail: str) -> None:
+        try:
+            self._dispatcher.drop(1, "invalid")
+        finally:
+            if kind not in self._misuse_seen:
+                self._misuse_seen.add(kind)
+                log.warning("tracehook: %s ignored an event: %s (logged once per kind)", kind, detail)
+
+
+class ConsumeSpan:
+    """One consume attempt: SUB_BEFORE was recorded; :meth:`finish` records SUB_AFTER once.
+
+    Set ``span.status`` (a :class:`~tracehook.wire.Status`) and ``span.error`` in
+    the handler to record e.g. RETRY_LATER without raising.
+    """
+
+    __slots__ = ("_tracer", "_head", "_tail", "_started_ns", "status", "error", "finished")
+
+    def __init__(self, tracer: Tracer) -> None:
+        self._tracer = tracer
+        self._head: tuple | None = None  # None: nothing was recorded (misuse), finish() does nothing
+        self._tail: tuple = ()
+        self._started_ns = 0
+        self.status: int = _OK
+        self.error: str = ""
+        self.finished = False
+
+    @property
+    def request_id(self) -> str:
+        """The id pairing this attempt's SUB_BEFORE and SUB_AFTER ("" if nothing was recorded)."""
+        return self._tail[3] if self._head is not None else ""
+
+    def finish(self, status: int | None = None, error: Any = "") -> None:
+        """Record SUB_AFTER with the elapsed cost; later calls do nothing."""
+        if self.finished:
+            return
+        self.finished = True
+        if self._head is None:
+            return
+        try:
+            cost_us = (_perf_ns() - self._started_ns) // 1000
+            status = self.status if status is None else status
+            error = _error_text(error or self.error)
+            self._tracer._put(
+                (_AFTER, _time_ns() // 1_000_000) + self._head + (cost_us, int(status), error) + self._tail
+            )
+        except Exception as exc:
+            self._tracer._misuse("finish", repr(exc))
+
+    def __enter__(self) -> ConsumeSpan:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is not None:
+            self.finish(_EXCEPTION, exc)
+        else:
+            self.finish()
+        return False  # the app's exception propagates unchanged
+
+
+class BatchConsumeSpan:
+    """A batch consume: one request id; at finish each message gets SUB_AFTER with cost / count."""
+
+    __slots__ = ("_tracer", "_parts", "_started_ns", "status", "error", "finished")
+
+    def __init__(self, tracer: Tracer) -> None:
+        self._tracer = tracer
+        self._parts: list[tuple[tuple, tuple]] = []
+        self._started_ns = 0
+        self.status: int = _OK
+        self.error: str = ""
+        self.finished = False
+
+    def finish(self, status: int | None = None, error: Any = "") -> None:
+        """Record SUB_AFTER for every message of the batch; later calls do nothing."""
+        if self.finished:
+            return
+        self.finished = True
+        if not self._parts:
+            return
+        try:
+            # RocketMQ divides the batch's cost evenly among its messages.
+            cost_us = (_perf_ns() - self._started_ns) // 1000 // len(self._parts)
+            status = int(self.status if status is None else status)
+            error = _error_text(error or self.error)
+            now_ms = _time_ns() // 1_000_000
+            for head, tail in self._parts:
+                self._tracer._put((_AFTER, now_ms) + head + (cost_us, status, error) + tail)
+        except Exception as exc:
+            self._tracer._misuse("finish", repr(exc))
+
+    def __enter__(self) -> BatchConsumeSpan:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is not None:
+            self.finish(_EXCEPTION, exc)
+        else:
+            self.finish()
+        return False
+
+
+def default_msg_id(message: Any) -> str | None:
+    """The message id of a str, a mapping or an object (``msg_id``, else its headers)."""
+    if isinstance(message, str):
+        return message
+    if isinstance(message, Mapping):
+        return message.get("msg_id") or extract_headers(message.get("headers")).msg_id
+    return getattr(message, "msg_id", None) or extract_headers(getattr(message, "headers", None)).msg_id
+
+
+def _safe_call(fn: Callable[[Any], str | None], message: Any) -> str | None:
+    try:
+        return fn(message)
+    except Exception:
+        return None
