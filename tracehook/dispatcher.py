@@ -41,8 +41,6 @@ from .errors import DeliveryError
 log = logging.getLogger("tracehook")
 
 DROP_REASONS = ("queue_full", "shutdown", "send_error", "rejected", "invalid", "unencodable", "disabled")
-# Reasons counted before an event reaches the queue (the rest are counted after it left the queue).
-_BEFORE_QUEUE = ("queue_full", "shutdown", "invalid", "disabled")
 _RETRY_AFTER_STATUSES = (429, 503)
 _SPLIT_STATUSES = (400, 413)
 _FATAL_STATUSES = (401, 403)
@@ -120,6 +118,7 @@ class Dispatcher:
         self._deadline: float | None = None  # set by close(): after it, undelivered events drop as shutdown
         self.accepting = self.config.enabled
         self._popped = 0
+        self._dropped_before_queue = 0  # drops counted by drop(), i.e. events that never entered the queue
         self._resolved = 0
         self.sent = 0
         self.retried = 0
@@ -154,15 +153,15 @@ class Dispatcher:
         """Count ``count`` events lost for ``reason`` before they reached the queue."""
         with self._lock:
             self.dropped[reason] += count
+            self._dropped_before_queue += count
 
     def stats(self) -> dict[str, Any]:
         """A consistent snapshot of the counters (see the module docstring for the invariant)."""
         with self._lock:
             queued = len(self.queue)
             dropped = dict(self.dropped)
-            before_queue = sum(dropped[reason] for reason in _BEFORE_QUEUE)
             return {
-                "emitted": self._popped + queued + before_queue,
+                "emitted": self._popped + queued + self._dropped_before_queue,
                 "sent": self.sent,
                 "dropped": dropped,
                 "dropped_total": sum(dropped.values()),
