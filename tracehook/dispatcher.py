@@ -220,8 +220,7 @@ class Dispatcher:
                     self._wake.wait(self.config.linger_s)
                     self._wake.clear()
                     continue
-                batch = self._take_batch()
-                if batch is not None:
+                for batch in self._take_batches():
                     self._deliver(batch)
         except Exception:  # a bug here must not take the app down; count what is left as lost
             log.exception("tracehook: dispatcher stopped by an unexpected error")
@@ -234,39 +233,39 @@ class Dispatcher:
                 self._resolved += lost
                 self._done.notify_all()
 
-    def _take_batch(self) -> _Batch | None:
-        """Move up to batch_events / batch_bytes events from the queue into an encoded batch."""
+    def _take_batches(self) -> list[_Batch]:
+        """Move up to batch_events events out of the queue and encode them into batches of <= batch_bytes."""
+        # Taking and counting happen under the lock, so stats() and flush() never see an
+        # event that is neither queued nor in flight; encoding happens outside it.
+        with self._lock:
+            taken = min(len(self.queue), self.config.batch_events)
+            popleft = self.queue.popleft
+            events = [popleft() for _ in range(taken)]
+            self._popped += taken
+        batches: list[_Batch] = []
         packed: list[bytes] = []
         size = 0
-        invalid = 0
-        limit_events, limit_bytes = self.config.batch_events, self.config.batch_bytes
-        encode, popleft = wire.encode_event, self.queue.popleft
-        # Encoding happens before the lock so stats() never waits for it; the popped
-        # events are counted right after, under the lock.
-        taken = 0
-        while taken < limit_events and size < limit_bytes:
+        unencodable = 0
+        for event in events:
             try:
-                event = popleft()
-            except IndexError:
-                break
-            taken += 1
-            try:
-                data = encode(event)
-            except Exception as exc:  # e.g. an unpackable object in props: drop that event only
-                invalid += 1
+                data = wire.encode_event(event)
+            except Exception as exc:  # e.g. an unpackable object in a field: drop that event only
+                unencodable += 1
                 self._log_once("unencodable", "tracehook: dropping an event that cannot be encoded: %s", exc)
                 continue
+            if packed and size + len(data) > self.config.batch_bytes:
+                batches.append(_Batch(self._new_seq(), packed))
+                packed, size = [], 0
             packed.append(data)
             size += len(data)
-        with self._lock:
-            self._popped += taken
-            if invalid:
-                self.dropped["unencodable"] += invalid
-                self._resolved += invalid
+        if packed:
+            batches.append(_Batch(self._new_seq(), packed))
+        if unencodable:
+            with self._lock:
+                self.dropped["unencodable"] += unencodable
+                self._resolved += unencodable
                 self._done.notify_all()
-        if not packed:
-            return None
-        return _Batch(self._new_seq(), packed)
+        return batches
 
     def _new_seq(self) -> int:
         self._seq += 1
