@@ -1,0 +1,108 @@
+"""tracehook.wire: hypothesis round trips, and rejection of every kind of bad input with a named reason."""
+
+from __future__ import annotations
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tracehook import wire
+from tracehook.wire import Event, EventType, Status, TxState
+
+text = st.text(max_size=40)
+nonempty = st.text(min_size=1, max_size=40)
+keyed_int = st.integers(min_value=-1, max_value=wire.MAX_INT)
+small_int = st.integers(min_value=0, max_value=2**31)
+
+events = st.builds(
+    lambda *values: tuple(values),
+    st.sampled_from([int(t) for t in EventType]),  # type
+    st.integers(min_value=0, max_value=wire.MAX_INT),  # time_ms
+    text, nonempty, nonempty,  # group, topic, msg_id
+    text, text, text, text,  # broker_msg_id, keys, tags, broker
+    keyed_int, keyed_int, keyed_int, keyed_int,  # queue, offset, born_ms, store_ms
+    small_int,  # cost_us
+    st.sampled_from([int(s) for s in Status]),
+    text, small_int, small_int,  # error, retry, body_len
+    st.none() | st.dictionaries(text, text, max_size=5),  # props
+    text, text,  # request_id, tx_id
+    st.sampled_from([int(s) for s in TxState]),
+    st.none() | st.binary(max_size=64),  # body
+)
+headers = st.builds(
+    wire.BatchHeader, nonempty, st.integers(min_value=0, max_value=wire.MAX_INT), text, text,
+    st.integers(min_value=0, max_value=wire.MAX_INT), st.dictionaries(text, small_int, max_size=4),
+)
+
+
+@given(headers, st.lists(events, max_size=20))
+def test_round_trip(header, evs):
+    batch = wire.decode_batch(wire.encode_batch(header, evs))
+    assert batch.version == wire.SCHEMA_VERSION
+    assert batch.header == header
+    assert batch.events == [Event(*e) for e in evs]
+
+
+@given(events)
+def test_trimmed_event_decodes_to_the_same_event(ev):
+    # Trailing defaults are left off the wire; decoding fills them back in.
+    raw = msgpack.unpackb(wire.encode_event(ev), raw=False)
+    assert len(raw) <= wire.FIELD_COUNT
+    assert wire.validate_event(raw) == Event(*ev)
+
+
+@given(events, st.integers(min_value=wire.MIN_FIELDS, max_value=wire.FIELD_COUNT))
+def test_older_shorter_events_still_decode(ev, n):
+    decoded = wire.validate_event(list(ev[:n]))
+    assert decoded[:n] == ev[:n] and decoded[n:] == wire.DEFAULTS[n:]
+
+
+def _batch(events_: list, **overrides) -> bytes:
+    fields = dict(version=1, client_id="c", seq=1, app="a", host="h", sent_ms=0, stats={})
+    fields.update(overrides)
+    return msgpack.packb([*fields.values(), events_], use_bin_type=True)
+
+
+GOOD = list(wire.make_event(EventType.PUB, 1, "g", "t", "m"))
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"\xc1", "bad_msgpack"),
+        (msgpack.packb({"a": 1}), "bad_batch"),
+        (_batch([GOOD]) + b"\x00", "trailing_bytes"),
+        (_batch([GOOD], version=99), "unknown_version"),
+        (_batch([GOOD], version="1"), "unknown_version"),
+        (_batch([GOOD], client_id=""), "bad_batch"),
+        (_batch([GOOD], seq=-1), "bad_batch"),
+        (_batch([GOOD], stats={"x": -1}), "bad_batch"),
+        (_batch("nope"), "bad_batch"),
+        (_batch([GOOD[:4]]), "bad_event"),
+        (_batch([GOOD + [None] * 30]), "bad_event"),
+        (_batch([["1", *GOOD[1:]]]), "bad_field"),
+        (_batch([[99, *GOOD[1:]]]), "bad_field"),
+        (_batch([[1, 1, "g", "", "m"]]), "missing_field"),
+        (_batch([[1, 1, "g", "t", ""]]), "missing_field"),
+        (_batch([[1, -5, "g", "t", "m"]]), "bad_field"),
+        (_batch([[1, 1, "g", "t", "m", "", "", "", "", -2]]), "bad_field"),
+        (_batch([wire.trim(wire.make_event(1, 1, "g", "t", "m", status=42))]), "bad_field"),
+        (_batch([wire.trim(wire.make_event(1, 1, "g", "t", "m", tx_state=9))]), "bad_field"),
+        (_batch([wire.trim(wire.make_event(1, 1, "g", "t", "m", props={"k": 1}))]), "bad_field"),
+        (_batch([[1, 1, "g", "t", "x" * (wire.MAX_STR_LEN + 1)]]), "bad_msgpack"),
+    ],
+)
+def test_rejections_name_the_reason(data, reason):
+    with pytest.raises(wire.WireError) as caught:
+        wire.decode_batch(data)
+    assert caught.value.reason == reason
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_never_crash_the_decoder(data):
+    try:
+        wire.decode_batch(data)
+    except wire.WireError as exc:
+        assert exc.reason
