@@ -64,15 +64,15 @@ def test_offsets_at_matches_brute_force(query: TraceQuery, steps, probes) -> Non
     assert backtrack.offsets_at(query, topic, BASE_MS, queue=99) == {}
 
 
-def test_before_first_and_after_last(query: TraceQuery) -> None:
+def test_before_first_and_after_last(backend_query: TraceQuery) -> None:
     topic = new_topic("edge")
     msgs = {0: [(BASE_MS + 10, 5), (BASE_MS + 20, 6)], 3: [(BASE_MS + 15, 100)]}
-    index_records(query.store, publish(topic, msgs))
-    assert backtrack.offsets_at(query, topic, 0) == {0: 5, 3: 100}
-    assert backtrack.offsets_at(query, topic, BASE_MS + 15) == {0: 6, 3: 100}
-    assert backtrack.offsets_at(query, topic, BASE_MS + 20) == {0: 6, 3: 101}
-    assert backtrack.offsets_at(query, topic, BASE_MS + 21) == {0: 7, 3: 101}
-    assert backtrack.offsets_at(query, new_topic("empty"), BASE_MS) == {}
+    index_records(backend_query.store, publish(topic, msgs))
+    assert backtrack.offsets_at(backend_query, topic, 0) == {0: 5, 3: 100}
+    assert backtrack.offsets_at(backend_query, topic, BASE_MS + 15) == {0: 6, 3: 100}
+    assert backtrack.offsets_at(backend_query, topic, BASE_MS + 20) == {0: 6, 3: 101}
+    assert backtrack.offsets_at(backend_query, topic, BASE_MS + 21) == {0: 7, 3: 101}
+    assert backtrack.offsets_at(backend_query, new_topic("empty"), BASE_MS) == {}
 
 
 def expected_plan(msgs: Layout, consumed: dict[int, int], time_ms: int, force: bool) -> dict[int, tuple]:
@@ -132,11 +132,11 @@ def test_positions_reach_a_queue_consumed_long_ago(query: TraceQuery) -> None:
     assert backtrack.last_positions(query, topic, "nobody") == {}
 
 
-def test_positions_allow_for_producer_clock_skew(query: TraceQuery) -> None:
+def test_positions_allow_for_producer_clock_skew(backend_query: TraceQuery) -> None:
     """Offset 6 filed a second before offset 5 (CreateTime from a producer whose clock lags)."""
     topic, t = new_topic("pos-skew"), BASE_MS + 3_600_000
-    index_records(query.store, _consumed(topic, [(0, 5, t), (1, 40, t - 500), (0, 6, t - 1000)]))
-    positions = backtrack.last_positions(query, topic, GROUP)
+    index_records(backend_query.store, _consumed(topic, [(0, 5, t), (1, 40, t - 500), (0, 6, t - 1000)]))
+    positions = backtrack.last_positions(backend_query, topic, GROUP)
     assert {q: p.next_offset for q, p in positions.items()} == {0: 7, 1: 41}
     # With no slack the scan stops once both queues were seen, before offset 6.
-    assert backtrack.last_positions(query, topic, GROUP, slack_ms=0)[0].next_offset == 6
+    assert backtrack.last_positions(backend_query, topic, GROUP, slack_ms=0)[0].next_offset == 6

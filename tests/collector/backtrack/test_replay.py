@@ -109,7 +109,7 @@ def test_replay_list_is_exactly_the_unconsumed_set(query: TraceQuery, outcomes, 
     assert got == expected(topic, outcomes, lo, hi)
 
 
-def test_dead_counts_per_group_and_bucket(query: TraceQuery) -> None:
+def test_dead_counts_per_group_and_bucket(backend_query: TraceQuery) -> None:
     topic = new_topic("counts")
     records: list[Record] = []
     # (group, minute the message was stored): bucket = minute // 10 with 10-minute buckets.
@@ -118,14 +118,14 @@ def test_dead_counts_per_group_and_bucket(query: TraceQuery) -> None:
         m = message(0, n, BASE_MS + minute * 60_000)
         records.append(dead(topic, group, f"{topic}-{n}", m))
     records.append(dead(topic, "billing", f"{topic}-0", message(0, 0, BASE_MS)))  # a duplicate counts once
-    index_records(query.store, records)
-    counts = backtrack.dead_counts(query, topic, BASE_MS, BASE_MS + 3_600_000 - 1, 600_000)
+    index_records(backend_query.store, records)
+    counts = backtrack.dead_counts(backend_query, topic, BASE_MS, BASE_MS + 3_600_000 - 1, 600_000)
     assert counts.buckets == [BASE_MS + i * 600_000 for i in range(6)]
     assert counts.groups == {"audit": [0, 1, 0, 0, 0, 1], "billing": [2, 0, 1, 0, 0, 0]}
     assert counts.totals() == {"audit": 2, "billing": 3}
-    narrow = backtrack.dead_counts(query, topic, BASE_MS + 60_000, BASE_MS + 10 * 60_000, 60_000)
+    narrow = backtrack.dead_counts(backend_query, topic, BASE_MS + 60_000, BASE_MS + 10 * 60_000, 60_000)
     assert narrow.groups == {"audit": [0] * 9 + [1], "billing": [0] * 8 + [1, 0]}
     with pytest.raises(BadRangeError):
-        backtrack.dead_counts(query, topic, BASE_MS, BASE_MS + 10**9, 1)
+        backtrack.dead_counts(backend_query, topic, BASE_MS, BASE_MS + 10**9, 1)
     with pytest.raises(BadRangeError):
-        backtrack.dead_counts(query, topic, BASE_MS, BASE_MS - 1)
+        backtrack.dead_counts(backend_query, topic, BASE_MS, BASE_MS - 1)
