@@ -14,14 +14,18 @@ Example::
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Iterable, Iterator
 
 from collector.store import schema
-from collector.store.base import Columns, Store
+from collector.store.base import Columns, Row, Store
 from tracehook.wire import Batch, BatchHeader, Event, EventType
 
 DEFAULT_BATCH_SIZE = 1000
-"""Rows buffered before they are written (one round trip per table)."""
+"""Rows per put (one round trip), per table, as happybase's ``Table.batch(batch_size=...)``."""
+DEFAULT_WRITERS = 2
+"""Threads writing batches while the next one is built (the store's round trips release the GIL)."""
 
 IndexRow = tuple[str, bytes, Columns]
 
@@ -54,48 +58,73 @@ def rows_for(header: BatchHeader, event: Event, *, salt_buckets: int = schema.DE
     return rows
 
 
-class _Pending:
-    """Rows waiting to be written, merged per (table, row) so one put carries all of a row's columns."""
+def batched_rows(
+    records: Iterable[tuple[BatchHeader, Event]], batch_size: int
+) -> Iterator[tuple[str, list[Row]]]:
+    """The writes :func:`index_records` makes: ``(table, rows)`` with up to ``batch_size`` rows each.
 
-    def __init__(self) -> None:
-        self.tables: dict[str, dict[bytes, Columns]] = {}
-        self.count = 0
-
-    def add(self, table: str, row: bytes, columns: Columns) -> None:
-        rows = self.tables.setdefault(table, {})
-        existing = rows.get(row)
-        if existing is None:
-            rows[row] = dict(columns)
-            self.count += 1
-        else:
-            existing.update(columns)
-
-    def flush(self, store: Store) -> None:
-        for table, rows in self.tables.items():
-            store.put_rows(table, list(rows.items()))
-        self.tables.clear()
-        self.count = 0
+    Rows are merged per (table, row key) while they wait, so one put carries every column
+    a batch of events gives that row (a message's send and consume events, say).
+    """
+    pending: dict[str, dict[bytes, Columns]] = {}
+    for header, event in records:
+        for table, row, columns in rows_for(header, event):
+            rows = pending.setdefault(table, {})
+            existing = rows.get(row)
+            if existing is not None:
+                existing.update(columns)
+                continue
+            rows[row] = dict(columns)  # rows_for shares one summary dict between rows
+            if len(rows) >= batch_size:
+                yield table, list(rows.items())
+                del pending[table]
+    for table, rows in pending.items():
+        yield table, list(rows.items())
 
 
 def index_records(
-    store: Store, records: Iterable[tuple[BatchHeader, Event]], batch_size: int = DEFAULT_BATCH_SIZE
+    store: Store, records: Iterable[tuple[BatchHeader, Event]], batch_size: int = DEFAULT_BATCH_SIZE,
+    *, writers: int = DEFAULT_WRITERS,
 ) -> int:
     """Write every index row for ``records``; returns the number of events indexed.
 
-    Rows are written ``batch_size`` at a time; when this returns, all of them are in the store.
+    Each table's rows are written ``batch_size`` at a time by ``writers`` threads, so
+    building the next batch overlaps with the store's work on the previous ones.  When this returns,
+    every row is in the store; if a write fails, its error is raised (after the other
+    writes in flight have finished) and the caller must assume nothing was indexed.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
-    pending = _Pending()
-    events = 0
-    for header, event in records:
-        for table, row, columns in rows_for(header, event):
-            pending.add(table, row, columns)
-        events += 1
-        if pending.count >= batch_size:
-            pending.flush(store)
-    pending.flush(store)
-    return events
+    if writers < 1:
+        raise ValueError(f"writers must be >= 1, not {writers}")
+    counted = _Counted(records)
+    with ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index") as pool:
+        in_flight: deque[Future[None]] = deque()
+        try:
+            for table, rows in batched_rows(counted, batch_size):
+                in_flight.append(pool.submit(store.put_rows, table, rows))
+                # Bound memory: at most a couple of batches per writer wait to be written.
+                while len(in_flight) > 2 * writers:
+                    in_flight.popleft().result()
+        finally:
+            # Let every started write finish (or fail) before reporting anything.
+            wait(in_flight)
+        for future in in_flight:
+            future.result()
+    return counted.count
+
+
+class _Counted:
+    """Iterates ``records`` and counts them."""
+
+    def __init__(self, records: Iterable[tuple[BatchHeader, Event]]) -> None:
+        self._records = records
+        self.count = 0
+
+    def __iter__(self) -> Iterator[tuple[BatchHeader, Event]]:
+        for record in self._records:
+            self.count += 1
+            yield record
 
 
 def index_batches(store: Store, batches: Iterable[Batch], batch_size: int = DEFAULT_BATCH_SIZE) -> int:

@@ -21,6 +21,8 @@ tuple gives a prefix key (which is what range scans need).
 
 from __future__ import annotations
 
+import functools
+import struct
 from typing import Iterable, Union
 
 from collector.store.errors import KeyEncodingError
@@ -32,6 +34,7 @@ INT_MAX = 2**63 - 1
 
 _BYTES, _STR, _INT = 0x01, 0x02, 0x03
 _INT_BIAS = 2**63
+_INT_STRUCT = struct.Struct(">BQ")
 _END = b"\x00"
 _ESCAPED_NUL = b"\x00\xff"
 # Greater than every byte an encoded element can start with: prefix + STOP bounds a prefix scan.
@@ -44,23 +47,35 @@ def _escape(data: bytes) -> bytes:
 
 def pack_one(value: Element) -> bytes:
     """Encode one element (``pack((value,))``)."""
-    # bool is an int subclass; a key holding True would silently become 1.
-    if isinstance(value, bool):
-        raise KeyEncodingError("booleans are not key elements")
-    if isinstance(value, int):
-        if not INT_MIN <= value <= INT_MAX:
+    # Exact type checks first: this runs several times per indexed event.
+    kind = type(value)
+    if kind is str:
+        return _pack_str(value)  # type: ignore[arg-type]
+    if kind is int:
+        if not INT_MIN <= value <= INT_MAX:  # type: ignore[operator]
             raise KeyEncodingError(f"integer {value} is outside the signed 64-bit range")
-        return bytes((_INT,)) + (value + _INT_BIAS).to_bytes(8, "big")
+        return _INT_STRUCT.pack(_INT, value + _INT_BIAS)  # type: ignore[operator]
+    if kind is bytes:
+        return b"\x01" + value.replace(b"\x00", _ESCAPED_NUL) + _END  # type: ignore[union-attr]
+    # bool is an int subclass; a key holding True would silently become 1.
+    if isinstance(value, bool) or not isinstance(value, (int, str, bytes, bytearray, memoryview)):
+        raise KeyEncodingError(f"cannot pack {type(value).__name__} into a key")
+    if isinstance(value, int):
+        return pack_one(int(value))
     if isinstance(value, str):
-        return bytes((_STR,)) + _escape(value.encode("utf-8")) + _END
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes((_BYTES,)) + _escape(bytes(value)) + _END
-    raise KeyEncodingError(f"cannot pack {type(value).__name__} into a key")
+        return pack_one(str(value))
+    return pack_one(bytes(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _pack_str(value: str) -> bytes:
+    # Cached: an event's topic, group and msg_id appear in several of its row keys.
+    return b"\x02" + value.encode("utf-8").replace(b"\x00", _ESCAPED_NUL) + _END
 
 
 def pack(values: Iterable[Element]) -> bytes:
     """Encode a tuple of str / bytes / int into an order-preserving byte key."""
-    return b"".join(pack_one(v) for v in values)
+    return b"".join([pack_one(v) for v in values])
 
 
 def unpack(data: bytes) -> tuple[Element, ...]:
