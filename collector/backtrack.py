@@ -297,6 +297,18 @@ def iter_replay(
         cursor = page.next_cursor
 
 
+def offsets_by_queue(items: Iterable[ReplayItem]) -> dict[int, list[int]]:
+    """``{queue: [offsets ascending]}`` of a replay list: what a replayer re-reads from the broker.
+
+    Items without a known queue/offset (``-1``: the trace never said) are left out.
+    """
+    out: dict[int, set[int]] = {}
+    for item in items:
+        if item.queue >= 0 and item.offset >= 0:
+            out.setdefault(item.queue, set()).add(item.offset)
+    return {queue: sorted(offsets) for queue, offsets in sorted(out.items())}
+
+
 # --- dead letters over time --------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -129,3 +129,12 @@ def test_dead_counts_per_group_and_bucket(backend_query: TraceQuery) -> None:
         backtrack.dead_counts(backend_query, topic, BASE_MS, BASE_MS + 10**9, 1)
     with pytest.raises(BadRangeError):
         backtrack.dead_counts(backend_query, topic, BASE_MS, BASE_MS - 1)
+
+
+def test_offsets_by_queue_is_what_a_replayer_reads(query: TraceQuery) -> None:
+    topic = new_topic("offsets")
+    outcomes = ["failed", "ok", "never", "dead", "ok", "pending", "timeout"]
+    index_records(query.store, build(topic, outcomes)[0])
+    items = list(backtrack.iter_replay(query, topic, GROUP, 0, BASE_MS + 10**6))
+    # Message i is on queue i % 3 at offset i // 3: failed 0, never 2, dead 3, pending 5, timeout 6.
+    assert backtrack.offsets_by_queue(items) == {0: [0, 1, 2], 2: [0, 1]}
