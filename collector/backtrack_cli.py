@@ -198,6 +198,10 @@ def run_replay_list(args: argparse.Namespace) -> int:
                                  args.format, sys.stdout)
         finally:
             source.close()
+    except BrokenPipeError:
+        # The reader (head, a closed pipe) has had enough; Python would otherwise complain at exit too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except (QueryFailed, CollectorError, *query_errors()) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
