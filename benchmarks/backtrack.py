@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [["measure", *names]] + [[k, *(results[n][k] for n in names)] for k in results[names[0]]]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, row in enumerate(rows):
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
         if i == 0:
             print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     return 0

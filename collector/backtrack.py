@@ -250,7 +250,7 @@ def _replay_items(query: TraceQuery, group: str, summaries: Iterable[MessageSumm
     unique = list({s.msg_id: s for s in summaries}.values())
     rows = query.store.get_rows(schema.MESSAGES, [schema.message_row(s.msg_id) for s in unique])
     items = []
-    for summary, columns in zip(unique, rows):
+    for summary, columns in zip(unique, rows, strict=True):
         trace = build_trace(summary.msg_id, [schema.decode_event_value(v) for v in columns.values()])
         # The time index may list a message the group consumed under another filing time; the trace decides.
         if trace is None or _never_stored(trace):

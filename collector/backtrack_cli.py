@@ -33,6 +33,8 @@ from collector.query_cli import (
 from collector.timeparse import current_ms, parse_time
 
 FORMATS = ("jsonl", "csv")
+# What a command reports as "error: ..." with exit status 2.
+FAILURES: tuple[type[BaseException], ...] = (QueryFailed, CollectorError, *query_errors())
 _PAGE = 500  # the API's largest page
 
 
@@ -176,7 +178,7 @@ def run_offsets(args: argparse.Namespace) -> int:
             doc = source.offsets(args.topic, params)
         finally:
             source.close()
-    except (QueryFailed, CollectorError, *query_errors()) as exc:
+    except FAILURES as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     print(json.dumps(doc, indent=2) if args.json else format_offsets(doc))
@@ -202,7 +204,7 @@ def run_replay_list(args: argparse.Namespace) -> int:
         # The reader (head, a closed pipe) has had enough; Python would otherwise complain at exit too.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
-    except (QueryFailed, CollectorError, *query_errors()) as exc:
+    except FAILURES as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     print(f"{count} message(s) to replay for {args.group}", file=sys.stderr)

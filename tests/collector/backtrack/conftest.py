@@ -27,7 +27,10 @@ def query(module_store: Store) -> TraceQuery:
 @pytest.fixture(params=["local", pytest.param("hbase", marks=[pytest.mark.hbase, pytest.mark.slow])])
 def backend_query(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[TraceQuery]:
     """A fresh store of each backend (real HBase for the second)."""
-    url = f"local:{tmp_path / 'index.sqlite3'}" if request.param == "local" else request.getfixturevalue("make_hbase_url")()
+    if request.param == "local":
+        url = f"local:{tmp_path / 'index.sqlite3'}"
+    else:
+        url = request.getfixturevalue("make_hbase_url")()
     store = open_store(url)
     yield TraceQuery(store)
     store.close()

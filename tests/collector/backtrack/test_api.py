@@ -69,7 +69,9 @@ async def test_reset_plan_rewind_only_and_forced(client) -> None:
 async def test_unconsumed_pages(client) -> None:
     items, cursor = [], None
     for _ in range(10):
-        params = dict(group=GROUP, begin=BASE_MS, end=BASE_MS + 10_000, limit=1, **({"cursor": cursor} if cursor else {}))
+        params = dict(group=GROUP, begin=BASE_MS, end=BASE_MS + 10_000, limit=1)
+        if cursor:
+            params["cursor"] = cursor
         status, body = await get(client, f"/v1/topics/{TOPIC}/unconsumed", **params)
         assert status == 200, body
         items += body["items"]
