@@ -28,6 +28,8 @@ from typing import Any
 
 DEFAULT_DATA_DIR = "./demo-data"
 DEFAULT_ORDERS = 20
+MIN_ORDERS = 15
+"""Orders 3, 7 and 13 fail in shipping (13 into the dead-letter queue); the last is transactional."""
 START_TIMEOUT_S = 30.0
 TOPIC = "orders"
 PRODUCER_GROUP = "shop-web"
@@ -111,13 +113,20 @@ def _consume(tracer: Any, group: str, send: dict[str, Any], fail_times: int, rng
     return False
 
 
+def _tracer(collector_url: str, app: str, host: str) -> Any:
+    """One service's tracer (each demo service reports its own app name and host)."""
+    import tracehook
+
+    return tracehook.Tracer(tracehook.TracerConfig(app=app, collectors=(collector_url,), host=host))
+
+
 def run_traffic(collector_url: str, orders: int = DEFAULT_ORDERS, seed: int = 7) -> DemoIds:
     """Produce ``orders`` messages and consume them in two groups through the library."""
-    import tracehook
     from tracehook.wire import Status, TxState
 
     rng = random.Random(seed)
-    tracer = tracehook.configure(app="demo-shop", collectors=[collector_url])
+    producer = _tracer(collector_url, PRODUCER_GROUP, "web-1")
+    consumers = {group: _tracer(collector_url, group, f"{group}-1") for group in GROUPS}
     offsets = [0, 0, 0, 0]
     ids: list[str] = []
     retried = dead = tx_msg = ""
@@ -129,29 +138,32 @@ def run_traffic(collector_url: str, orders: int = DEFAULT_ORDERS, seed: int = 7)
         offsets[queue] += 1
         msg_id = f"demo-{n:04d}-{rng.getrandbits(32):08x}"
         if n == 5:  # the first send times out; the producer retries the same message
-            tracer.record_send(TOPIC, msg_id, group=PRODUCER_GROUP, keys=send["keys"], tags="created",
-                               broker="broker-a", born_ms=born, cost_us=3_000_000, status=Status.TIMEOUT,
-                               error="send timed out after 3000 ms")
+            producer.record_send(TOPIC, msg_id, group=PRODUCER_GROUP, keys=send["keys"], tags="created",
+                                 broker="broker-a", born_ms=born, cost_us=3_000_000, status=Status.TIMEOUT,
+                                 error="send timed out after 3000 ms")
         tx_id = f"tx-{n}" if n == orders else ""
-        tracer.record_send(TOPIC, msg_id, group=PRODUCER_GROUP, cost_us=rng.randint(800, 4000),
-                           tx_id=tx_id, props={"region": rng.choice(["eu", "us"])}, **send)
+        producer.record_send(TOPIC, msg_id, group=PRODUCER_GROUP, cost_us=rng.randint(800, 4000),
+                             tx_id=tx_id, props={"region": rng.choice(["eu", "us"])}, **send)
         if tx_id:
-            tracer.record_end_tx(TOPIC, msg_id, PRODUCER_GROUP, tx_id, TxState.COMMIT, keys=send["keys"])
+            producer.record_end_tx(TOPIC, msg_id, PRODUCER_GROUP, tx_id, TxState.COMMIT, keys=send["keys"])
             tx_msg = msg_id
         send["msg_id"] = msg_id
         ids.append(msg_id)
-        _consume(tracer, "billing", send, 0, rng)
+        _consume(consumers["billing"], "billing", send, 0, rng)
         fail_times = {3: 1, 7: 2, 13: MAX_RETRIES + 1}.get(n, 0)
-        handled = _consume(tracer, "shipping", send, fail_times, rng)
+        handled = _consume(consumers["shipping"], "shipping", send, fail_times, rng)
         if fail_times and handled and not retried:
             retried = msg_id
         if not handled:
             dead = msg_id
-    if not tracer.flush(timeout=10.0):
+    tracers = [producer, *consumers.values()]
+    if not all(t.flush(timeout=10.0) for t in tracers):
         raise DemoError("the library could not deliver every event to the collector")
-    stats = tracer.stats()
-    tracer.close()
-    print(f"traffic: {orders} orders, 2 consumer groups; library stats {stats}")
+    sent = sum(t.stats()["sent"] for t in tracers)
+    dropped = sum(t.stats()["dropped_total"] for t in tracers)
+    for tracer in tracers:
+        tracer.close()
+    print(f"traffic: {orders} orders, 2 consumer groups; {sent} events sent, {dropped} dropped")
     return DemoIds(normal=ids[0], retried=retried, dead=dead, transactional=tx_msg)
 
 
@@ -198,6 +210,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo end to end."""
+    if args.orders < MIN_ORDERS:
+        print(f"--orders must be at least {MIN_ORDERS}", file=sys.stderr)
+        return 2
     data_dir = os.path.abspath(args.data_dir)
     if args.fresh and os.path.isdir(data_dir):
         shutil.rmtree(data_dir)
