@@ -120,8 +120,12 @@ def _tracer(collector_url: str, app: str, host: str) -> Any:
     return tracehook.Tracer(tracehook.TracerConfig(app=app, collectors=(collector_url,), host=host))
 
 
-def run_traffic(collector_url: str, orders: int = DEFAULT_ORDERS, seed: int = 7) -> DemoIds:
-    """Produce ``orders`` messages and consume them in two groups through the library."""
+def run_traffic(collector_url: str, orders: int = DEFAULT_ORDERS, seed: int | None = None) -> DemoIds:
+    """Produce ``orders`` messages and consume them in two groups through the library.
+
+    Message ids are random per run (unless ``seed``), so a second demo in the same
+    data directory adds new messages instead of merging into the old ones.
+    """
     from tracehook.wire import Status, TxState
 
     rng = random.Random(seed)

@@ -140,7 +140,7 @@ async function showTrace(msgId) {
 function barTitle(bar, row) {
   const lines = [
     (row.kind === "producer" ? "producer " : "consumer ") + row.group,
-    bar.kind + ": " + bar.status, "cost: " + fmtCost(bar.cost_us),
+    bar.kind + ": " + (bar.tx_state || bar.status), "cost: " + fmtCost(bar.cost_us),
     "host: " + (bar.host || "?"), "client: " + (bar.client_id || "?"),
     "start: " + fmtTime(bar.start_ms), "retry: " + bar.retry,
   ];
