@@ -238,8 +238,8 @@ def run(args: argparse.Namespace) -> int:
             print("the collector keeps running; Ctrl-C stops it")
             proc.wait()
         else:
-            print(f"(collector stopped; see it again with: TRACEHOOK_COLLECTOR_DATA_DIR={data_dir} tracehook collector,"
-                  " or run the demo with --keep)")
+            print(f"(the collector stopped; serve the page again with: tracehook collector --data-dir {data_dir}"
+                  f" --port {port}, or run the demo with --keep)")
     except DemoError as exc:
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1
