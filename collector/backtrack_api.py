@@ -76,7 +76,7 @@ async def topic_unconsumed(request: web.Request) -> web.Response:
     topic = request.match_info["topic"]
     group = text_param("group", request.query.get("group"), required=True)
     begin, end = _window(request)
-    limit = page_size(request.query.get("limit"), default=backtrack.DEFAULT_REPLAY_LIMIT)
+    limit = page_size(request.query.get("limit"))  # the API's usual default page (20), as openapi.json says
     cursor = text_param("cursor", request.query.get("cursor"))
     page = await _run(request, backtrack.replay_list, topic, group, begin, end, limit, cursor)
     return web.json_response(page.to_json())
