@@ -28,7 +28,7 @@ from collector.errors import (
 )
 from collector.metrics import CollectorMetrics
 from collector.tracelog import TraceLog
-from tracehook.wire import WireError, decode_batch
+from tracehook.wire import WireError, check_batch
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +43,14 @@ shipping them to another process would cost more than decoding them."""
 CheckResult = tuple[str | None, object, object, int]
 
 
-def check_batch(body: bytes) -> CheckResult:
+def check_body(body: bytes) -> CheckResult:
     """Decode and validate a batch; runs in a decode worker process, so it returns plain
     values (a WireError does not survive pickling)."""
     try:
-        batch = decode_batch(body)
+        header, events = check_batch(body)
     except WireError as exc:
         return (None, exc.reason, exc.detail, 0)
-    h = batch.header
-    return (h.client_id, h.seq, h.client_stats, len(batch.events))
+    return (header.client_id, header.seq, header.client_stats, events)
 
 
 @dataclass
@@ -99,7 +98,7 @@ class Ingestor:
             # spawn, not fork: the parent has an event loop and threads running.
             self._decoders = ProcessPoolExecutor(self.config.decode_workers,
                                                  mp_context=multiprocessing.get_context("spawn"))
-            await asyncio.get_running_loop().run_in_executor(self._decoders, check_batch, b"")  # warm up
+            await asyncio.get_running_loop().run_in_executor(self._decoders, check_body, b"")  # warm up
         self._tasks = [
             asyncio.create_task(self._writer(), name="tracelog-writer"),
             asyncio.create_task(self._maintenance(), name="tracelog-maintenance"),
@@ -164,8 +163,8 @@ class Ingestor:
 
     async def _check(self, body: bytes) -> CheckResult:
         if self._decoders is None or len(body) <= INLINE_DECODE_BYTES:
-            return check_batch(body)
-        return await asyncio.get_running_loop().run_in_executor(self._decoders, check_batch, body)
+            return check_body(body)
+        return await asyncio.get_running_loop().run_in_executor(self._decoders, check_body, body)
 
     # -- appending ------------------------------------------------------------------------
 

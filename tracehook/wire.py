@@ -191,6 +191,24 @@ def encode_batch_packed(header: BatchHeader, packed_events: Sequence[bytes]) -> 
 
 def decode_batch(data: bytes) -> Batch:
     """Decode and validate a batch; raise :class:`WireError` naming the first problem."""
+    version, header, events = _decode_envelope(data)
+    valid = _validate_all(events)
+    if valid is None:  # something is wrong: the per-event path names the first problem
+        valid = [validate_event(e, i) for i, e in enumerate(events)]
+    return Batch(version, header, valid)
+
+
+def check_batch(data: bytes) -> tuple[BatchHeader, int]:
+    """Validate a batch exactly as :func:`decode_batch` does, without building events;
+    return its header and event count (the collector's ingest path)."""
+    _, header, events = _decode_envelope(data)
+    if _validate_all(events, build=False) is None:
+        for i, e in enumerate(events):
+            validate_event(e, i)  # raises the first problem
+    return header, len(events)
+
+
+def _decode_envelope(data: bytes) -> tuple[int, BatchHeader, Any]:
     try:
         obj = msgpack.unpackb(
             data,
@@ -228,11 +246,7 @@ def decode_batch(data: bytes) -> Batch:
         raise WireError("bad_batch", "client_stats must map strings to non-negative integers")
     if type(events) is not list:
         raise WireError("bad_batch", "events must be an array")
-    header = BatchHeader(client_id, seq, app, host, sent_ms, stats)
-    valid = _validate_all(events)
-    if valid is None:  # something is wrong: the per-event path names the first problem
-        valid = [validate_event(e, i) for i, e in enumerate(events)]
-    return Batch(version, header, valid)
+    return version, BatchHeader(client_id, seq, app, host, sent_ms, stats), events
 
 
 def _keyed_getter(n: int) -> Callable[[list[Any]], tuple[Any, ...]]:
@@ -263,11 +277,12 @@ _PROPS, _STATUS, _TX_STATE = (Event._fields.index(f) for f in ("props", "status"
 _PLAIN_DEFAULTS = tuple(int(v) if isinstance(v, IntEnum) else v for v in DEFAULTS)
 
 
-def _validate_all(events: list[Any]) -> list[Event] | None:
+def _validate_all(events: list[Any], build: bool = True) -> list[Any] | None:
     """Validate a whole batch column by column (C-level loops instead of per-event Python).
 
     Accepts exactly what :func:`validate_event` accepts; returns None when any check
-    fails, and the caller then validates event by event for the precise error.
+    fails, and the caller then validates event by event for the precise error. Returns
+    :class:`Event` tuples, or with ``build=False`` the padded raw lists.
     """
     if not events:
         return []
@@ -302,7 +317,7 @@ def _validate_all(events: list[Any]) -> list[Event] | None:
             len(props) > MAX_PROPS or not all(type(k) is str and type(v) is str for k, v in props.items())
         ):
             return None
-    return [_new_tuple(Event, e) for e in events]
+    return [_new_tuple(Event, e) for e in events] if build else events
 
 
 def validate_event(raw: Any, index: int = 0) -> Event:

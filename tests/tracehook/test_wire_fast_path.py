@@ -61,6 +61,11 @@ def test_fast_path_matches_per_event_validation(events: list[Any]) -> None:
     except wire.WireError as exc:
         got = (exc.reason, exc.detail)
     assert got == expected
+    try:
+        checked: Any = wire.check_batch(data)[1]
+    except wire.WireError as exc:
+        checked = (exc.reason, exc.detail)
+    assert checked == (len(expected) if isinstance(expected, list) else expected)
 
 
 def test_valid_batches_of_mixed_lengths_take_the_fast_path() -> None:
