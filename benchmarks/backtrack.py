@@ -122,7 +122,12 @@ def bench(store_url: str, args: argparse.Namespace) -> dict[str, str]:
         out["1h rewind re-consumes"] = f"{in_window:,}"
         out["1h replay list"] = f"{len(ours):,}"
     finally:
+        drop = getattr(store, "drop_tables", None)  # HBase: leave no benchmark tables behind
+        if drop is not None:
+            drop()
         store.close()
+        if store_url.startswith("local:"):
+            os.remove(store_url[len("local:"):])
     return out
 
 
