@@ -92,9 +92,24 @@ async function search(append) {
   try {
     const page = await api(path, params);
     renderResults(page, append);
+    if (m === "dead" && !append) await renderDeadTotals(topic, params);
+    else $("dead-totals").hidden = true;
   } catch (error) {
     setStatus(error.message, true);
   }
+}
+
+async function renderDeadTotals(topic, params) {
+  const box = $("dead-totals");
+  const counts = await api("/v1/topics/" + encodeURIComponent(topic) + "/dead/counts",
+    { begin: params.begin, end: params.end });
+  box.replaceChildren(el("span", { text: "dead letters by group: " }));
+  const groups = Object.entries(counts.totals || {}).sort((a, b) => b[1] - a[1]);
+  if (groups.length === 0) box.append(el("span", { text: "none" }));
+  for (const [group, total] of groups) {
+    box.append(el("span", { class: "dead-total", "data-group": group, text: group + " " + total }));
+  }
+  box.hidden = false;
 }
 
 function renderResults(page, append) {

@@ -110,6 +110,18 @@ def test_search_by_key_lists_messages_and_opens_a_trace(site, page, artifacts_di
     assert page.text_content("#trace-id") == first
 
 
+def test_dead_letter_search_shows_totals_per_group(site, page):
+    url, ids = site
+    page.goto(url + "/")
+    page.check("input[name=mode][value=dead]")
+    page.fill("#topic", TOPIC)
+    page.click("#go")
+    page.wait_for_selector("#dead-totals:not([hidden]) .dead-total")
+    assert page.text_content('.dead-total[data-group="shipping"]') == "shipping 1"
+    assert [page.text_content("tr.result >> nth=0 >> a")] == [ids.dead]
+    assert page.locator("tr.result").count() == 1
+
+
 def test_unknown_id_says_so(site, page):
     url, _ = site
     page.goto(url + "/#id=no-such-message")
