@@ -205,7 +205,8 @@ def print_traces(collector_url: str | None, store_url: str, ids: DemoIds) -> Non
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``tracehook demo``."""
-    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR, help=f"where the demo keeps its data ({DEFAULT_DATA_DIR})")
+    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR,
+                        help=f"where the demo keeps its data ({DEFAULT_DATA_DIR})")
     parser.add_argument("--port", type=int, default=0, help="collector port (default: a free one)")
     parser.add_argument("--orders", type=int, default=DEFAULT_ORDERS, help="messages to produce")
     parser.add_argument("--keep", action="store_true", help="keep the collector running until Ctrl-C")

@@ -147,7 +147,8 @@ def format_trace(doc: dict[str, Any]) -> str:
     for row in doc.get("timeline", {}).get("rows", []):
         for bar in row["bars"]:
             rows.append([
-                row["kind"], row["group"] or "-", bar["kind"], _fmt_time(bar["start_ms"]), bar.get("tx_state", bar["status"]),
+                row["kind"], row["group"] or "-", bar["kind"], _fmt_time(bar["start_ms"]),
+                bar.get("tx_state", bar["status"]),
                 _fmt_cost(bar["cost_us"]), bar["retry"], bar["host"] or "-", bar["error"] or "",
             ])
     return "\n".join(head) + table(["row", "group", "what", "time", "status", "cost", "retry", "host", "error"], rows)

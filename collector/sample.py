@@ -125,7 +125,7 @@ def scenario(now_ms: int) -> tuple[ScenarioIds, list[Record]]:
 
 def bulk(count: int, now_ms: int, *, first: int = 0, total: int | None = None, topic: str = "bulk",
          span_ms: int = 24 * 3_600_000, consumers: tuple[str, ...] = ("billing",)) -> Iterator[Record]:
-    """Messages ``first .. first+count-1`` of ``total`` (default ``count``) spread evenly over ``span_ms`` before ``now_ms``.
+    """Messages ``first .. first+count-1`` of ``total`` (default ``count``), evenly over ``span_ms`` before ``now_ms``.
 
     Message ``n`` is ``bulk-<n:09d>`` with key ``key-<n % 1000:04d>``; each of
     ``consumers`` received and finished it 5 ms after it was stored.
