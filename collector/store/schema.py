@@ -27,7 +27,9 @@ Event ids are a hash of the stored value, so a duplicate event overwrites itself
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import operator
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -79,8 +81,10 @@ def message_time(event: Event) -> int:
 
 # --- row keys --------------------------------------------------------------
 
+@functools.lru_cache(maxsize=4096)
 def msg_hash(msg_id: str) -> bytes:
     """4 bytes of hash in front of the msg_id: spreads sequential ids over regions."""
+    # Cached: every event of a message needs it twice (message row and time-index salt).
     return hashlib.blake2b(msg_id.encode("utf-8"), digest_size=4).digest()
 
 
@@ -204,8 +208,11 @@ def summary_column(event: Event) -> bytes:
     return column(INDEX_FAMILY, bytes((int(event.type),)))
 
 
+_summary_values = operator.attrgetter(*SUMMARY_FIELDS)
+
+
 def encode_summary(event: Event, time_ms: int) -> bytes:
-    return msgpack.packb([time_ms] + [getattr(event, f) for f in SUMMARY_FIELDS], use_bin_type=True)
+    return msgpack.packb((time_ms, *_summary_values(event)), use_bin_type=True)
 
 
 def decode_summary(columns: Mapping[bytes, bytes]) -> dict[str, Any]:
