@@ -176,12 +176,15 @@ function renderTimeline(timeline) {
       const left = ((bar.start_ms - start) / span) * 100;
       const width = Math.max(((bar.end_ms - bar.start_ms) / span) * 100, 0.5);
       const label = bar.kind === "dead" ? "dead" : fmtCost(bar.cost_us) + (bar.retry ? " r" + bar.retry : "");
-      track.append(el("div", {
+      const node = el("div", {
         class: "tl-bar " + bar.outcome + (bar.kind === "dead" ? " dead" : ""),
         "data-outcome": bar.outcome, "data-status": bar.status, "data-kind": bar.kind,
-        style: "left:" + Math.min(left, 99.5) + "%;width:" + Math.min(width, 100 - Math.min(left, 99.5)) + "%",
         title: barTitle(bar, row), text: label,
-      }));
+      });
+      // CSSOM properties, not a style attribute: the page's CSP forbids inline styles.
+      node.style.left = Math.min(left, 99.5) + "%";
+      node.style.width = Math.min(width, 100 - Math.min(left, 99.5)) + "%";
+      track.append(node);
     }
     const label = el("div", { class: "tl-label", title: row.group },
       el("span", { class: "kind", text: row.kind === "producer" ? "producer" : "consumer" }),

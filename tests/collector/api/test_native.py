@@ -147,6 +147,7 @@ async def test_openapi_documents_every_query_route(client):
 async def test_web_page_and_assets_are_served(client):
     page = await client.get("/")
     assert page.status == 200 and "text/html" in page.headers["Content-Type"]
+    assert "default-src 'self'" in page.headers["Content-Security-Policy"]
     html = await page.text()
     assert "/static/app.js" in html and "/static/style.css" in html
     script = await client.get("/static/app.js")
