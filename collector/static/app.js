@@ -195,6 +195,12 @@ function renderTimeline(timeline) {
     el("span", { text: "+" + span + " ms" })));
 }
 
+function eventStatus(e) {
+  if (e.type === 2) return "";  // a receive has no outcome of its own
+  if (e.type === 5) return "dead";
+  return nameOf(STATUS_NAMES, e.status ?? 0);
+}
+
 function renderEvents(events) {
   const tbody = $("events-table").querySelector("tbody");
   tbody.replaceChildren();
@@ -202,7 +208,7 @@ function renderEvents(events) {
     tbody.append(el("tr", {},
       el("td", { text: fmtTime(e.time_ms) }), el("td", { text: nameOf(EVENT_NAMES, e.type) }),
       el("td", { text: e.group || "" }), el("td", { text: e.host || "" }),
-      el("td", { text: e.type === 5 ? "dead" : nameOf(STATUS_NAMES, e.status ?? 0) }), el("td", { text: fmtCost(e.cost_us) }),
+      el("td", { text: eventStatus(e) }), el("td", { text: e.type === 2 ? "" : fmtCost(e.cost_us) }),
       el("td", { text: String(e.retry || 0) }), el("td", { text: e.error || "" })));
   }
 }
