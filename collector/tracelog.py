@@ -34,197 +34,31 @@ a torn tail at the first bad frame.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterable, Iterator, NamedTuple, Sequence
-
-import crc32c
+from typing import Sequence
 
 from collector.errors import CorruptSegmentError, StorageError
+from collector.logformat import (
+    CHECKPOINT, MANIFEST, MAX_RECORD_BYTES, SEGMENT_SUFFIX, LogRecord, SegmentInfo, SegmentScan,
+    _fsync_dir, _load_manifest, _write_manifest, encode_record, read_checkpoint, read_segment,
+    scan_segment, sealed_segments, segment_name, write_checkpoint,
+)
 
 __all__ = [
     "LogRecord", "SegmentInfo", "CorruptSegmentError", "TraceLog", "RecoveryReport", "SegmentScan",
     "sealed_segments", "read_segment", "scan_segment", "read_checkpoint", "write_checkpoint",
-    "encode_record", "segment_name", "MANIFEST", "CHECKPOINT",
+    "encode_record", "segment_name", "MANIFEST", "CHECKPOINT", "SEGMENT_SUFFIX", "MAX_RECORD_BYTES",
 ]
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "manifest.json"
-CHECKPOINT = "indexed.json"
-SEGMENT_SUFFIX = ".log"
 DEFAULT_SEGMENT_BYTES = 128 * 1024 * 1024
 DEFAULT_SEGMENT_AGE_S = 60.0
-MAX_RECORD_BYTES = 1024 * 1024 * 1024
-"""A length above this is treated as corruption rather than a record to allocate for."""
 DURABILITY_MODES = ("fsync", "os")
-
-_PREFIX = struct.Struct(">II")
-_HEADER = struct.Struct(">QQQH")
-_MIN_FRAME = _HEADER.size  # a frame body holds at least the fixed header
-
-
-class LogRecord(NamedTuple):
-    """One batch as stored in the log."""
-
-    offset: int
-    receive_ms: int
-    client_id: str
-    seq: int
-    payload: bytes
-
-
-class SegmentInfo(NamedTuple):
-    """A sealed segment as listed in the manifest."""
-
-    base: int
-    path: str
-    records: int
-    size: int
-    sealed_ms: int
-
-
-class SegmentScan(NamedTuple):
-    """What :func:`scan_segment` found: the good records, where they end, and the damage if any."""
-
-    records: list[LogRecord]
-    valid_bytes: int
-    error: CorruptSegmentError | None
-
-
-def segment_name(base: int) -> str:
-    """File name of the segment whose first record has offset ``base``."""
-    return f"{base:020d}{SEGMENT_SUFFIX}"
-
-
-def encode_record(offset: int, receive_ms: int, client_id: str, seq: int, payload: bytes) -> bytes:
-    """One framed record, ready to append."""
-    cid = client_id.encode("utf-8")
-    if len(cid) > 0xFFFF:
-        raise ValueError("client_id is longer than 65535 bytes")
-    body = _HEADER.pack(offset, receive_ms, seq, len(cid)) + cid
-    crc = crc32c.crc32c(payload, crc32c.crc32c(body))
-    return _PREFIX.pack(len(body) + len(payload), crc) + body + payload
-
-
-def _iter_frames(data: bytes | memoryview, path: str) -> Iterator[tuple[LogRecord, int]]:
-    """Yield (record, end position) per good frame; raise CorruptSegmentError at the first bad one."""
-    view = memoryview(data)
-    pos, end = 0, len(view)
-    while pos < end:
-        if end - pos < _PREFIX.size:
-            raise CorruptSegmentError(path, pos, "truncated frame prefix")
-        length, crc = _PREFIX.unpack_from(view, pos)
-        if length < _MIN_FRAME or length > MAX_RECORD_BYTES:
-            raise CorruptSegmentError(path, pos, f"impossible frame length {length}")
-        start = pos + _PREFIX.size
-        stop = start + length
-        if stop > end:
-            raise CorruptSegmentError(path, pos, "truncated frame")
-        if crc32c.crc32c(view[start:stop]) != crc:
-            raise CorruptSegmentError(path, pos, "checksum mismatch")
-        offset, receive_ms, seq, cid_len = _HEADER.unpack_from(view, start)
-        cid_end = start + _HEADER.size + cid_len
-        if cid_end > stop:
-            raise CorruptSegmentError(path, pos, "client id runs past the frame")
-        try:
-            client_id = str(view[start + _HEADER.size:cid_end], "utf-8")
-        except UnicodeDecodeError:
-            raise CorruptSegmentError(path, pos, "client id is not utf-8") from None
-        yield LogRecord(offset, receive_ms, client_id, seq, bytes(view[cid_end:stop])), stop
-        pos = stop
-
-
-def _read_file(path: str) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def read_segment(path: str) -> Iterator[LogRecord]:
-    """Iterate a segment's records; raise :class:`CorruptSegmentError` at a bad frame,
-    after yielding every good record before it."""
-    for record, _ in _iter_frames(_read_file(path), path):
-        yield record
-
-
-def scan_segment(path: str) -> SegmentScan:
-    """Read a segment to its end or first bad frame without raising (recovery and tools)."""
-    records: list[LogRecord] = []
-    valid = 0
-    try:
-        for record, valid in _iter_frames(_read_file(path), path):
-            records.append(record)
-    except CorruptSegmentError as exc:
-        return SegmentScan(records, valid, exc)
-    return SegmentScan(records, valid, None)
-
-
-def _atomic_write_json(path: str, obj: object) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, separators=(",", ":"))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(os.path.dirname(path) or ".")
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _load_manifest(log_dir: str) -> tuple[list[SegmentInfo], int]:
-    """Sealed segments and ``end``: the offset after the last record ever sealed (kept even
-    when retention has deleted every segment, so recovery can tell orphans from new data)."""
-    try:
-        with open(os.path.join(log_dir, MANIFEST), encoding="utf-8") as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        return [], 0
-    segments = sorted(
-        (SegmentInfo(e["base"], os.path.join(log_dir, e["file"]), e["records"], e["size"], e["sealed_ms"])
-         for e in doc["segments"]),
-        key=lambda s: s.base,
-    )
-    end = max([doc.get("end", 0), *(s.base + s.records for s in segments)])
-    return segments, end
-
-
-def _write_manifest(log_dir: str, segments: Iterable[SegmentInfo], end: int) -> None:
-    entries = [
-        {"base": s.base, "file": os.path.basename(s.path), "records": s.records, "size": s.size,
-         "sealed_ms": s.sealed_ms}
-        for s in sorted(segments, key=lambda s: s.base)
-    ]
-    _atomic_write_json(os.path.join(log_dir, MANIFEST), {"version": 1, "end": end, "segments": entries})
-
-
-def sealed_segments(log_dir: str) -> list[SegmentInfo]:
-    """Sealed segments from the manifest, ascending base (empty when there is no log yet)."""
-    return _load_manifest(log_dir)[0]
-
-
-def read_checkpoint(log_dir: str) -> set[int]:
-    """Bases of the segments the index job has indexed (empty when there is no checkpoint)."""
-    try:
-        with open(os.path.join(log_dir, CHECKPOINT), encoding="utf-8") as f:
-            return {int(b) for b in json.load(f)["indexed"]}
-    except FileNotFoundError:
-        return set()
-
-
-def write_checkpoint(log_dir: str, bases: Iterable[int]) -> None:
-    """Record indexed segment bases (atomic replace: tmp + fsync + rename)."""
-    _atomic_write_json(os.path.join(log_dir, CHECKPOINT), {"indexed": sorted({int(b) for b in bases})})
 
 
 @dataclass(frozen=True)
