@@ -41,6 +41,8 @@ from tracehook.wire import Event, EventType
 
 DEFAULT_TTL_S = 30 * 24 * 3600
 """Retention of every index cell (HBase column-family TTL; the same rule locally)."""
+MAX_ROW_KEY_BYTES = 32767
+"""HBase's row-key limit (``HConstants.MAX_ROW_LENGTH``); longer rows are not indexed."""
 DEFAULT_SALT_BUCKETS = 8
 """Buckets of the time index: spreads one busy topic's writes over regions."""
 

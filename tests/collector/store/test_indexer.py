@@ -67,3 +67,12 @@ def test_batch_size_must_be_positive(tmp_path) -> None:
     with pytest.raises(ValueError, match="batch_size"):
         index_records(store, message("t", "m", 1), batch_size=0)
     store.close()
+
+
+def test_rows_over_the_hbase_key_limit_are_left_out() -> None:
+    long_key = "k" * 16_384  # the wire format's longest string
+    (header, pub), = message("t" * 16_384, "m1", 1000, keys=f"{long_key} short")
+    rows = rows_for(header, pub)
+    assert all(len(row) <= schema.MAX_ROW_KEY_BYTES for _, row, _ in rows)
+    assert "messages" in tables_of(rows) and "timeidx" in tables_of(rows)
+    assert tables_of(rows).count("keyidx") == 1  # only the short key fits
