@@ -77,19 +77,42 @@ async def _client(session: aiohttp.ClientSession, url: str, client_id: str, pack
     return events
 
 
-async def measure(base_url: str, clients: int, seconds: float, run_id: str) -> float:
-    """Events/s acknowledged by ``base_url`` with ``clients`` concurrent posters."""
+async def measure(base_url: str, clients: int, seconds: float, run_id: str, pid: int | None = None
+                  ) -> tuple[float, float]:
+    """Events/s acknowledged by ``base_url`` with ``clients`` concurrent posters, and the
+    server's CPU microseconds per event (when its ``pid`` is given)."""
     packed = _packed_events()
     connector = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(connector=connector) as session:
         url = base_url + "/v1/batches"
         await _client(session, url, f"warmup-{run_id}", packed, time.perf_counter() + 0.5)
+        cpu_before = _cpu_seconds(pid) if pid else 0.0
         started = time.perf_counter()
         deadline = started + seconds
         totals = await asyncio.gather(
             *(_client(session, url, f"{run_id}-{i}", packed, deadline) for i in range(clients))
         )
-        return sum(totals) / (time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        cpu = (_cpu_seconds(pid) - cpu_before) if pid else 0.0
+        return sum(totals) / elapsed, cpu * 1e6 / max(sum(totals), 1)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its live children (decode workers), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, pending = 0.0, [pid]
+    while pending:
+        p = pending.pop()
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    pending.extend(int(c) for c in f.read().split())
+        except FileNotFoundError:
+            continue
+    return total
 
 
 def _start(cmd: list[str], port: int) -> subprocess.Popen[bytes]:
@@ -136,14 +159,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             size = len(wire.encode_batch_packed(wire.BatchHeader("x", 1), _packed_events()))
             print(f"collector ingest: {EVENTS_PER_BATCH}-event batches ({size} bytes), durability={args.durability}, "
                   f"{args.seconds:g} s per cell; events/s acknowledged")
+            print("(server CPU µs per event in brackets: the cost that does not depend on what else runs)")
             print(f"| clients | collector | collector, {args.decode_workers} decode workers | bare handler "
                   f"| best collector / bare |")
             print("|--------:|----------:|----------:|-------------:|------:|")
             for n in levels:
-                rates = [asyncio.run(measure(f"http://127.0.0.1:{port}", n, args.seconds, f"r{n}-{port}"))
-                         for port in ports]
-                print(f"| {n} | {rates[0]:,.0f} | {rates[1]:,.0f} | {rates[2]:,.0f} | "
-                      f"{max(rates[:2]) / rates[2]:.0%} |", flush=True)
+                cells = [asyncio.run(measure(f"http://127.0.0.1:{port}", n, args.seconds, f"r{n}-{port}", proc.pid))
+                         for port, proc in zip(ports, servers)]
+                rates = [rate for rate, _ in cells]
+                shown = [f"{rate:,.0f} ({cpu:.2f} µs)" for rate, cpu in cells]
+                print(f"| {n} | {shown[0]} | {shown[1]} | {shown[2]} | {max(rates[:2]) / rates[2]:.0%} |", flush=True)
         finally:
             for proc in servers:
                 proc.terminate()
