@@ -23,14 +23,14 @@ import sys
 import tempfile
 import time
 import uuid
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from collector.store.hbase import HBaseStore  # noqa: E402
-from collector.store.indexer import DEFAULT_BATCH_SIZE, DEFAULT_WRITERS, batched_rows, index_records  # noqa: E402
-from collector.store.local import LocalStore  # noqa: E402
-from tracehook.wire import BatchHeader, Event, EventType, make_event  # noqa: E402
+from collector.store.hbase import HBaseStore
+from collector.store.indexer import DEFAULT_BATCH_SIZE, DEFAULT_WRITERS, batched_rows, index_records
+from collector.store.local import LocalStore
+from tracehook.wire import BatchHeader, Event, EventType, make_event
 
 Record = tuple[BatchHeader, Event]
 
@@ -102,7 +102,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             store.close()
 
     hbase_run("raw happybase puts (ceiling)", lambda store: raw_happybase(store, writes))
-    del writes
     hbase_run("indexer -> HBase, 1 writer", lambda store: index_records(store, records, args.batch_size, writers=1))
     hbase_run(f"indexer -> HBase, {DEFAULT_WRITERS} writers", lambda store: index_records(store, records, args.batch_size))
     if not args.skip_local:

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 from collector.store.base import Store, StoreOptions
 from collector.store.errors import BadStoreUrlError, QueryError, StoreError, StoreUnavailableError
 
-__all__ = ["Store", "StoreOptions", "open_store", "StoreError", "QueryError", "StoreUnavailableError"]
+__all__ = ["QueryError", "Store", "StoreError", "StoreOptions", "StoreUnavailableError", "open_store"]
 
 
 def _options(query: dict[str, list[str]], known: set[str]) -> dict[str, str]:

@@ -11,8 +11,9 @@ expired cells are never returned.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from collector.store import schema
 
@@ -28,6 +29,9 @@ class StoreOptions:
     """Options every store takes from its URL's query string."""
 
     ttl_s: int = schema.DEFAULT_TTL_S
+
+
+DEFAULT_OPTIONS = StoreOptions()
 
 
 @runtime_checkable

@@ -12,15 +12,17 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import happybase
-from Hbase_thrift import AlreadyExists, IllegalArgument, IOError as HBaseIOError  # loaded by happybase
+from Hbase_thrift import AlreadyExists, IllegalArgument  # loaded by happybase
+from Hbase_thrift import IOError as HBaseIOError
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
 from collector.store import keys, schema
-from collector.store.base import Columns, DEFAULT_SCAN_BATCH, Row, StoreOptions
+from collector.store.base import DEFAULT_OPTIONS, DEFAULT_SCAN_BATCH, Columns, Row, StoreOptions
 from collector.store.errors import StoreError, StoreUnavailableError
 
 DEFAULT_NAMESPACE = "tracehook"
@@ -36,7 +38,7 @@ class HBaseStore:
     """:class:`~collector.store.base.Store` on HBase Thrift1; safe to share between threads."""
 
     def __init__(
-        self, host: str, port: int, namespace: str = DEFAULT_NAMESPACE, options: StoreOptions = StoreOptions(),
+        self, host: str, port: int, namespace: str = DEFAULT_NAMESPACE, options: StoreOptions = DEFAULT_OPTIONS,
         *, timeout_ms: int = DEFAULT_TIMEOUT_MS, pool_size: int = DEFAULT_POOL_SIZE, create_tables: bool = True,
     ) -> None:
         if not namespace:
@@ -94,10 +96,9 @@ class HBaseStore:
                     pass  # another process (a parallel index task) created it first
 
     def put_rows(self, table: str, rows: Sequence[Row]) -> None:
-        with self._connection() as conn:
-            with conn.table(table).batch() as batch:  # one mutateRows call for all rows
-                for row, columns in rows:
-                    batch.put(row, columns)
+        with self._connection() as conn, conn.table(table).batch() as batch:  # one mutateRows call for all rows
+            for row, columns in rows:
+                batch.put(row, columns)
 
     def get_row(self, table: str, row: bytes) -> Columns:
         with self._connection() as conn:
@@ -152,10 +153,9 @@ class HBaseStore:
         return out
 
     def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
-        with self._connection() as conn:
-            with conn.table(table).batch() as batch:
-                for row in rows:
-                    batch.delete(row)
+        with self._connection() as conn, conn.table(table).batch() as batch:
+            for row in rows:
+                batch.delete(row)
 
     def purge_expired(self) -> int:
         """Ask HBase to major-compact every table, which drops expired cells (asynchronously).

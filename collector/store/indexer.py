@@ -15,8 +15,8 @@ Example::
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Iterable, Iterator
 
 from collector.store import schema
 from collector.store.base import Columns, Row, Store

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import functools
 import struct
-from typing import Iterable, Union
+from collections.abc import Iterable
 
 from collector.store.errors import KeyEncodingError
 
-Element = Union[bytes, str, int]
+Element = bytes | str | int
 
 INT_MIN = -(2**63)
 INT_MAX = 2**63 - 1
@@ -48,23 +48,24 @@ def _escape(data: bytes) -> bytes:
 def pack_one(value: Element) -> bytes:
     """Encode one element (``pack((value,))``)."""
     # Exact type checks first: this runs several times per indexed event.
-    kind = type(value)
-    if kind is str:
-        return _pack_str(value)  # type: ignore[arg-type]
-    if kind is int:
-        if not INT_MIN <= value <= INT_MAX:  # type: ignore[operator]
+    if type(value) is str:
+        return _pack_str(value)
+    if type(value) is int:
+        if not INT_MIN <= value <= INT_MAX:
             raise KeyEncodingError(f"integer {value} is outside the signed 64-bit range")
-        return _INT_STRUCT.pack(_INT, value + _INT_BIAS)  # type: ignore[operator]
-    if kind is bytes:
-        return b"\x01" + value.replace(b"\x00", _ESCAPED_NUL) + _END  # type: ignore[union-attr]
+        return _INT_STRUCT.pack(_INT, value + _INT_BIAS)
+    if type(value) is bytes:
+        return b"\x01" + value.replace(b"\x00", _ESCAPED_NUL) + _END
     # bool is an int subclass; a key holding True would silently become 1.
-    if isinstance(value, bool) or not isinstance(value, (int, str, bytes, bytearray, memoryview)):
-        raise KeyEncodingError(f"cannot pack {type(value).__name__} into a key")
+    if isinstance(value, bool):
+        raise KeyEncodingError("booleans are not key elements")
     if isinstance(value, int):
         return pack_one(int(value))
     if isinstance(value, str):
         return pack_one(str(value))
-    return pack_one(bytes(value))
+    if isinstance(value, (bytearray, memoryview)):
+        return pack_one(bytes(value))
+    raise KeyEncodingError(f"cannot pack {type(value).__name__} into a key")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -12,10 +12,10 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from collector.store import keys, schema
-from collector.store.base import DEFAULT_SCAN_BATCH, Columns, Row, StoreOptions
+from collector.store.base import DEFAULT_OPTIONS, DEFAULT_SCAN_BATCH, Columns, Row, StoreOptions
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 """How long a writer waits for another process's write lock (the index job vs. the collector)."""
@@ -28,7 +28,7 @@ def _now_ms() -> int:
 class LocalStore:
     """:class:`~collector.store.base.Store` on SQLite; safe to share between threads."""
 
-    def __init__(self, path: str, options: StoreOptions = StoreOptions(), *, clock: Callable[[], int] = _now_ms) -> None:
+    def __init__(self, path: str, options: StoreOptions = DEFAULT_OPTIONS, *, clock: Callable[[], int] = _now_ms) -> None:
         self.url = f"local:{path}"
         self.options = options
         self._clock = clock

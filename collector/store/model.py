@@ -6,8 +6,9 @@ message; it is pure, so it is tested without any store.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from collector.store.schema import StoredEvent
 from tracehook.wire import EventType, Status

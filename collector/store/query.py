@@ -18,7 +18,8 @@ from __future__ import annotations
 import base64
 import binascii
 import heapq
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from collector.store import keys, schema
 from collector.store.base import Row, Store

@@ -30,8 +30,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import msgpack
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pathlib
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
+from index_helpers import BACKENDS
 
 from collector.store import Store, open_store
-
-from index_helpers import BACKENDS
 
 
 @pytest.fixture(params=BACKENDS)

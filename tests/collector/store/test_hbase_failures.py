@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import socket
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
+from index_helpers import consumed, message, unique
 
 from collector.store import open_store
 from collector.store.errors import StoreUnavailableError
 from collector.store.indexer import index_records
-
-from index_helpers import consumed, message, unique
 
 pytestmark = [pytest.mark.hbase, pytest.mark.slow]
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from index_helpers import CONSUMER, consumed, ev, message, unique
 
 from collector.store import keys, schema
 from collector.store.indexer import index_records, rows_for
 from collector.store.query import TraceQuery
 from tracehook.wire import EventType, Status
-
-from index_helpers import CONSUMER, consumed, ev, message, unique
 
 
 def tables_of(rows) -> list[str]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from index_helpers import ev
+
 from collector.store.model import build_trace
 from collector.store.schema import StoredEvent
 from tracehook.wire import EventType, Status
-
-from index_helpers import ev
 
 
 def stored(type_: EventType, t: int, group: str = "g", **fields) -> StoredEvent:

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
+from index_helpers import BACKENDS, CONSUMER, PRODUCER, consumed, ev, message, unique
 
 from collector.store import Store, open_store
 from collector.store.errors import BadCursorError, BadRangeError
 from collector.store.indexer import index_records
 from collector.store.query import TraceQuery
 from tracehook.wire import EventType, Status, TxState
-
-from index_helpers import BACKENDS, CONSUMER, PRODUCER, consumed, ev, message, unique
 
 END = 2**62
 
