@@ -3,7 +3,9 @@
 Group commit: handlers put valid batches on a queue and await a future; one writer task
 takes everything queued, appends it to the trace log in one write and one fsync (in a
 dedicated thread), then completes all those futures. While one sync runs the next group
-gathers, so concurrent clients share fsyncs and a 200 always means "on disk".
+gathers, so concurrent clients share fsyncs and a 200 means "on disk" (in the ``os``
+durability mode: "written to the OS", which survives a crash of the collector but not
+of the machine).
 
 A batch is acknowledged only once: a retry with the same (client_id, seq) within the
 dedup window gets the first copy's offset back without a second append.
@@ -18,6 +20,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple, TypeVar
 
 from aiohttp import web
 
@@ -28,7 +31,7 @@ from collector.errors import (
 )
 from collector.metrics import CollectorMetrics
 from collector.tracelog import TraceLog
-from tracehook.wire import WireError, check_batch
+from tracehook.wire import BatchHeader, WireError, check_batch
 
 log = logging.getLogger(__name__)
 
@@ -39,18 +42,26 @@ INLINE_DECODE_BYTES = 16 * 1024
 """Bodies up to this size are validated on the event loop even with decode workers:
 shipping them to another process would cost more than decoding them."""
 
-# (client_id, seq, client_stats, event count) or, for a bad batch, (None, reason, detail)
-CheckResult = tuple[str | None, object, object, int]
+T = TypeVar("T")
+
+
+class CheckResult(NamedTuple):
+    """A batch's header and event count, or (header None) the wire format's reason and detail."""
+
+    header: BatchHeader | None
+    events: int = 0
+    reason: str = ""
+    detail: str = ""
 
 
 def check_body(body: bytes) -> CheckResult:
-    """Decode and validate a batch; runs in a decode worker process, so it returns plain
-    values (a WireError does not survive pickling)."""
+    """Decode and validate a batch. It may run in a decode worker process, so a bad batch
+    comes back as a value: a WireError does not survive pickling."""
     try:
         header, events = check_batch(body)
     except WireError as exc:
-        return (None, exc.reason, exc.detail, 0)
-    return (header.client_id, header.seq, header.client_stats, events)
+        return CheckResult(None, 0, exc.reason, exc.detail)
+    return CheckResult(header, events)
 
 
 @dataclass
@@ -118,7 +129,7 @@ class Ingestor:
         if self._decoders is not None:
             self._decoders.shutdown(wait=True)
 
-    async def _run(self, fn, *args):  # type: ignore[no-untyped-def]
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         # Every trace-log call goes through the one thread, so appends, rolls and
         # retention never overlap and the event loop never waits on the disk.
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
@@ -147,17 +158,16 @@ class Ingestor:
                 body = await request.read()
             except web.HTTPRequestEntityTooLarge:
                 raise PayloadTooLarge(f"body is over the {limit} byte limit") from None
-            client_id, seq, stats, events = await self._check(body)
-            if client_id is None:
-                raise BadBatch(str(stats), reason=str(seq))
+            header, events, reason, detail = await self._check(body)
+            if header is None:
+                raise BadBatch(detail, reason=reason)
         except CollectorError as exc:
             self.metrics.rejected.inc(reason=exc.reason)
             raise
-        assert isinstance(seq, int) and isinstance(stats, dict)
-        self.metrics.client_reported(client_id, stats)
+        self.metrics.client_reported(header.client_id, header.client_stats)
         if not events:  # a stats-only batch: nothing to keep
             return web.json_response({"offset": None, "events": 0, "duplicate": False})
-        offset, duplicate = await self.append(client_id, seq, body, events)
+        offset, duplicate = await self.append(header.client_id, header.seq, body, events)
         self.metrics.append_seconds.observe(time.perf_counter() - started)
         return web.json_response({"offset": offset, "events": events, "duplicate": duplicate})
 
