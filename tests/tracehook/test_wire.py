@@ -106,3 +106,10 @@ def test_arbitrary_bytes_never_crash_the_decoder(data):
         wire.decode_batch(data)
     except wire.WireError as exc:
         assert exc.reason
+
+
+@given(events)
+def test_the_dispatchers_fast_packer_matches_encode_event(ev):
+    from tracehook.dispatcher import event_packer
+
+    assert event_packer()(ev) == wire.encode_event(ev)
