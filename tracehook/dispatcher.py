@@ -29,6 +29,7 @@ import logging
 import os
 import queue
 import random
+import socket
 import threading
 import time
 from typing import Any, Callable
@@ -71,6 +72,10 @@ class _Collector:
                 cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
                 self.conn = cls(self.host, self.port, timeout=self.timeout_s)
             try:
+                if self.conn.sock is None:
+                    self.conn.connect()
+                    # Small requests must not wait for a delayed ACK (Nagle) on a kept-alive connection.
+                    self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self.conn.request("POST", self.path, body=body, headers=headers)
                 response = self.conn.getresponse()
                 response.read()
