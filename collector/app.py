@@ -49,7 +49,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         headers = {}
         if isinstance(exc, (Backpressure, ShuttingDown)):
             headers["Retry-After"] = str(getattr(exc, "retry_after_s", request.app[CONFIG_KEY].retry_after_s))
-        return web.json_response({"error": exc.reason, "detail": exc.detail}, status=exc.status, headers=headers)
+        response = web.json_response({"error": exc.reason, "detail": exc.detail}, status=exc.status, headers=headers)
+        if isinstance(exc, ShuttingDown):
+            response.force_close()  # keep-alive clients must not keep this connection busy during the drain
+        return response
     except web.HTTPException:
         raise
     except Exception:  # noqa: BLE001 - a client gets JSON, the log gets the traceback
@@ -73,6 +76,13 @@ async def _tracelog_ctx(app: web.Application) -> AsyncIterator[None]:
         yield
     finally:
         await ingestor.stop()
+
+
+async def _begin_shutdown(app: web.Application) -> None:
+    # on_shutdown runs before aiohttp waits for in-flight requests: from here on, new
+    # batches (keep-alive clients keep sending) get 503 while the in-flight ones finish.
+    if INGESTOR_KEY in app:
+        app[INGESTOR_KEY].begin_shutdown()
 
 
 async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -132,6 +142,7 @@ def create_app(config: CollectorConfig) -> web.Application:
     app[METRICS_KEY] = CollectorMetrics()
     app.cleanup_ctx.append(_tracelog_ctx)
     app.cleanup_ctx.append(_store_ctx)
+    app.on_shutdown.append(_begin_shutdown)
     app.router.add_post("/v1/batches", post_batches)
     app.router.add_post("/v1/admin/roll", post_roll)
     app.router.add_get("/healthz", healthz)

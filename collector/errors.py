@@ -73,6 +73,13 @@ class ShuttingDown(CollectorError):
     reason = "shutting_down"
 
 
+class ClientGone(CollectorError):
+    """The client disconnected mid-request; nothing was written and nobody hears the answer."""
+
+    status = 400
+    reason = "client_disconnected"
+
+
 class StorageError(CollectorError):
     """Writing the trace log failed (disk full, I/O error); nothing was acknowledged (500)."""
 

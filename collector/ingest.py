@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import signal
 import time
 from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -27,7 +28,8 @@ from aiohttp import web
 from collector.auth import require_ingest_token
 from collector.config import CollectorConfig
 from collector.errors import (
-    Backpressure, BadBatch, CollectorError, PayloadTooLarge, ShuttingDown, StorageError, UnsupportedMediaType,
+    Backpressure, BadBatch, ClientGone, CollectorError, PayloadTooLarge, ShuttingDown, StorageError,
+    UnsupportedMediaType,
 )
 from collector.metrics import CollectorMetrics
 from collector.tracelog import TraceLog
@@ -62,6 +64,12 @@ def check_body(body: bytes) -> CheckResult:
     except WireError as exc:
         return CheckResult(None, 0, exc.reason, exc.detail)
     return CheckResult(header, events)
+
+
+def _ignore_sigint() -> None:
+    # Ctrl-C reaches the whole process group; the workers must outlive the parent's
+    # graceful drain, which shuts them down itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @dataclass
@@ -107,13 +115,17 @@ class Ingestor:
         await self._run(self._refresh_sizes)
         if self.config.decode_workers:
             # spawn, not fork: the parent has an event loop and threads running.
-            self._decoders = ProcessPoolExecutor(self.config.decode_workers,
+            self._decoders = ProcessPoolExecutor(self.config.decode_workers, initializer=_ignore_sigint,
                                                  mp_context=multiprocessing.get_context("spawn"))
             await asyncio.get_running_loop().run_in_executor(self._decoders, check_body, b"")  # warm up
         self._tasks = [
             asyncio.create_task(self._writer(), name="tracelog-writer"),
             asyncio.create_task(self._maintenance(), name="tracelog-maintenance"),
         ]
+
+    def begin_shutdown(self) -> None:
+        """Answer new batches with 503 from now on (in-flight ones still complete)."""
+        self._closing = True
 
     async def stop(self) -> None:
         """Refuse new batches, commit everything queued, then close the log."""
@@ -158,6 +170,8 @@ class Ingestor:
                 body = await request.read()
             except web.HTTPRequestEntityTooLarge:
                 raise PayloadTooLarge(f"body is over the {limit} byte limit") from None
+            except ConnectionResetError:
+                raise ClientGone("the client hung up before sending the whole body") from None
             header, events, reason, detail = await self._check(body)
             if header is None:
                 raise BadBatch(detail, reason=reason)

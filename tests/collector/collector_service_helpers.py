@@ -55,6 +55,7 @@ class CollectorProcess:
                 [sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(self.port),
                  "--store-url", "none", *extra],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                start_new_session=True,  # its own process group: a test can "press Ctrl-C" on it alone
             )
         self._wait_ready()
 
