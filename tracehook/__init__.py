@@ -31,7 +31,7 @@ from .context import (
     new_msg_id,
 )
 from .errors import ConfigError, DeliveryError, TracehookError
-from .hooks import BatchConsumeSpan, ConsumeSpan, Tracer
+from .hooks import BatchConsumeSpan, ConsumeSpan, Tracer, traced_handler
 from .wire import EventType, Status, TxState
 
 __all__ = [
@@ -92,30 +92,9 @@ def consume_batch(topic: str, group: str, messages: Any, **fields: Any) -> Batch
     return get_tracer().consume_batch(topic, group, messages, **fields)
 
 
-def consumer(topic: str, group: str, **options: Any) -> Any:
-    """:meth:`Tracer.consumer` on the global tracer (resolved when the handler runs)."""
-    def decorate(handler: Any) -> Any:
-        return _LateConsumer(topic, group, options, handler).wrapped
-
-    return decorate
-
-
-class _LateConsumer:
-    # The decorator usually runs at import, before configure(): look the tracer up per call.
-    def __init__(self, topic: str, group: str, options: dict[str, Any], handler: Any) -> None:
-        import functools
-        import inspect
-
-        self.key = (topic, group)
-        if inspect.iscoroutinefunction(handler):
-            @functools.wraps(handler)
-            async def wrapped(*args: Any, **kwargs: Any) -> Any:
-                return await get_tracer().consumer(topic, group, **options)(handler)(*args, **kwargs)
-        else:
-            @functools.wraps(handler)
-            def wrapped(*args: Any, **kwargs: Any) -> Any:
-                return get_tracer().consumer(topic, group, **options)(handler)(*args, **kwargs)
-        self.wrapped = wrapped
+def consumer(topic: str, group: str, *, get_msg_id: Any = None) -> Any:
+    """:meth:`Tracer.consumer` on the global tracer, looked up per message (decorating before configure() is fine)."""
+    return traced_handler(get_tracer, topic, group, get_msg_id)
 
 
 def record_end_tx(topic: str, msg_id: str, group: str, tx_id: str, tx_state: int, **fields: Any) -> None:

@@ -197,25 +197,7 @@ class Tracer:
         message itself if it is a str, else its ``msg_id`` (key or attribute),
         else the ``tracehook-msg-id`` in its ``headers``.  Works on async handlers too.
         """
-        id_of = get_msg_id or default_msg_id
-
-        def decorate(handler: F) -> F:
-            if inspect.iscoroutinefunction(handler):
-                @functools.wraps(handler)
-                async def async_wrapper(message: Any, *args: Any, **kwargs: Any) -> Any:
-                    with self.start_consume(topic, _safe_call(id_of, message), group):
-                        return await handler(message, *args, **kwargs)
-
-                return async_wrapper  # type: ignore[return-value]
-
-            @functools.wraps(handler)
-            def wrapper(message: Any, *args: Any, **kwargs: Any) -> Any:
-                with self.start_consume(topic, _safe_call(id_of, message), group):
-                    return handler(message, *args, **kwargs)
-
-            return wrapper  # type: ignore[return-value]
-
-        return decorate
+        return traced_handler(lambda: self, topic, group, get_msg_id)
 
     # -- the dispatcher's side --------------------------------------------------------------
 
@@ -356,6 +338,32 @@ def default_msg_id(message: Any) -> str | None:
     if isinstance(message, Mapping):
         return message.get("msg_id") or extract_headers(message.get("headers")).msg_id
     return getattr(message, "msg_id", None) or extract_headers(getattr(message, "headers", None)).msg_id
+
+
+def traced_handler(
+    tracer_of: Callable[[], Tracer], topic: str, group: str, get_msg_id: Callable[[Any], str | None] | None = None,
+) -> Callable[[F], F]:
+    """The decorator behind :meth:`Tracer.consumer`; ``tracer_of`` is called per message, so the
+    module-level ``tracehook.consumer`` can decorate at import time, before ``configure()``."""
+    id_of = get_msg_id or default_msg_id
+
+    def decorate(handler: F) -> F:
+        if inspect.iscoroutinefunction(handler):
+            @functools.wraps(handler)
+            async def async_wrapper(message: Any, *args: Any, **kwargs: Any) -> Any:
+                with tracer_of().start_consume(topic, _safe_call(id_of, message), group):
+                    return await handler(message, *args, **kwargs)
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(handler)
+        def wrapper(message: Any, *args: Any, **kwargs: Any) -> Any:
+            with tracer_of().start_consume(topic, _safe_call(id_of, message), group):
+                return handler(message, *args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 def _safe_call(fn: Callable[[Any], str | None], message: Any) -> str | None:

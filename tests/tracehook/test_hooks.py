@@ -196,3 +196,17 @@ def test_module_level_shortcuts_use_the_global_tracer(stub):
         assert {b.header.app for b in stub.batches} == {"global-app"}
     finally:
         tracehook.close(1.0)
+
+
+def test_module_level_consumer_decorates_before_configure(stub):
+    @tracehook.consumer(topic="orders", group="late")
+    def handle(message: str) -> str:
+        return message.upper()
+
+    tracer = tracehook.configure(app="late-app", collectors=[stub.url], linger_s=0.01, flush_at_exit=False)
+    try:
+        assert handle("m-1") == "M-1"
+        assert tracer.flush(10)
+        assert {(e.group, e.msg_id) for e in stub.events()} == {("late", "m-1")}
+    finally:
+        tracer.close(1.0)
