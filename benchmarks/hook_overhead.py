@@ -30,7 +30,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from typing import Any, Callable, Sequence
@@ -178,7 +177,11 @@ def bench_tracehook_default_queue(url: str, n_events: int) -> Row:
 def bench_otel(url: str | None, n_events: int, n_cost: int) -> list[Row]:
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
     from opentelemetry.trace import SpanKind
 
     class Counting(SpanExporter):
@@ -199,7 +202,9 @@ def bench_otel(url: str | None, n_events: int, n_cost: int) -> list[Row]:
 
     inner = None
     if url is not None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+            OTLPSpanExporter,
+        )
 
         inner = OTLPSpanExporter(endpoint=url + "/v1/traces")
     exporter = Counting(inner)

@@ -24,22 +24,20 @@ Counters are exact: ``emitted == sent + dropped + queued + in_flight`` at any
 
 from __future__ import annotations
 
-import http.client
 import logging
 import os
 import queue
 import random
-import socket
 import threading
 import time
 from typing import Any, Callable
-from urllib.parse import urlsplit
 
 import msgpack
 
 from . import wire
-from .config import BATCHES_PATH, TracerConfig
+from .config import TracerConfig
 from .errors import DeliveryError
+from .transport import CollectorConnection
 
 log = logging.getLogger("tracehook")
 
@@ -49,52 +47,6 @@ _SPLIT_STATUSES = (400, 413)
 _FATAL_STATUSES = (401, 403)
 DEFAULT_RETRY_AFTER_S = 1.0
 MAX_RETRY_AFTER_S = 60.0
-
-
-class _Collector:
-    """One collector URL with its persistent connection and 'set aside until' time."""
-
-    def __init__(self, url: str, timeout_s: float) -> None:
-        parts = urlsplit(url)
-        self.url = url
-        self.https = parts.scheme == "https"
-        self.host = parts.hostname or "127.0.0.1"
-        self.port = parts.port
-        self.path = (parts.path.rstrip("/") or "") + BATCHES_PATH
-        self.timeout_s = timeout_s
-        self.conn: http.client.HTTPConnection | None = None
-        self.aside_until = 0.0
-
-    def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
-        """POST one batch; returns (status, lower-cased headers); raises DeliveryError on I/O errors."""
-        for attempt in (1, 2):
-            if self.conn is None:
-                cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-                self.conn = cls(self.host, self.port, timeout=self.timeout_s)
-            try:
-                if self.conn.sock is None:
-                    self.conn.connect()
-                    # Small requests must not wait for a delayed ACK (Nagle) on a kept-alive connection.
-                    self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self.conn.request("POST", self.path, body=body, headers=headers)
-                response = self.conn.getresponse()
-                response.read()
-                answer = {k.lower(): v for k, v in response.getheaders()}
-                if answer.get("connection", "").lower() == "close":
-                    self.close()
-                return response.status, answer
-            except (OSError, http.client.HTTPException) as exc:
-                self.close()
-                # A kept-alive connection the server closed while idle fails on first use; one fresh try.
-                if attempt == 2 or not isinstance(exc, (http.client.RemoteDisconnected, ConnectionResetError,
-                                                        BrokenPipeError)):
-                    raise DeliveryError(self.url, f"{type(exc).__name__}: {exc}") from None
-        raise AssertionError("unreachable")
-
-    def close(self) -> None:
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
 
 
 class _Batch:
@@ -134,7 +86,7 @@ class Dispatcher:
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
         self._seq = 0
         self.client_id = f"{self.config.app}@{self.config.host}:{os.getpid()}:{os.urandom(4).hex()}"
-        self._collectors = [_Collector(u, self.config.timeout_s) for u in self.config.collectors]
+        self._collectors = [CollectorConnection(u, self.config.timeout_s) for u in self.config.collectors]
         self._next_collector = 0
         self._headers = {"Content-Type": "application/msgpack"}
         if self.config.token:
@@ -366,7 +318,7 @@ class Dispatcher:
             self._sleep(random.uniform(0, ceiling))
         return True
 
-    def _pick_collector(self) -> tuple[_Collector | None, float]:
+    def _pick_collector(self) -> tuple[CollectorConnection | None, float]:
         """The next collector not set aside (round robin from the last good one), or how long to wait."""
         now = time.monotonic()
         n = len(self._collectors)

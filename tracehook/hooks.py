@@ -281,12 +281,12 @@ class ConsumeSpan:
     def __enter__(self) -> ConsumeSpan:
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is not None:
             self.finish(_EXCEPTION, exc)
         else:
             self.finish()
-        return False  # the app's exception propagates unchanged
+        # returning None: the app's exception propagates unchanged
 
 
 class BatchConsumeSpan:
@@ -323,12 +323,11 @@ class BatchConsumeSpan:
     def __enter__(self) -> BatchConsumeSpan:
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is not None:
             self.finish(_EXCEPTION, exc)
         else:
             self.finish()
-        return False
 
 
 def default_msg_id(message: Any) -> str | None:
