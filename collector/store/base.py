@@ -40,6 +40,8 @@ class Store(Protocol):
 
     url: str
     options: StoreOptions
+    concurrent_reads: bool
+    """True when reads from several threads overlap (HBase); the SQLite store serialises them."""
 
     def put_rows(self, table: str, rows: Sequence[Row]) -> None:
         """Write the given columns of each row (other columns of the row stay)."""

@@ -28,14 +28,17 @@ from collector.store.errors import StoreError, StoreUnavailableError
 DEFAULT_NAMESPACE = "tracehook"
 DEFAULT_TIMEOUT_MS = 60_000
 """Socket timeout of a Thrift call (a big batched put takes a while on a busy server)."""
-DEFAULT_POOL_SIZE = 4
-"""Connections kept open; each thread uses one at a time (happybase connections are not thread-safe)."""
+DEFAULT_POOL_SIZE = 8
+"""Connections kept open; each thread uses one at a time (happybase connections are not thread-safe).
+Eight lets a time-range query scan all salt buckets at once."""
 
 _UNAVAILABLE = (TTransportException, OSError, EOFError)
 
 
 class HBaseStore:
     """:class:`~collector.store.base.Store` on HBase Thrift1; safe to share between threads."""
+
+    concurrent_reads = True
 
     def __init__(
         self, host: str, port: int, namespace: str = DEFAULT_NAMESPACE, options: StoreOptions = DEFAULT_OPTIONS,

@@ -28,6 +28,8 @@ def _now_ms() -> int:
 class LocalStore:
     """:class:`~collector.store.base.Store` on SQLite; safe to share between threads."""
 
+    concurrent_reads = False
+
     def __init__(self, path: str, options: StoreOptions = DEFAULT_OPTIONS, *, clock: Callable[[], int] = _now_ms) -> None:
         self.url = f"local:{path}"
         self.options = options
@@ -83,7 +85,10 @@ class LocalStore:
             f'SELECT row, col, value FROM "{_name(table)}" WHERE row >= ? AND row < ? AND ts >= ? '
             f"ORDER BY row {order}, col ASC LIMIT ?"
         )
-        lo, hi, emitted, page = start, stop, 0, DEFAULT_SCAN_BATCH
+        # A short scan (limit=1 for an offset, 21 for a page) reads a short page: index rows
+        # have one or two cells, and a page that turns out too small is simply continued.
+        page = DEFAULT_SCAN_BATCH if limit is None else min(DEFAULT_SCAN_BATCH, 2 * limit + 2)
+        lo, hi, emitted = start, stop, 0
         while True:
             # Cells come in pages so a long scan neither holds the lock nor loads everything.
             with self._lock:
@@ -106,6 +111,7 @@ class LocalStore:
                 hi = rows[-1][0]
             else:
                 lo = keys.successor(rows[-1][0])
+            page = min(DEFAULT_SCAN_BATCH, 2 * page)
 
     def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
         with self._lock:

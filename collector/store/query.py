@@ -18,7 +18,9 @@ from __future__ import annotations
 import base64
 import binascii
 import heapq
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from collector.store import keys, schema
@@ -119,7 +121,7 @@ class TraceQuery:
         _check_range(begin_ms, end_ms, limit)
         kind = "tn" if newest_first else "t"
         after = _decode_cursor(kind, cursor, (int, str)) if cursor is not None else None
-        scans = []
+        ranges = []
         for bucket in range(self.salt_buckets):
             prefix = keys.pack(schema.time_prefix(bucket, topic))
             start = prefix + keys.pack_one(begin_ms)
@@ -128,9 +130,17 @@ class TraceQuery:
                 stop = min(stop, prefix + after)
             elif after is not None:
                 start = max(start, keys.successor(prefix + after))
+            ranges.append((len(prefix), start, stop))
+
+        def scan_bucket(r: tuple[int, bytes, bytes]) -> list[tuple[bytes, Row]]:
+            prefix_len, start, stop = r
             rows = self.store.scan(schema.TIMEIDX, start, stop, limit=limit + 1, reverse=newest_first)
             # Tag rows with their suffix: buckets differ only in the prefix, so suffixes merge globally.
-            scans.append(((row[len(prefix):], (row, cols)) for row, cols in rows))
+            return [(row[prefix_len:], (row, cols)) for row, cols in rows]
+
+        # The bucket scans are independent round trips: side by side where the store overlaps them.
+        parallel = getattr(self.store, "concurrent_reads", False)
+        scans = list(_scan_pool().map(scan_bucket, ranges) if parallel else map(scan_bucket, ranges))
         merged = heapq.merge(*scans, key=lambda item: item[0], reverse=newest_first)
         return self._page(kind, (pair for _, pair in merged), None, limit)
 
@@ -234,6 +244,19 @@ class TraceQuery:
             if last is not None:
                 out[q] = _offset(last) + 1
         return out
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _scan_pool() -> ThreadPoolExecutor:
+    """Threads shared by every TraceQuery for the salt-bucket scans (created on first use)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=schema.DEFAULT_SALT_BUCKETS, thread_name_prefix="tracehook-scan")
+        return _pool
 
 
 def _first(store: Store, table: str, start: bytes, stop: bytes, *, reverse: bool = False) -> bytes | None:

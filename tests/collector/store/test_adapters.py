@@ -46,6 +46,16 @@ def test_scan_is_sorted_bounded_and_limited(store) -> None:
     assert middle == data[10:20]
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_short_scans_return_whole_wide_rows(store, reverse: bool) -> None:
+    wide = [(keys.pack(("w", i)), {b"i:%d" % c: b"v%d" % c for c in range(7)}) for i in range(6)]
+    store.put_rows(T, wide)
+    lo, hi = keys.prefix_range(("w",))
+    expected = wide[::-1] if reverse else wide
+    for limit in (1, 2, 5, 6, 7):
+        assert list(store.scan(T, lo, hi, limit=limit, reverse=reverse)) == expected[:limit]
+
+
 def test_reverse_scan_covers_the_same_half_open_range(store) -> None:
     data = rows(1500)
     store.put_rows(T, data)
