@@ -206,3 +206,18 @@ async def test_decode_workers_validate_large_batches_the_same_way(aiohttp_client
     assert resp.status == 400
     assert (await resp.json())["error"] == "bad_field"
     assert [r.payload for r in read_log(cfg.log_dir)] == [big]
+
+
+async def test_background_retention_deletes_indexed_segments_only(aiohttp_client, collector_config) -> None:
+    cfg = dataclasses.replace(collector_config, retention_s=0, maintenance_interval_s=0.05)
+    client = await aiohttp_client(create_app(cfg))
+    for seq in (1, 2):
+        await client.post("/v1/batches", data=make_batch("ret", seq), headers=MSGPACK)
+        await client.post("/v1/admin/roll")
+    first, second = tracelog.sealed_segments(cfg.log_dir)
+    tracelog.write_checkpoint(cfg.log_dir, [first.base])  # only the first is indexed
+    while os.path.exists(first.path):
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.2)  # several more maintenance rounds
+    assert tracelog.sealed_segments(cfg.log_dir) == [second]
+    assert os.path.exists(second.path)
