@@ -22,6 +22,8 @@ TRACEHOOK_BACKOFF_MS           first retry delay (doubles, full jitter)         
 TRACEHOOK_MAX_BACKOFF_MS       longest retry delay                              10000
 TRACEHOOK_FAILOVER_MS          how long a failing collector is set aside        30000
 TRACEHOOK_EXIT_TIMEOUT_MS      how long the exit flush may take                 5000
+TRACEHOOK_CAPTURE_BODY         keep message bodies (1/true or 0/false)          false
+TRACEHOOK_MAX_BODY_BYTES       longest body kept (after redaction)              1024
 =============================  ===============================================  ==========
 """
 
@@ -35,6 +37,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
+from . import wire
 from .errors import ConfigError
 
 log = logging.getLogger("tracehook")
@@ -49,6 +52,7 @@ DEFAULT_BACKOFF_S = 0.2
 DEFAULT_MAX_BACKOFF_S = 10.0
 DEFAULT_FAILOVER_S = 30.0
 DEFAULT_EXIT_TIMEOUT_S = 5.0
+DEFAULT_MAX_BODY_BYTES = 1024
 BATCHES_PATH = "/v1/batches"
 
 ENV_COLLECTORS = "TRACEHOOK_COLLECTORS"
@@ -66,6 +70,8 @@ _ENV_NUMBERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max_backoff_s": ("TRACEHOOK_MAX_BACKOFF_MS", lambda v: float(v) / 1000),
     "failover_s": ("TRACEHOOK_FAILOVER_MS", lambda v: float(v) / 1000),
     "exit_timeout_s": ("TRACEHOOK_EXIT_TIMEOUT_MS", lambda v: float(v) / 1000),
+    "capture_body": ("TRACEHOOK_CAPTURE_BODY", lambda v: {"1": True, "true": True, "0": False, "false": False}[v.lower()]),
+    "max_body_bytes": ("TRACEHOOK_MAX_BODY_BYTES", int),
 }
 
 
@@ -93,6 +99,11 @@ class TracerConfig:
     failover_s: float = DEFAULT_FAILOVER_S
     exit_timeout_s: float = DEFAULT_EXIT_TIMEOUT_S
     flush_at_exit: bool = True
+    capture_body: bool = False
+    """Keep message bodies passed to record_send(body=...)? Off by default: bodies may hold personal data."""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    redact_body: Callable[[bytes], bytes | None] | None = None
+    """Called on each captured body before it is cut to max_body_bytes; return None to keep nothing."""
 
     def __post_init__(self) -> None:
         if isinstance(self.collectors, str):
@@ -105,6 +116,8 @@ class TracerConfig:
                 raise ConfigError(f"collectors: {url!r} is not an http(s) URL")
         if not self.host:
             object.__setattr__(self, "host", socket.gethostname())
+        if not 0 <= self.max_body_bytes <= wire.MAX_BODY_LEN:
+            raise ConfigError(f"max_body_bytes must be within 0..{wire.MAX_BODY_LEN}, got {self.max_body_bytes!r}")
         for name in ("queue_size", "batch_events", "batch_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
@@ -137,7 +150,7 @@ class TracerConfig:
                 try:
                     values[name] = parse(env[var])
                     replace(cls(), **{name: values[name]})  # validate this one value
-                except (ValueError, ConfigError) as exc:
+                except (ValueError, KeyError, ConfigError) as exc:
                     log.warning("tracehook: ignoring %s=%r (%s); using the default", var, env[var], exc)
                     values.pop(name, None)
         values.update({k: v for k, v in overrides.items() if v is not None})

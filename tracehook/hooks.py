@@ -75,11 +75,13 @@ class Tracer:
         broker: str = "", queue: int = -1, offset: int = -1, born_ms: int = 0, store_ms: int = 0,
         cost_us: int = 0, status: int = _OK, error: str = "", body_len: int = 0,
         props: Mapping[str, Any] | None = None, broker_msg_id: str = "", tx_id: str = "", headers: Any = None,
+        body: bytes | None = None,
     ) -> str:
         """Record a send result (PUB); returns the message id (generated when ``msg_id`` is None).
 
         With ``headers`` (a mutable mapping, or a list of (name, bytes) pairs as
         Kafka uses), the id and a W3C ``traceparent`` are written there if absent.
+        ``body`` is kept only with ``capture_body=True`` (redacted, then capped).
         """
         try:
             if msg_id is None:
@@ -92,7 +94,7 @@ class Tracer:
             self._put((
                 _PUB, _time_ns() // 1_000_000, group, topic, msg_id, broker_msg_id, keys, tags, broker,
                 queue, offset, born_ms, store_ms, cost_us, status, error and _error_text(error), 0, body_len,
-                props and _clean_props(props), "", tx_id, 0, None,
+                props and _clean_props(props), "", tx_id, 0, body if body is None else self._captured(body),
             ))
         except Exception as exc:  # never into the app
             self._misuse("record_send", repr(exc))
@@ -225,17 +227,38 @@ class Tracer:
         except Exception as exc:
             self._misuse("close", repr(exc))
 
+    def _captured(self, body: Any) -> bytes | None:
+        """The body to keep: None unless capture is on; redacted, then cut to max_body_bytes."""
+        config = self.config
+        if not config.capture_body:
+            return None
+        data = bytes(body) if not isinstance(body, str) else body.encode("utf-8", "replace")
+        if config.redact_body is not None:
+            try:
+                redacted = config.redact_body(data)
+            except Exception as exc:  # a failing redaction keeps nothing rather than the raw body
+                self._warn_once("redact_body", f"failed, body not kept: {exc!r}")
+                return None
+            if redacted is None:
+                return None
+            data = bytes(redacted)
+        return data[: config.max_body_bytes]
+
     def _after_fork_in_child(self) -> None:
         self._dispatcher.after_fork_in_child()
         self._put = self._dispatcher.put
 
     def _misuse(self, kind: str, detail: str) -> None:
+        """An event was not recorded: count it as dropped.invalid and log once per kind."""
         try:
             self._dispatcher.drop(1, "invalid")
         finally:
-            if kind not in self._misuse_seen:
-                self._misuse_seen.add(kind)
-                log.warning("tracehook: %s ignored an event: %s (logged once per kind)", kind, detail)
+            self._warn_once(kind, f"ignored an event: {detail}")
+
+    def _warn_once(self, kind: str, detail: str) -> None:
+        if kind not in self._misuse_seen:
+            self._misuse_seen.add(kind)
+            log.warning("tracehook: %s %s (logged once per kind)", kind, detail)
 
 
 class ConsumeSpan:

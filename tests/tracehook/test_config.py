@@ -29,12 +29,15 @@ def test_arguments_win_over_the_environment():
 
 def test_bad_environment_values_are_logged_and_defaulted(caplog):
     with caplog.at_level(logging.WARNING, logger="tracehook"):
-        config = TracerConfig.from_env({"TRACEHOOK_QUEUE_SIZE": "lots", "TRACEHOOK_BATCH_EVENTS": "-3"})
+        config = TracerConfig.from_env({"TRACEHOOK_QUEUE_SIZE": "lots", "TRACEHOOK_BATCH_EVENTS": "-3",
+                                        "TRACEHOOK_CAPTURE_BODY": "maybe"})
     assert config.queue_size == TracerConfig().queue_size and config.batch_events == TracerConfig().batch_events
-    assert "TRACEHOOK_QUEUE_SIZE" in caplog.text and "TRACEHOOK_BATCH_EVENTS" in caplog.text
+    assert not config.capture_body
+    for var in ("TRACEHOOK_QUEUE_SIZE", "TRACEHOOK_BATCH_EVENTS", "TRACEHOOK_CAPTURE_BODY"):
+        assert var in caplog.text
 
 
-@pytest.mark.parametrize("bad", [dict(queue_size=0), dict(collectors=["ftp://x"]), dict(linger_s=-1),
+@pytest.mark.parametrize("bad", [dict(queue_size=0), dict(collectors=["ftp://x"]), dict(linger_s=-1), dict(max_body_bytes=10**9),
                                  dict(no_such_option=1)])
 def test_bad_arguments_raise(bad):
     with pytest.raises(ConfigError):

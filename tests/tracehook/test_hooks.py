@@ -210,3 +210,27 @@ def test_module_level_consumer_decorates_before_configure(stub):
         assert {(e.group, e.msg_id) for e in stub.events()} == {("late", "m-1")}
     finally:
         tracer.close(1.0)
+
+
+def test_body_is_not_kept_unless_capture_is_on(stub, make_tracer):
+    tracer = make_tracer(stub.url)
+    tracer.record_send("orders", "m-1", body=b"secret")
+    (event,) = delivered(tracer, stub)
+    assert event.body is None
+
+
+def test_captured_body_is_redacted_then_capped(stub, make_tracer, accounted):
+    def redact(body: bytes) -> bytes | None:
+        if body.startswith(b"drop"):
+            return None
+        if body.startswith(b"fail"):
+            raise ValueError("cannot parse")
+        return body.replace(b"4111-1111", b"XXXX")
+
+    tracer = make_tracer(stub.url, capture_body=True, max_body_bytes=12, redact_body=redact)
+    tracer.record_send("orders", "card", body=b"card=4111-1111;amount=10")
+    tracer.record_send("orders", "dropped", body=b"drop me")
+    tracer.record_send("orders", "failing", body=b"fail")
+    bodies = {e.msg_id: e.body for e in delivered(tracer, stub)}
+    assert bodies == {"card": b"card=XXXX;am", "dropped": None, "failing": None}
+    assert accounted(tracer.stats())["sent"] == 3
