@@ -255,12 +255,15 @@ class TraceLog:
     def _seal_locked(self) -> SegmentInfo:
         # Order matters for crash safety: data durable, then listed, then a new file.
         os.fsync(self._fd)
-        os.close(self._fd)
-        self._fd = -1
         info = SegmentInfo(self.active_base, self._path(self.active_base), self.active_records,
                            self.active_size, int(time.time() * 1000))
         end = max(self._sealed_end, info.base + info.records)
-        _write_manifest(self.log_dir, [*self._sealed, info], end)
+        try:
+            _write_manifest(self.log_dir, [*self._sealed, info], end)
+        except OSError as exc:  # e.g. disk full: the segment stays active and appends go on
+            raise StorageError(f"sealing {segment_name(info.base)} failed: {exc}") from exc
+        os.close(self._fd)
+        self._fd = -1
         self._sealed.append(info)
         self._sealed_end = end
         log.info("sealed segment %s: %d records, %d bytes", segment_name(info.base), info.records, info.size)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import os
 import pathlib
 import tempfile
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collector import tracelog
-from collector.errors import CorruptSegmentError
+from collector.errors import CorruptSegmentError, StorageError
 from collector.tracelog import TraceLog
 
 
@@ -177,3 +178,16 @@ def test_recovery_keeps_every_record_before_the_damage_and_none_after(n: int, wh
         # The log goes on from where the good records end.
         assert tl.append(_entries(1, start=100)) == [expect]
         tl.close()
+
+
+def test_a_failed_seal_leaves_the_segment_active_and_writable(tmp_path: pathlib.Path) -> None:
+    log_dir = str(tmp_path)
+    tl = TraceLog.open(log_dir)
+    tl.append(_entries(2))
+    # A directory where the manifest's temp file should go makes the manifest write fail.
+    os.mkdir(os.path.join(log_dir, f"{tracelog.MANIFEST}.tmp.{os.getpid()}.{threading.get_ident()}"))
+    with pytest.raises(StorageError):
+        tl.roll()
+    assert tracelog.sealed_segments(log_dir) == []
+    assert tl.append(_entries(1, start=2)) == [2]
+    assert [r.seq for r in _all_records(log_dir, tl)] == [0, 1, 2]
