@@ -294,7 +294,7 @@ class Dispatcher:
                 self._log_once(f"status:{status}", "tracehook: collector %s refused the token (%s)", collector.url, status)
                 return "rejected"
             if status in _RETRY_AFTER_STATUSES:
-                collector.aside_until = time.monotonic() + _retry_after_s(answer.get("retry-after"))
+                collector.busy_until = time.monotonic() + _retry_after_s(answer.get("retry-after"))
                 with self._lock:
                     self.retried += 1
                 batch.attempts += 1
@@ -313,26 +313,31 @@ class Dispatcher:
             return False
         with self._lock:
             self.retried += 1
-        if not any(c.aside_until <= time.monotonic() for c in self._collectors):
+        now = time.monotonic()
+        if not any(c.aside_until <= now and c.busy_until <= now for c in self._collectors):
             ceiling = min(self.config.max_backoff_s, self.config.backoff_s * 2 ** (batch.attempts - 1))
             self._sleep(random.uniform(0, ceiling))
         return True
 
     def _pick_collector(self) -> tuple[CollectorConnection | None, float]:
-        """The next collector not set aside (round robin from the last good one), or how long to wait."""
+        """The collector to try now, or (None, seconds to wait).
+
+        Round robin from the last good one over collectors neither failing
+        recently nor busy.  If all have failed recently, the one set aside
+        first is tried anyway (the batch's backoff has already been slept), so
+        a lone collector is retried at the backoff pace, not every failover_s.
+        A busy collector (429/503) is never asked before its Retry-After.
+        """
         now = time.monotonic()
         n = len(self._collectors)
-        for i in range(n):
-            collector = self._collectors[(self._next_collector + i) % n]
-            if collector.aside_until <= now:
-                self._next_collector = (self._next_collector + i) % n
-                return collector, 0.0
-        # Everyone is set aside: try the one available soonest when its time comes.
-        soonest = min(self._collectors, key=lambda c: c.aside_until)
-        wait = soonest.aside_until - now
-        if wait <= 0:
-            return soonest, 0.0
-        return None, wait
+        ready = [self._collectors[(self._next_collector + i) % n] for i in range(n)]
+        ready = [c for c in ready if c.busy_until <= now]
+        if not ready:
+            return None, min(c.busy_until for c in self._collectors) - now
+        healthy = [c for c in ready if c.aside_until <= now]
+        chosen = healthy[0] if healthy else min(ready, key=lambda c: c.aside_until)
+        self._next_collector = self._collectors.index(chosen)
+        return chosen, 0.0
 
     def _past_deadline(self) -> bool:
         return self._deadline is not None and time.monotonic() >= self._deadline

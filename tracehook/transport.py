@@ -26,7 +26,8 @@ class CollectorConnection:
         self.path = (parts.path.rstrip("/") or "") + BATCHES_PATH
         self.timeout_s = timeout_s
         self.conn: http.client.HTTPConnection | None = None
-        self.aside_until = 0.0
+        self.aside_until = 0.0  # failed recently: others are preferred until then
+        self.busy_until = 0.0  # said 429/503 + Retry-After: not asked again before then
 
     def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
         """POST one batch; returns (status, lower-cased headers); raises DeliveryError on I/O errors."""

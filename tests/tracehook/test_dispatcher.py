@@ -112,7 +112,8 @@ def test_down_collector_drops_as_send_error_after_retries(make_tracer, accounted
 
 
 def test_restarted_collector_gets_every_event_exactly_once(stub, make_tracer, accounted):
-    tracer = make_tracer(stub.url, max_retries=1000, failover_s=0.05)
+    # A lone collector is retried at the backoff pace (<= 50 ms here), not once per failover_s.
+    tracer = make_tracer(stub.url, max_retries=1000, failover_s=600)
     send_n(tracer, 100, "before")
     assert tracer.flush(10)
     stub.stop()
@@ -196,3 +197,18 @@ def test_hooks_from_many_threads_are_all_accounted(stub, make_tracer, accounted)
     stats = accounted(tracer.stats())
     assert stats["sent"] == 8000 and len(stub.events()) == 8000
     assert {e.type for e in stub.events()} == {wire.EventType.PUB}
+
+
+def test_busy_collector_is_not_asked_again_before_retry_after(stub, make_tracer):
+    other = type(stub)()
+    other.start()
+    try:
+        stub.answers.append((429, {"Retry-After": "60"}))
+        tracer = make_tracer(stub.url, other.url)
+        send_n(tracer, 10)
+        assert tracer.flush(10)
+        send_n(tracer, 10, "n")
+        assert tracer.flush(10)
+        assert stub.requests == 1 and len(other.events()) == 20  # everything went to the other one
+    finally:
+        other.stop()
