@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Callable, Iterable, TypeVar
 
+from . import _lifecycle
 from .config import TracerConfig
 from .context import extract_headers, inject_headers, new_msg_id, new_request_id
 from .dispatcher import Dispatcher
@@ -64,9 +65,7 @@ class Tracer:
         self._dispatcher = Dispatcher(self.config)
         self._put = self._dispatcher.put
         self._misuse_seen: set[str] = set()
-        from . import _lifecycle  # registers fork and exit handling for this tracer
-
-        _lifecycle.track(self)
+        _lifecycle.track(self)  # fork and exit handling
 
     # -- sending ----------------------------------------------------------------------------
 
