@@ -184,11 +184,34 @@ def seal_log(collector_url: str, log_dir: str) -> int:
     return count
 
 
-def run_index(log_dir: str, store_url: str) -> Any:
-    """Index the sealed segments with the Spark job in local mode."""
-    from spark_jobs.index_job import run_index as spark_index
+def run_index(log_dir: str, store_url: str) -> str:
+    """Index the sealed segments with the Spark job in local mode; say how it went."""
+    try:
+        from spark_jobs.index_job import run_index as spark_index
+    except ImportError as exc:  # PySpark or the job missing: index in this process instead
+        return f"Spark index job unavailable ({exc}); {index_in_process(log_dir, store_url)}"
+    return f"Spark (local mode): {spark_index(log_dir, store_url, master='local[2]')}"
 
-    return spark_index(log_dir, store_url, master="local[2]")
+
+def index_in_process(log_dir: str, store_url: str) -> str:
+    """Index the sealed segments not yet checkpointed without Spark (same indexer, same checkpoint)."""
+    from collector.store import open_store
+    from collector.store.indexer import index_records
+    from collector.tracelog import read_checkpoint, read_segment, sealed_segments, write_checkpoint
+    from tracehook.wire import decode_batch
+
+    done = read_checkpoint(log_dir)
+    todo = [s for s in sealed_segments(log_dir) if s.base not in done]
+    store = open_store(store_url)
+    try:
+        events = 0
+        for segment in todo:
+            batches = (decode_batch(record.payload) for record in read_segment(segment.path))
+            events += index_records(store, ((b.header, e) for b in batches for e in b.events))
+    finally:
+        store.close()
+    write_checkpoint(log_dir, done | {s.base for s in todo})
+    return f"indexed {len(todo)} segment(s) in-process ({events} events)"
 
 
 def print_traces(collector_url: str | None, store_url: str, ids: DemoIds) -> None:
@@ -230,8 +253,8 @@ def run(args: argparse.Namespace) -> int:
     proc = start_collector(data_dir, port)
     try:
         ids = run_traffic(url, args.orders)
-        print(f"sealed trace-log records: {seal_log(url, log_dir)}")
-        print(f"index job: {run_index(log_dir, store_url)}")
+        print(f"sealed trace-log records (batches): {seal_log(url, log_dir)}")
+        print(f"index: {run_index(log_dir, store_url)}")
         print_traces(url, store_url, ids)
         print(f"\nweb page: {url}/#id={ids.retried}")
         print(f"try: tracehook query --collector {url} key {TOPIC} order-3")
