@@ -250,6 +250,8 @@ def run(args: argparse.Namespace) -> int:
     log_dir = os.path.join(data_dir, "log")
     store_url = f"local:{os.path.join(data_dir, 'index.sqlite3')}"
     print(f"collector: {url} (data in {data_dir})")
+    # A plain `kill` must also stop the collector subprocess: exit through the finally below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     proc = start_collector(data_dir, port)
     try:
         ids = run_traffic(url, args.orders)
