@@ -33,8 +33,9 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from . import wire

@@ -19,8 +19,8 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any, Callable, Iterable, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from . import _lifecycle
 from .config import TracerConfig

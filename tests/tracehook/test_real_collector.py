@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from stub_collector import free_port
