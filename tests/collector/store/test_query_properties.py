@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import tempfile
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from index_helpers import message
 
 from collector.store import open_store
 from collector.store.indexer import index_records
 from collector.store.query import TraceQuery
-
-from index_helpers import message
 
 messages = st.lists(
     st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["k1", "k2", "k1 k2", ""]), st.integers(1, 50)),
