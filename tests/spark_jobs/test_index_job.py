@@ -1,0 +1,122 @@
+"""The Spark index job over real trace-log segments and the embedded store."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from collector.store import open_store
+from collector.store.query import TraceQuery
+from collector.tracelog import TraceLog, read_checkpoint, sealed_segments
+from spark_jobs.errors import IndexJobError
+from spark_jobs.index_job import index_once
+from tracehook.wire import BatchHeader, EventType, encode_batch, make_event
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_790_000_000_000
+
+
+def _batch(seq: int, msg_ids: list[str], topic: str = "orders") -> bytes:
+    header = BatchHeader("client-1", seq, "shop", "host-a", T0, {})
+    events = [make_event(EventType.PUB, T0 + i, "", topic, m, keys=f"k-{m}") for i, m in enumerate(msg_ids)]
+    return encode_batch(header, events)
+
+
+def _write_log(log_dir: str, batches: list[list[bytes]]) -> None:
+    """One sealed segment per inner list."""
+    log = TraceLog.open(log_dir, durability="os")
+    try:
+        for payloads in batches:
+            log.append([(T0, "client-1", i, p) for i, p in enumerate(payloads)])
+            log.roll()
+    finally:
+        log.close()
+
+
+def _store_rows(path: str) -> list[Any]:
+    """Every (table, row, column, value) in the embedded store; the write time (ts) left out."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in con.execute("select name from sqlite_master where type='table' order by name")]
+        return [(t, sorted(con.execute(f'select row, col, value from "{t}"').fetchall())) for t in tables]
+    finally:
+        con.close()
+
+
+def test_indexes_every_segment_then_checkpoints(spark: Any, tmp_path: Any) -> None:
+    log_dir, db = str(tmp_path / "log"), str(tmp_path / "index.sqlite3")
+    ids = [[f"m{s}-{i}" for i in range(50)] for s in range(3)]
+    _write_log(log_dir, [[_batch(s, ids[s][:25]), _batch(s + 10, ids[s][25:])] for s in range(3)])
+
+    report = index_once(spark, log_dir, f"local:{db}")
+
+    assert (report.segments, report.records, report.events, report.bad) == (3, 6, 150, {})
+    assert read_checkpoint(log_dir) == {s.base for s in sealed_segments(log_dir)}
+    store = open_store(f"local:{db}")
+    try:
+        query = TraceQuery(store)
+        for msg_id in (m for seg in ids for m in seg):
+            trace = query.get_trace(msg_id)
+            assert trace is not None and trace.topic == "orders" and trace.keys == f"k-{msg_id}"
+        page = query.by_time("orders", T0 - 1, T0 + 1000, 1000)
+        assert sorted(s.msg_id for s in page.items) == sorted(m for seg in ids for m in seg)
+    finally:
+        store.close()
+
+
+def test_second_run_and_reindex_change_nothing(spark: Any, tmp_path: Any) -> None:
+    log_dir, db = str(tmp_path / "log"), str(tmp_path / "index.sqlite3")
+    # The same batch twice (a client retry the collector kept): duplicates collapse.
+    _write_log(log_dir, [[_batch(1, ["a", "b"]), _batch(1, ["a", "b"])]])
+    index_once(spark, log_dir, f"local:{db}")
+    before = _store_rows(db)
+
+    assert index_once(spark, log_dir, f"local:{db}").segments == 0
+    os.remove(os.path.join(log_dir, "indexed.json"))  # force a full re-index
+    assert index_once(spark, log_dir, f"local:{db}").events == 4
+    assert _store_rows(db) == before
+
+
+def test_corrupt_and_unknown_version_records_are_counted_not_fatal(spark: Any, tmp_path: Any) -> None:
+    import msgpack
+
+    log_dir, db = str(tmp_path / "log"), str(tmp_path / "index.sqlite3")
+    future = msgpack.packb([99, "c", 1, "app", "host", T0, {}, []])
+    _write_log(log_dir, [[_batch(1, ["good-1"]), future, _batch(2, ["good-2"])], [_batch(3, ["tail"])]])
+    second = sealed_segments(log_dir)[1].path
+    with open(second, "r+b") as f:  # flip a payload byte: the CRC no longer matches
+        f.seek(os.path.getsize(second) - 3)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+    report = index_once(spark, log_dir, f"local:{db}")
+
+    assert report.bad == {"unknown_version": 1, "corrupt_segment": 1}
+    assert report.events == 2
+    store = open_store(f"local:{db}")
+    try:
+        assert TraceQuery(store).get_trace("good-2") is not None
+    finally:
+        store.close()
+
+
+def test_store_failure_fails_the_job_without_advancing_the_checkpoint(spark: Any, tmp_path: Any) -> None:
+    log_dir = str(tmp_path / "log")
+    _write_log(log_dir, [[_batch(1, ["x"])]])
+    # A store that cannot be opened on the executor: its "directory" is a regular file.
+    (tmp_path / "not-a-dir").write_text("")
+    bad_url = f"local:{tmp_path / 'not-a-dir' / 'index.sqlite3'}"
+
+    with pytest.raises(IndexJobError):
+        index_once(spark, log_dir, bad_url)
+    assert read_checkpoint(log_dir) == set()
+
+    db = str(tmp_path / "index.sqlite3")
+    assert index_once(spark, log_dir, f"local:{db}").events == 1
+    assert read_checkpoint(log_dir) == {sealed_segments(log_dir)[0].base}
