@@ -18,6 +18,7 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
+QUERY_TOKEN = "web-query-token"
 HOSTILE = '<img src=x onerror="window.__xss=1">'
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -40,6 +41,20 @@ def site(tmp_path_factory):
     store.close()
     port = free_port()
     proc = start_collector(data_dir, port)
+    yield f"http://127.0.0.1:{port}", ids
+    stop_collector(proc)
+
+
+@pytest.fixture
+def secured_site(tmp_path, monkeypatch):
+    """A collector that wants a query token, over a store holding the sample scenario."""
+    ids, records = scenario(int(time.time() * 1000))
+    store = open_store(f"local:{tmp_path / 'index.sqlite3'}")
+    index_records(store, records)
+    store.close()
+    monkeypatch.setenv("TRACEHOOK_COLLECTOR_QUERY_TOKEN", QUERY_TOKEN)
+    port = free_port()
+    proc = start_collector(str(tmp_path), port)
     yield f"http://127.0.0.1:{port}", ids
     stop_collector(proc)
 
@@ -139,3 +154,16 @@ def test_data_is_rendered_as_text_never_as_html(site, page):
     assert HOSTILE in page.text_content("#trace-info")
     assert page.locator("#trace img").count() == 0
     assert page.evaluate("window.__xss") is None
+
+
+def test_the_token_field_authorizes_queries(secured_site, page):
+    url, ids = secured_site
+    page.goto(url + "/#id=" + ids.normal)
+    page.wait_for_selector("#status.error")
+    assert "token" in page.text_content("#status")
+    page.fill("#token", QUERY_TOKEN)
+    page.dispatch_event("#token", "change")
+    search_id(page, url, ids.normal)
+    assert page.text_content("#trace-id") == ids.normal
+    page.fill("#token", "")  # the module's other tests use an open collector
+    page.dispatch_event("#token", "change")
