@@ -63,10 +63,12 @@ def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRI
         raise NoSparkError(f"PySpark is not installed: {exc}") from exc
     from spark_jobs.datasource import TraceLogSource
 
-    spark = (SparkSession.builder.master(master).appName(APP_NAME)
-             .config("spark.driver.memory", driver_memory)
-             .config("spark.ui.enabled", "false")
-             .getOrCreate())
+    builder = (SparkSession.builder.master(master).appName(APP_NAME)
+               .config("spark.driver.memory", driver_memory)
+               .config("spark.ui.enabled", "false"))
+    if master.startswith("local"):  # keep a local run on loopback; a cluster needs a reachable driver
+        builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+    spark = builder.getOrCreate()
     spark.dataSource.register(TraceLogSource)
     return spark
 

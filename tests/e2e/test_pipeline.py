@@ -1,0 +1,243 @@
+"""The whole pipeline: tracehook library -> collector subprocess -> sealed segments -> Spark
+index job -> the embedded store and real HBase -> lookups return exactly what was sent.
+
+HBase "dying" mid-run is a TCP relay in front of the shared Thrift server that drops
+every connection after a fixed number of bytes, so other test sessions keep their HBase.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+
+import tracehook
+from collector.store import open_store
+from collector.store.query import TraceQuery
+from collector.tracelog import read_checkpoint, sealed_segments
+from spark_jobs.errors import IndexJobError
+from spark_jobs.index_job import index_once, spark_session
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+TOKEN = "e2e-token"
+TOPICS = ("orders", "payments")
+N_PER_ROUND = 200
+WINDOW = (0, 2**62)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session = spark_session("local[2]", "1g")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def traced_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, tuple[str, str]]]:
+    """A collector's log dir holding two sealed segments of library traffic; msg_id -> (topic, key)."""
+    data_dir = str(tmp_path_factory.mktemp("collector"))
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    with open(os.path.join(data_dir, "collector.out"), "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(port), "--store-url", "none",
+             "--ingest-token", TOKEN, "--segment-age", "3600"], stdout=out, stderr=subprocess.STDOUT)
+    sent: dict[str, tuple[str, str]] = {}
+    try:
+        _wait_healthy(url, proc)
+        tracer = tracehook.Tracer(tracehook.TracerConfig(app="shop", collectors=(url,), token=TOKEN, linger_s=0.01))
+        try:
+            for round_ in range(2):  # two rounds, each sealed into its own segment
+                for i in range(N_PER_ROUND):
+                    topic, key = TOPICS[i % 2], f"key-{i % 7}"
+                    msg_id = tracer.record_send(topic, keys=key, queue=i % 4, offset=round_ * N_PER_ROUND + i)
+                    sent[msg_id] = (topic, key)
+                    if i % 3 == 0:
+                        with tracer.consume(topic, msg_id, "billing", keys=key):
+                            pass
+                assert tracer.flush(timeout=30)
+                response = requests.post(url + "/v1/admin/roll", headers={"Authorization": f"Bearer {TOKEN}"},
+                                         timeout=10)
+                assert response.status_code < 300
+        finally:
+            tracer.close(timeout=10)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    log_dir = os.path.join(data_dir, "log")
+    assert len(sealed_segments(log_dir)) == 2
+    return log_dir, sent
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "collector exited early"
+        try:
+            if requests.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        except requests.ConnectionError:
+            time.sleep(0.1)
+    raise AssertionError("collector never became healthy")
+
+
+def _copy_log(log_dir: str, tmp_path: Any) -> str:
+    """A private copy (each test has its own checkpoint)."""
+    import shutil
+
+    return str(shutil.copytree(log_dir, tmp_path / "log"))
+
+
+def snapshot(store_url: str, sent: dict[str, tuple[str, str]]) -> dict[str, Any]:
+    """Everything the lookups answer about the sent messages (to compare runs)."""
+    store = open_store(store_url)
+    try:
+        query = TraceQuery(store)
+        traces = {m: query.get_trace(m) for m in sent}
+        by_key = {(t, k): _all(lambda c, t=t, k=k: query.by_key(t, k, *WINDOW, 1000, c))
+                  for t, k in set(sent.values())}
+        by_time = {t: _all(lambda c, t=t: query.by_time(t, *WINDOW, 1000, c)) for t in TOPICS}
+    finally:
+        store.close()
+    return {"traces": {m: t and t.to_json() for m, t in traces.items()}, "by_key": by_key, "by_time": by_time}
+
+
+def _all(page: Callable[[str | None], Any]) -> list[str]:
+    """Message ids of every page, following the cursors."""
+    ids: list[str] = []
+    cursor = None
+    while True:
+        result = page(cursor)
+        ids += [s.msg_id for s in result.items]
+        cursor = result.next_cursor
+        if cursor is None:
+            return ids
+
+
+def assert_exactly_sent(snap: dict[str, Any], sent: dict[str, tuple[str, str]]) -> None:
+    for msg_id, (topic, key) in sent.items():
+        trace = snap["traces"][msg_id]
+        assert trace is not None, msg_id
+        assert (trace["topic"], trace["keys"]) == (topic, key)
+        assert trace["send"] is not None and trace["send"]["msg_id"] == msg_id
+    for (topic, key), ids in snap["by_key"].items():
+        assert sorted(ids) == sorted(m for m, tk in sent.items() if tk == (topic, key))
+    for topic, ids in snap["by_time"].items():
+        assert sorted(ids) == sorted(m for m, (t, _) in sent.items() if t == topic)
+
+
+@pytest.fixture(params=["local", pytest.param("hbase", marks=pytest.mark.hbase)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    if request.param == "local":
+        return f"local:{tmp_path / 'index.sqlite3'}"
+    return str(request.getfixturevalue("make_hbase_url")())
+
+
+def test_pipeline_lookups_return_exactly_what_was_sent(spark: Any, traced_log: Any, store_url: str,
+                                                       tmp_path: Any) -> None:
+    source, sent = traced_log
+    log_dir = _copy_log(source, tmp_path)
+
+    report = index_once(spark, log_dir, store_url)
+
+    assert (report.segments, report.bad) == (2, {})
+    first = snapshot(store_url, sent)
+    assert_exactly_sent(first, sent)
+    consumed = [m for m, t in first["traces"].items() if t["consumes"]]
+    assert len(consumed) == sum(1 for i in range(N_PER_ROUND) if i % 3 == 0) * 2
+    assert all(list(first["traces"][m]["consumes"]) == ["billing"] for m in consumed)
+
+    assert index_once(spark, log_dir, store_url).segments == 0  # nothing new: nothing done
+    os.remove(os.path.join(log_dir, "indexed.json"))
+    assert index_once(spark, log_dir, store_url).events == report.events  # a full re-run...
+    assert snapshot(store_url, sent) == first  # ...changes nothing
+
+
+class CuttingRelay:
+    """Forwards to ``upstream_port`` and drops every connection once ``limit`` bytes went upstream."""
+
+    def __init__(self, upstream_port: int, limit: int) -> None:
+        self.upstream_port, self.limit, self.sent = upstream_port, limit, 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.lock = threading.Lock()
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            with self.lock:
+                self.sockets += [client, upstream]
+            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket, counted: bool) -> None:
+        try:
+            while data := src.recv(65536):
+                if counted:
+                    with self.lock:
+                        self.sent += len(data)
+                        dead = self.sent > self.limit
+                    if dead:
+                        self.kill()
+                        return
+                dst.sendall(data)
+        except OSError:
+            pass
+
+    def kill(self) -> None:
+        """HBase is gone: every connection, now and later, is refused or reset."""
+        self.listener.close()
+        with self.lock:
+            for s in self.sockets:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+
+
+@pytest.mark.hbase
+def test_hbase_dying_mid_run_keeps_the_checkpoint_and_the_next_run_converges(
+    spark: Any, traced_log: Any, make_hbase_url: Callable[..., str], hbase_port: int, tmp_path: Any
+) -> None:
+    source, sent = traced_log
+    log_dir = _copy_log(source, tmp_path)
+    url = make_hbase_url()
+    relay = CuttingRelay(hbase_port, limit=64 * 1024)  # table setup passes, the puts do not
+    try:
+        with pytest.raises(IndexJobError):
+            index_once(spark, log_dir, url.replace(f":{hbase_port}?", f":{relay.port}?"))
+    finally:
+        relay.kill()
+    assert relay.sent > relay.limit  # the cut happened while data was flowing
+    assert read_checkpoint(log_dir) == set()
+
+    report = index_once(spark, log_dir, url)  # HBase is back
+
+    assert report.segments == 2
+    snap = snapshot(url, sent)
+    assert_exactly_sent(snap, sent)
+    clean = make_hbase_url()
+    index_once(spark, _copy_log(source, tmp_path / "clean"), clean)
+    assert snapshot(clean, sent) == snap
