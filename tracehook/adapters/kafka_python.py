@@ -1,0 +1,241 @@
+"""kafka-python adapter: PUB from ``KafkaProducer.send`` results, SUB_BEFORE/SUB_AFTER around consumption.
+
+Explicit wrappers::
+
+    producer = TracedProducer(KafkaProducer(bootstrap_servers=...))
+    producer.send("orders", b"body", key=b"order-1")        # msg id + traceparent into headers
+    consumer = TracedConsumer(KafkaConsumer("orders", group_id="billing", ...))
+    for record in consumer:                                 # SUB_BEFORE on receipt
+        if not handle(record):
+            consumer.fail(record, "bad order")              # this attempt's SUB_AFTER says FAILED
+    # SUB_AFTER when the next record is taken (or poll() called again, or close())
+
+Or ``instrument()`` to trace every KafkaProducer/KafkaConsumer (``uninstrument()`` undoes it).
+Keys are Kafka keys, tags the ``tracehook-tags`` header, the consumer group the group id.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import tracehook
+from tracehook import Status
+from tracehook.hooks import ConsumeSpan
+
+from ._common import HEADER_TAGS, Patcher, body_len, guarded, header_text, text, tracer_or_global
+
+__all__ = ["TracedConsumer", "TracedProducer", "instrument", "is_instrumented", "uninstrument"]
+
+_patcher = Patcher()
+
+
+# -- producing ------------------------------------------------------------------------------
+
+def traced_send(tracer: tracehook.Tracer | None, producer: Any, send: Any, topic: str, value: Any = None,
+                key: Any = None, headers: Any = None, partition: Any = None, timestamp_ms: Any = None) -> Any:
+    """Call ``send`` (the client's own) with trace headers added; record PUB when its future resolves."""
+    headers = list(headers) if headers else []   # never mutate the caller's list
+    tracer = tracer_or_global(tracer)
+    msg_id = guarded("inject", tracehook.inject_headers, headers, tracehook.new_msg_id())
+    started = time.perf_counter_ns()
+    future = send(topic, value=value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
+    if msg_id:
+        guarded("attach", _attach, tracer, future, producer, topic, msg_id, key, value, headers, started)
+    return future
+
+
+def _attach(tracer: tracehook.Tracer, future: Any, producer: Any, topic: str, msg_id: str, key: Any,
+            value: Any, headers: list, started_ns: int) -> None:
+    common = dict(keys=text(key), tags=header_text(headers, HEADER_TAGS), body_len=body_len(value),
+                  broker=_bootstrap(producer), born_ms=time.time_ns() // 1_000_000)
+
+    def on_success(meta: Any) -> None:
+        tracer.record_send(topic, msg_id, queue=meta.partition, offset=meta.offset,
+                           store_ms=max(meta.timestamp, 0), cost_us=(time.perf_counter_ns() - started_ns) // 1000,
+                           **common)
+
+    def on_error(exc: Any) -> None:
+        tracer.record_send(topic, msg_id, status=Status.FAILED, error=repr(exc),
+                           cost_us=(time.perf_counter_ns() - started_ns) // 1000, **common)
+
+    future.add_callback(lambda meta: guarded("record_send", on_success, meta))
+    future.add_errback(lambda exc: guarded("record_send", on_error, exc))
+
+
+def _bootstrap(client: Any) -> str:
+    servers = getattr(client, "config", {}).get("bootstrap_servers", "")
+    return servers if isinstance(servers, str) else ",".join(servers)
+
+
+class TracedProducer:
+    """A KafkaProducer whose ``send`` is traced; every other attribute is the producer's own."""
+
+    def __init__(self, producer: Any, tracer: tracehook.Tracer | None = None) -> None:
+        self._producer = producer
+        self._tracer = tracer
+
+    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+             partition: Any = None, timestamp_ms: Any = None) -> Any:
+        """``KafkaProducer.send``, returning its future unchanged."""
+        return traced_send(self._tracer, self._producer, self._producer.send, topic, value, key, headers,
+                           partition, timestamp_ms)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._producer, name)
+
+
+# -- consuming ------------------------------------------------------------------------------
+
+class ConsumeTracker:
+    """Open consume spans of one consumer: started on receipt, finished when the next records are taken."""
+
+    def __init__(self, tracer: tracehook.Tracer | None, group: str, broker: str) -> None:
+        self.tracer = tracer
+        self.group = group
+        self.broker = broker
+        self.open: dict[tuple[str, int, int], ConsumeSpan] = {}
+        self.taking = False   # inside __next__: its internal poll() must not be traced again
+
+    def finish_all(self) -> None:
+        spans, self.open = self.open, {}
+        for span in spans.values():
+            guarded("finish", span.finish)
+
+    def start(self, record: Any) -> None:
+        span = guarded("start_consume", self._start, record)
+        if span is not None:
+            self.open[(record.topic, record.partition, record.offset)] = span
+
+    def _start(self, record: Any) -> ConsumeSpan:
+        return tracer_or_global(self.tracer).start_consume(
+            record.topic, None, self.group, keys=text(record.key), tags=header_text(record.headers, HEADER_TAGS),
+            broker=self.broker, queue=record.partition, offset=record.offset, store_ms=max(record.timestamp, 0),
+            body_len=max(getattr(record, "serialized_value_size", 0), 0), headers=record.headers or [],
+        )
+
+    def fail(self, record: Any, error: Any, status: int) -> None:
+        span = self.open.get((record.topic, record.partition, record.offset))
+        if span is not None:
+            span.status, span.error = status, text(error)
+
+    def next(self, consumer: Any, take: Any) -> Any:
+        if self.taking:  # a wrapper around an instrumented consumer: trace once
+            return take(consumer)
+        self.finish_all()
+        self.taking = True
+        try:
+            record = take(consumer)
+        finally:
+            self.taking = False
+        self.start(record)
+        return record
+
+    def poll(self, consumer: Any, poll: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.taking:
+            return poll(consumer, *args, **kwargs)
+        self.finish_all()
+        batches = poll(consumer, *args, **kwargs)
+        for records in batches.values():
+            for record in records:
+                self.start(record)
+        return batches
+
+
+def _tracker_for(consumer: Any, tracer: tracehook.Tracer | None = None) -> ConsumeTracker:
+    tracker = consumer.__dict__.get("_tracehook_tracker")
+    if tracker is None:
+        config = getattr(consumer, "config", {})
+        tracker = ConsumeTracker(tracer, text(config.get("group_id")), _bootstrap(consumer))
+        consumer.__dict__["_tracehook_tracker"] = tracker
+    return tracker
+
+
+class TracedConsumer:
+    """A KafkaConsumer whose iteration and ``poll`` are traced; every other attribute is the consumer's own.
+
+    A record's attempt ends (SUB_AFTER) when the app takes the next record, polls
+    again or closes; mark it failed first with :meth:`fail`.
+    """
+
+    def __init__(self, consumer: Any, tracer: tracehook.Tracer | None = None, group: str | None = None) -> None:
+        self._consumer = consumer
+        self._tracker = _tracker_for(consumer, tracer)
+        if group is not None:
+            self._tracker.group = group
+
+    def __iter__(self) -> TracedConsumer:
+        return self
+
+    def __next__(self) -> Any:
+        return self._tracker.next(self._consumer, type(self._consumer).__next__)
+
+    def poll(self, *args: Any, **kwargs: Any) -> Any:
+        """``KafkaConsumer.poll``; each returned record gets SUB_BEFORE, the previous poll's SUB_AFTER."""
+        return self._tracker.poll(self._consumer, type(self._consumer).poll, *args, **kwargs)
+
+    def fail(self, record: Any, error: Any = "", status: int = Status.FAILED) -> None:
+        """Record this attempt at ``record`` as failed (or another :class:`~tracehook.Status`)."""
+        self._tracker.fail(record, error, status)
+
+    def finish(self) -> None:
+        """End the open attempts now (e.g. right after handling, before committing)."""
+        self._tracker.finish_all()
+
+    def close(self, *args: Any, **kwargs: Any) -> None:
+        self._tracker.finish_all()
+        self._consumer.close(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+
+def fail(consumer: Any, record: Any, error: Any = "", status: int = Status.FAILED) -> None:
+    """:meth:`TracedConsumer.fail` for an instrumented plain KafkaConsumer."""
+    _tracker_for(consumer).fail(record, error, status)
+
+
+# -- instrument -----------------------------------------------------------------------------
+
+def instrument(tracer: tracehook.Tracer | None = None) -> None:
+    """Trace every KafkaProducer/KafkaConsumer (existing and new); calling it again does nothing."""
+    if _patcher.active:
+        return
+    import kafka
+
+    def make_send(original: Any) -> Any:
+        def send(self: Any, topic: str, value: Any = None, key: Any = None, headers: Any = None,
+                 partition: Any = None, timestamp_ms: Any = None) -> Any:
+            return traced_send(tracer, self, original.__get__(self), topic, value, key, headers, partition,
+                               timestamp_ms)
+        return send
+
+    def make_next(original: Any) -> Any:
+        def __next__(self: Any) -> Any:
+            return _tracker_for(self, tracer).next(self, original)
+        return __next__
+
+    def make_poll(original: Any) -> Any:
+        def poll(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return _tracker_for(self, tracer).poll(self, original, *args, **kwargs)
+        return poll
+
+    def make_close(original: Any) -> Any:
+        def close(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _tracker_for(self, tracer).finish_all()
+            return original(self, *args, **kwargs)
+        return close
+
+    _patcher.patch(kafka.KafkaProducer, "send", make_send)
+    _patcher.patch(kafka.KafkaConsumer, "__next__", make_next)
+    _patcher.patch(kafka.KafkaConsumer, "poll", make_poll)
+    _patcher.patch(kafka.KafkaConsumer, "close", make_close)
+
+
+def uninstrument() -> None:
+    """Undo :func:`instrument`; calling it again does nothing."""
+    _patcher.restore()
+
+
+def is_instrumented() -> bool:
+    return _patcher.active
