@@ -1,0 +1,135 @@
+"""pika adapter against a real RabbitMQ node."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pika
+import pytest
+
+from tracehook import HEADER_MSG_ID, EventType, Status
+from tracehook.adapters import HEADER_KEYS, pika as traced_pika
+
+pytestmark = [pytest.mark.rabbitmq, pytest.mark.slow]
+
+N = 20
+
+
+@pytest.fixture
+def connection(rabbitmq_url):
+    conn = pika.BlockingConnection(pika.URLParameters(rabbitmq_url))
+    yield conn
+    conn.close()
+
+
+def _drain(channel, queue: str, handler, deliveries: int) -> None:
+    """Consume ``deliveries`` messages (redeliveries included) from ``queue`` with ``handler``."""
+    seen = []
+
+    def counting(ch, method, props, body):
+        seen.append(method.delivery_tag)
+        handler(ch, method, props, body)
+
+    tag = channel.basic_consume(queue, counting)
+    for _ in range(300):   # a hang guard, not a timing assertion
+        if len(seen) >= deliveries:
+            break
+        channel.connection.process_data_events(time_limit=0.1)
+    channel.basic_cancel(tag)
+    assert len(seen) == deliveries
+
+
+def test_publish_confirm_and_two_queues_retry_and_dead_letter(connection, capture, topic):
+    channel = traced_pika.TracedChannel(connection.channel(), capture.tracer)
+    channel.confirm_delivery()
+    channel.exchange_declare(topic, "fanout", auto_delete=True)
+    channel.exchange_declare(f"{topic}.dlx", "fanout", auto_delete=True)
+    retry_q, dlq_q, parking = f"{topic}.retry", f"{topic}.dlq", f"{topic}.parking"
+    channel.queue_declare(retry_q, auto_delete=True)
+    channel.queue_declare(dlq_q, auto_delete=True, arguments={"x-dead-letter-exchange": f"{topic}.dlx"})
+    channel.queue_declare(parking, auto_delete=True)
+    for queue in (retry_q, dlq_q):
+        channel.queue_bind(queue, topic)
+    channel.queue_bind(parking, f"{topic}.dlx")
+
+    caller_props = pika.BasicProperties(headers={"x-app": "1"})
+    for i in range(N):
+        props = pika.BasicProperties(headers={"x-app": "1", HEADER_KEYS: f"k{i}"})
+        channel.basic_publish(topic, "", b"m%d" % i, props)
+    channel.basic_publish(topic, "", b"extra", caller_props)
+    assert caller_props.headers == {"x-app": "1"}  # the caller's properties are not changed
+    # an unroutable mandatory publish under confirms: pika's own exception, and a FAILED send
+    with pytest.raises(pika.exceptions.UnroutableError):
+        channel.basic_publish("", f"{topic}.nowhere", b"lost", mandatory=True)
+
+    failing = {f"k{i}" for i in range(0, N, 3)}
+    dead = {f"k{i}" for i in range(1, N, 4)}
+    nacked: set[str] = set()
+
+    def on_retry(ch, method, props, body):
+        key = props.headers.get(HEADER_KEYS, "")
+        if key in failing and key not in nacked:
+            nacked.add(key)
+            ch.basic_nack(method.delivery_tag, requeue=True)
+        else:
+            ch.basic_ack(method.delivery_tag)
+
+    def on_dlq(ch, method, props, body):
+        if props.headers.get(HEADER_KEYS, "") in dead:
+            ch.basic_reject(method.delivery_tag, requeue=False)
+        else:
+            ch.basic_ack(method.delivery_tag)
+
+    _drain(channel, retry_q, on_retry, N + 1 + len(failing))
+    _drain(channel, dlq_q, on_dlq, N + 1)
+    parked = channel.queue_declare(parking, passive=True).method.message_count
+    assert parked == len(dead)
+
+    events = capture.events()
+    pubs = {e.msg_id: e for e in events if e.type == EventType.PUB}
+    assert len(pubs) == N + 2
+    lost = [e for e in pubs.values() if e.status != Status.OK]
+    assert [(e.topic, e.status) for e in lost] == [(f"{topic}.nowhere", Status.FAILED)]
+    outcomes: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for e in events:
+        if e.type == EventType.SUB_AFTER:
+            outcomes[(e.msg_id, e.group)].append(e.status)
+    deads = {(e.msg_id, e.group) for e in events if e.type == EventType.DEAD}
+    for msg_id, send in pubs.items():
+        if send.status != Status.OK:
+            continue
+        assert send.topic == topic
+        retry_expected = [Status.RETRY_LATER, Status.OK] if send.keys in failing else [Status.OK]
+        assert outcomes[(msg_id, retry_q)] == retry_expected, send.keys
+        assert outcomes[(msg_id, dlq_q)] == ([Status.FAILED] if send.keys in dead else [Status.OK]), send.keys
+        assert ((msg_id, dlq_q) in deads) == (send.keys in dead)
+    assert len(deads) == len(dead)
+
+
+def test_instrument_traces_plain_channels_and_callback_exceptions(connection, capture, topic):
+    original = pika.adapters.blocking_connection.BlockingChannel.basic_publish
+    traced_pika.instrument(capture.tracer)
+    traced_pika.instrument(capture.tracer)
+    try:
+        channel = connection.channel()
+        channel.queue_declare(topic, auto_delete=True)
+        channel.basic_publish("", topic, b"x")
+
+        class Boom(Exception):
+            pass
+
+        def handler(ch, method, props, body):
+            assert props.headers[HEADER_MSG_ID]
+            raise Boom("handler failed")
+
+        channel.basic_consume(topic, handler, auto_ack=True)
+        with pytest.raises(Boom):   # the app's exception reaches it unchanged
+            connection.process_data_events(time_limit=5)
+    finally:
+        traced_pika.uninstrument()
+        traced_pika.uninstrument()
+    assert pika.adapters.blocking_connection.BlockingChannel.basic_publish is original
+    events = capture.events()
+    assert [e.type for e in events] == [EventType.PUB, EventType.SUB_BEFORE, EventType.SUB_AFTER]
+    assert events[2].status == Status.EXCEPTION and "handler failed" in events[2].error
+    assert events[0].topic == events[1].topic == topic and events[1].group == topic
