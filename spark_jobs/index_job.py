@@ -108,6 +108,16 @@ def index_partition(store_url: str, batch_size: int) -> Callable[[Iterator[Any]]
     return run
 
 
+def _prepare_store(store_url: str) -> None:
+    """Open the store once on the driver: its tables get created here, not by racing tasks."""
+    from collector.store import StoreError, open_store
+
+    try:
+        open_store(store_url).close()
+    except (StoreError, OSError) as exc:
+        raise IndexJobError(f"store {store_url} unavailable; checkpoint not advanced: {exc}") from exc
+
+
 def index_once(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAULT_BATCH_SIZE) -> IndexReport:
     """Index every sealed segment not yet in the checkpoint, then advance the checkpoint."""
     from spark_jobs.datasource import FORMAT_NAME
@@ -117,6 +127,7 @@ def index_once(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAU
     todo = [s for s in sealed_segments(log_dir) if s.base not in done]
     if not todo:
         return IndexReport(seconds=time.monotonic() - started)
+    _prepare_store(store_url)
     df = (spark.read.format(FORMAT_NAME)
           .option("segments", json.dumps([[s.base, s.path] for s in todo]))
           .load())
