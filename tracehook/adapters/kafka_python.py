@@ -35,37 +35,53 @@ _patcher = Patcher()
 def traced_send(tracer: tracehook.Tracer | None, producer: Any, send: Any, topic: str, value: Any = None,
                 key: Any = None, headers: Any = None, partition: Any = None, timestamp_ms: Any = None) -> Any:
     """Call ``send`` (the client's own) with trace headers added; record PUB when its future resolves."""
+    tags = header_text(headers, HEADER_TAGS) if headers else ""
     headers = list(headers) if headers else []   # never mutate the caller's list
-    tracer = tracer_or_global(tracer)
     msg_id = guarded("inject", tracehook.inject_headers, headers, tracehook.new_msg_id())
-    started = time.perf_counter_ns()
+    pending = _PendingSend(tracer_or_global(tracer), producer, topic, msg_id, key, value, tags) if msg_id else None
     future = send(topic, value=value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
-    if msg_id:
-        guarded("attach", _attach, tracer, future, producer, topic, msg_id, key, value, headers, started)
+    if pending is not None:
+        guarded("attach", pending.attach, future)
     return future
 
 
-def _attach(tracer: tracehook.Tracer, future: Any, producer: Any, topic: str, msg_id: str, key: Any,
-            value: Any, headers: list, started_ns: int) -> None:
-    common = dict(keys=text(key), tags=header_text(headers, HEADER_TAGS), body_len=body_len(value),
-                  broker=_bootstrap(producer), born_ms=time.time_ns() // 1_000_000)
+class _PendingSend:
+    """What a send's PUB event needs once the broker answers (one object instead of per-send closures)."""
 
-    def on_success(meta: Any) -> None:
-        tracer.record_send(topic, msg_id, queue=meta.partition, offset=meta.offset,
-                           store_ms=max(meta.timestamp, 0), cost_us=(time.perf_counter_ns() - started_ns) // 1000,
-                           **common)
+    __slots__ = ("tracer", "broker", "topic", "msg_id", "keys", "tags", "body_len", "born_ms", "started_ns")
 
-    def on_error(exc: Any) -> None:
-        tracer.record_send(topic, msg_id, status=Status.FAILED, error=repr(exc),
-                           cost_us=(time.perf_counter_ns() - started_ns) // 1000, **common)
+    def __init__(self, tracer: tracehook.Tracer, producer: Any, topic: str, msg_id: str, key: Any, value: Any,
+                 tags: str) -> None:
+        self.tracer, self.topic, self.msg_id, self.tags = tracer, topic, msg_id, tags
+        self.broker = _bootstrap(producer)
+        self.keys = text(key)
+        self.body_len = body_len(value)
+        self.born_ms = time.time_ns() // 1_000_000
+        self.started_ns = time.perf_counter_ns()
 
-    future.add_callback(lambda meta: guarded("record_send", on_success, meta))
-    future.add_errback(lambda exc: guarded("record_send", on_error, exc))
+    def attach(self, future: Any) -> None:
+        future.add_callback(self.on_success)
+        future.add_errback(self.on_error)
+
+    def on_success(self, meta: Any) -> None:
+        guarded("record_send", self.tracer.record_send, self.topic, self.msg_id, keys=self.keys, tags=self.tags,
+                broker=self.broker, queue=meta.partition, offset=meta.offset, born_ms=self.born_ms,
+                store_ms=max(meta.timestamp, 0), cost_us=(time.perf_counter_ns() - self.started_ns) // 1000,
+                body_len=self.body_len)
+
+    def on_error(self, exc: Any) -> None:
+        guarded("record_send", self.tracer.record_send, self.topic, self.msg_id, keys=self.keys, tags=self.tags,
+                broker=self.broker, born_ms=self.born_ms, status=Status.FAILED, error=repr(exc),
+                cost_us=(time.perf_counter_ns() - self.started_ns) // 1000, body_len=self.body_len)
 
 
 def _bootstrap(client: Any) -> str:
-    servers = getattr(client, "config", {}).get("bootstrap_servers", "")
-    return servers if isinstance(servers, str) else ",".join(servers)
+    cached = client.__dict__.get("_tracehook_broker")
+    if cached is None:
+        servers = getattr(client, "config", {}).get("bootstrap_servers", "")
+        cached = servers if isinstance(servers, str) else ",".join(servers)
+        client.__dict__["_tracehook_broker"] = cached
+    return cached
 
 
 class TracedProducer:
