@@ -63,6 +63,15 @@ class _PendingSend:
         future.add_callback(self.on_success)
         future.add_errback(self.on_error)
 
+    def on_done(self, future: Any) -> None:
+        """For an asyncio future (aiokafka)."""
+        if future.cancelled():
+            self.on_error("cancelled")
+        elif future.exception() is not None:
+            self.on_error(future.exception())
+        else:
+            self.on_success(future.result())
+
     def on_success(self, meta: Any) -> None:
         guarded("record_send", self.tracer.record_send, self.topic, self.msg_id, keys=self.keys, tags=self.tags,
                 broker=self.broker, queue=meta.partition, offset=meta.offset, born_ms=self.born_ms,
@@ -78,7 +87,8 @@ class _PendingSend:
 def _bootstrap(client: Any) -> str:
     cached = client.__dict__.get("_tracehook_broker")
     if cached is None:
-        servers = getattr(client, "config", {}).get("bootstrap_servers", "")
+        servers = getattr(client, "config", {}).get("bootstrap_servers", "") if hasattr(client, "config") \
+            else getattr(getattr(client, "client", getattr(client, "_client", None)), "_bootstrap_servers", "")
         cached = servers if isinstance(servers, str) else ",".join(servers)
         client.__dict__["_tracehook_broker"] = cached
     return cached
