@@ -3,7 +3,9 @@
 Side by side in one run, interleaved rounds, median reported:
   * plain kafka-python,
   * with tracehook's adapter (TracedProducer/TracedConsumer; events go to a stub collector process),
-  * with OpenTelemetry's kafka-python instrumentation (spans exported over OTLP/HTTP to the same stub).
+  * with OpenTelemetry's kafka-python instrumentation (spans exported over OTLP/HTTP to the same stub),
+and, to show where the adapter's cost goes, the two trace headers alone and the adapter with a
+tracer that discards its events (no dispatcher work).
 
 Run: python benchmarks/adapter_overhead.py [--messages 20000] [--rounds 3]
 (uses a Kafka started with scripts/kafka start, or starts one and stops it afterwards).
@@ -67,6 +69,20 @@ def run_once(bootstrap: str, n: int, wrap_producer: Wrap, wrap_consumer: Wrap) -
     return n / elapsed
 
 
+class HeadersOnly:
+    """Adds headers of the adapter's size and nothing else: the cost of carrying context in Kafka records."""
+
+    def __init__(self, producer: Any) -> None:
+        self._producer = producer
+
+    def send(self, topic: str, value: Any = None, key: Any = None) -> Any:
+        headers = [("tracehook-msg-id", b"0" * 32), ("traceparent", b"0" * 55)]
+        return self._producer.send(topic, value, key=key, headers=headers)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._producer, name)
+
+
 def kafka_bootstrap() -> tuple[str, bool]:
     """A running broker's address and whether this run started it."""
     script = os.path.join(ROOT, "scripts", "kafka")
@@ -105,8 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             otel.uninstrument()
 
+    idle = tracehook.Tracer(tracehook.TracerConfig.from_env(app="bench", collectors=[]))  # records nothing
+
     modes: dict[str, Callable[[], float]] = {
         "kafka-python (plain)": lambda: run_once(bootstrap, args.messages, same, same),
+        "+ the two trace headers only": lambda: run_once(bootstrap, args.messages, HeadersOnly, same),
+        "+ tracehook, events discarded": lambda: run_once(
+            bootstrap, args.messages, lambda p: kafka_python.TracedProducer(p, idle),
+            lambda c: kafka_python.TracedConsumer(c, idle)),
         "+ tracehook adapter": lambda: run_once(
             bootstrap, args.messages, lambda p: kafka_python.TracedProducer(p, tracer),
             lambda c: kafka_python.TracedConsumer(c, tracer)),
@@ -122,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         provider.force_flush()
     finally:
         tracer.close()
+        idle.close()
         provider.shutdown()
         stub.kill()
         if started:
