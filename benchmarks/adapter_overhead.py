@@ -28,12 +28,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from hook_overhead import start_stub  # noqa: E402  (the shared stub collector process)
-from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
-from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
+from hook_overhead import start_stub
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
 
-import tracehook  # noqa: E402
-from tracehook.adapters import kafka_python  # noqa: E402
+import tracehook
+from tracehook.adapters import kafka_python
 
 BODY = b"x" * 200
 PARTITIONS = 3
@@ -86,7 +86,7 @@ class HeadersOnly:
 def kafka_bootstrap() -> tuple[str, bool]:
     """A running broker's address and whether this run started it."""
     script = os.path.join(ROOT, "scripts", "kafka")
-    status = subprocess.run([script, "status"], capture_output=True, text=True)
+    status = subprocess.run([script, "status"], capture_output=True, text=True, check=False)
     if status.returncode == 0:
         return status.stdout.split()[-1], False
     started = subprocess.run([script, "start"], capture_output=True, text=True, check=True)
@@ -148,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         provider.shutdown()
         stub.kill()
         if started:
-            subprocess.run([os.path.join(ROOT, "scripts", "kafka"), "stop"], capture_output=True)
+            subprocess.run([os.path.join(ROOT, "scripts", "kafka"), "stop"], capture_output=True, check=False)
 
     base = statistics.median(results["kafka-python (plain)"])
     print(f"{args.messages} messages x {args.rounds} rounds, produce + consume, {PARTITIONS} partitions, "

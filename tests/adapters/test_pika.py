@@ -8,7 +8,8 @@ import pika
 import pytest
 
 from tracehook import HEADER_MSG_ID, EventType, Status
-from tracehook.adapters import HEADER_KEYS, pika as traced_pika
+from tracehook.adapters import HEADER_KEYS
+from tracehook.adapters import pika as traced_pika
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.slow]
 

@@ -14,7 +14,13 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 import tracehook
-from collector.demo import free_port, index_in_process, seal_log, start_collector, stop_collector
+from collector.demo import (
+    free_port,
+    index_in_process,
+    seal_log,
+    start_collector,
+    stop_collector,
+)
 from collector.store import open_store
 from collector.store.query import TraceQuery
 from tracehook import HEADER_MSG_ID

@@ -35,7 +35,7 @@ def header_text(headers: Any, name: str) -> str:
     """A header's value as text, "" when absent (headers may be a mapping, pairs, or None)."""
     try:
         return get_header(headers, name) or ""
-    except Exception:  # malformed headers are the app's business, not a reason to fail the hook
+    except Exception:  # noqa: BLE001  malformed headers are the app's business, not a hook failure
         return ""
 
 
@@ -43,7 +43,7 @@ def body_len(value: Any) -> int:
     """Length of a message body when it has one (bytes/str), else 0."""
     try:
         return len(value) if isinstance(value, (bytes, bytearray, memoryview, str)) else 0
-    except Exception:
+    except Exception:  # noqa: BLE001  a body of an unexpected type has no length worth failing for
         return 0
 
 
@@ -51,7 +51,7 @@ def guarded(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
     """Run tracing code so that its failure is logged, never raised into the app."""
     try:
         return fn(*args, **kwargs)
-    except Exception:
+    except Exception:  # tracing must never break the app
         logger.debug("tracehook adapter: %s failed", what, exc_info=True)
         return None
 

@@ -25,7 +25,15 @@ import tracehook
 from tracehook import Status
 from tracehook.hooks import ConsumeSpan
 
-from ._common import HEADER_KEYS, HEADER_TAGS, Patcher, body_len, guarded, header_text, tracer_or_global
+from ._common import (
+    HEADER_KEYS,
+    HEADER_TAGS,
+    Patcher,
+    body_len,
+    guarded,
+    header_text,
+    tracer_or_global,
+)
 from .pika import DEAD_LETTER_ARGUMENT
 
 __all__ = ["TracedExchange", "TracedQueue", "instrument", "is_instrumented", "uninstrument"]

@@ -20,8 +20,8 @@ from typing import Any
 import tracehook
 from tracehook import Status
 
-from ._common import HEADER_TAGS, Patcher, guarded, header_text, tracer_or_global
-from .kafka_python import ConsumeTracker, _bootstrap, _PendingSend
+from ._common import Patcher, guarded, tracer_or_global
+from .kafka_python import ConsumeTracker, _bootstrap, _PendingSend, with_trace_headers
 
 __all__ = ["TracedAIOConsumer", "TracedAIOProducer", "instrument", "is_instrumented", "uninstrument"]
 
@@ -31,9 +31,7 @@ _patcher = Patcher()
 async def traced_send(tracer: tracehook.Tracer | None, producer: Any, send: Any, topic: str, value: Any = None,
                       key: Any = None, partition: Any = None, timestamp_ms: Any = None, headers: Any = None) -> Any:
     """Await the client's own ``send`` with trace headers added; PUB is recorded when its future resolves."""
-    tags = header_text(headers, HEADER_TAGS) if headers else ""
-    headers = list(headers) if headers else []
-    msg_id = guarded("inject", tracehook.inject_headers, headers, tracehook.new_msg_id())
+    headers, msg_id, tags = with_trace_headers(headers)
     pending = _PendingSend(tracer_or_global(tracer), producer, topic, msg_id, key, value, tags) if msg_id else None
     future = await send(topic, value=value, key=key, partition=partition, timestamp_ms=timestamp_ms, headers=headers)
     if pending is not None:

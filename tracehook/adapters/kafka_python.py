@@ -20,10 +20,19 @@ import time
 from typing import Any
 
 import tracehook
-from tracehook import Status
+from tracehook import HEADER_MSG_ID, HEADER_TRACEPARENT, Status
+from tracehook.context import make_traceparent
 from tracehook.hooks import ConsumeSpan
 
-from ._common import HEADER_TAGS, Patcher, body_len, guarded, header_text, text, tracer_or_global
+from ._common import (
+    HEADER_TAGS,
+    Patcher,
+    body_len,
+    guarded,
+    header_text,
+    text,
+    tracer_or_global,
+)
 
 __all__ = ["TracedConsumer", "TracedProducer", "instrument", "is_instrumented", "uninstrument"]
 
@@ -35,9 +44,7 @@ _patcher = Patcher()
 def traced_send(tracer: tracehook.Tracer | None, producer: Any, send: Any, topic: str, value: Any = None,
                 key: Any = None, headers: Any = None, partition: Any = None, timestamp_ms: Any = None) -> Any:
     """Call ``send`` (the client's own) with trace headers added; record PUB when its future resolves."""
-    tags = header_text(headers, HEADER_TAGS) if headers else ""
-    headers = list(headers) if headers else []   # never mutate the caller's list
-    msg_id = guarded("inject", tracehook.inject_headers, headers, tracehook.new_msg_id())
+    headers, msg_id, tags = with_trace_headers(headers)
     pending = _PendingSend(tracer_or_global(tracer), producer, topic, msg_id, key, value, tags) if msg_id else None
     future = send(topic, value=value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
     if pending is not None:
@@ -45,10 +52,26 @@ def traced_send(tracer: tracehook.Tracer | None, producer: Any, send: Any, topic
     return future
 
 
+def with_trace_headers(headers: Any) -> tuple[list, str | None, str]:
+    """A new header list with the message id and traceparent, the id in effect, and the tags header.
+
+    The caller's headers are never mutated; the common no-headers case skips the header scans.
+    """
+    if not headers:
+        msg_id = tracehook.new_msg_id()
+        traceparent = guarded("traceparent", make_traceparent, msg_id)
+        if traceparent is None:
+            return [], None, ""
+        return [(HEADER_MSG_ID, msg_id.encode()), (HEADER_TRACEPARENT, traceparent.encode())], msg_id, ""
+    copied = list(headers)
+    msg_id = guarded("inject", tracehook.inject_headers, copied, tracehook.new_msg_id())
+    return copied, msg_id, header_text(copied, HEADER_TAGS)
+
+
 class _PendingSend:
     """What a send's PUB event needs once the broker answers (one object instead of per-send closures)."""
 
-    __slots__ = ("tracer", "broker", "topic", "msg_id", "keys", "tags", "body_len", "born_ms", "started_ns")
+    __slots__ = ("body_len", "born_ms", "broker", "keys", "msg_id", "started_ns", "tags", "topic", "tracer")
 
     def __init__(self, tracer: tracehook.Tracer, producer: Any, topic: str, msg_id: str, key: Any, value: Any,
                  tags: str) -> None:

@@ -26,7 +26,15 @@ import tracehook
 from tracehook import Status
 from tracehook.hooks import ConsumeSpan
 
-from ._common import HEADER_KEYS, HEADER_TAGS, Patcher, body_len, guarded, header_text, tracer_or_global
+from ._common import (
+    HEADER_KEYS,
+    HEADER_TAGS,
+    Patcher,
+    body_len,
+    guarded,
+    header_text,
+    tracer_or_global,
+)
 
 __all__ = ["TracedChannel", "instrument", "is_instrumented", "uninstrument"]
 
