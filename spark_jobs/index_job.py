@@ -65,7 +65,8 @@ def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRI
 
     builder = (SparkSession.builder.master(master).appName(APP_NAME)
                .config("spark.driver.memory", driver_memory)
-               .config("spark.ui.enabled", "false"))
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false"))  # our own progress line instead
     if master.startswith("local"):  # keep a local run on loopback; a cluster needs a reachable driver
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     spark = builder.getOrCreate()
