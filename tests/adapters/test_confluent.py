@@ -1,0 +1,80 @@
+"""confluent-kafka adapter against a real Kafka broker."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import confluent_kafka
+import pytest
+
+from tracehook import HEADER_MSG_ID, EventType, Status
+from tracehook.adapters import confluent
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+N = 12
+
+
+def _consume_all(consumer, n: int, handle) -> None:
+    """Poll until n messages were handled; each is handled before the next poll ends its attempt."""
+    handled = 0
+    for _ in range(200):   # a hang guard, not a timing assertion
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            handle(message)
+            handled += 1
+            if handled == n:
+                break
+    assert handled == n
+
+
+def test_produce_and_consume(kafka_bootstrap, capture, topic):
+    producer = confluent.TracedProducer(confluent_kafka.Producer({"bootstrap.servers": kafka_bootstrap}),
+                                        capture.tracer, broker=kafka_bootstrap)
+    reports = []
+    for i in range(N):
+        producer.produce(topic, b"m%d" % i, key=b"k%d" % i, on_delivery=lambda err, msg: reports.append(msg))
+    producer.flush(10)
+    assert len(reports) == N   # the app's own delivery callback still runs
+    consumer = confluent.TracedConsumer(confluent_kafka.Consumer({
+        "bootstrap.servers": kafka_bootstrap, "group.id": "cg", "auto.offset.reset": "earliest"}), "cg",
+        capture.tracer)
+    consumer.subscribe([topic])
+    failing = {b"k0", b"k5"}
+
+    def handle(message):
+        assert dict(message.headers())[HEADER_MSG_ID]
+        if message.key() in failing:
+            consumer.fail(message, "nope")
+
+    _consume_all(consumer, N, handle)
+    consumer.close()
+
+    events = capture.events()
+    pubs = {e.msg_id: e for e in events if e.type == EventType.PUB}
+    assert sorted((e.keys, e.queue, e.offset) for e in pubs.values()) == sorted(
+        (m.key().decode(), m.partition(), m.offset()) for m in reports)
+    after = defaultdict(list)
+    for e in events:
+        if e.type == EventType.SUB_AFTER:
+            after[e.msg_id].append((e.group, e.status, e.queue, e.offset))
+    for msg_id, send in pubs.items():
+        status = Status.FAILED if send.keys.encode() in failing else Status.OK
+        assert after[msg_id] == [("cg", status, send.queue, send.offset)]
+
+
+def test_instrument_swaps_classes_idempotently(kafka_bootstrap, capture, topic):
+    original = confluent_kafka.Producer
+    confluent.instrument(capture.tracer)
+    confluent.instrument(capture.tracer)
+    try:
+        producer = confluent_kafka.Producer({"bootstrap.servers": kafka_bootstrap})
+        producer.produce(topic, b"x", key=b"a")
+        producer.flush(10)
+        with pytest.raises(TypeError):   # the client's own argument error, unchanged
+            producer.produce(topic, 12345)
+    finally:
+        confluent.uninstrument()
+        confluent.uninstrument()
+    assert confluent_kafka.Producer is original
+    assert [e.type for e in capture.events()] == [EventType.PUB]

@@ -1,0 +1,190 @@
+"""confluent-kafka adapter: PUB from delivery reports, SUB_BEFORE/SUB_AFTER around ``poll``/``consume``.
+
+::
+
+    producer = TracedProducer(confluent_kafka.Producer({"bootstrap.servers": bs}))
+    producer.produce("orders", b"body", key=b"order-1", on_delivery=report)   # report still called
+    producer.flush()                                 # delivery reports (and PUB events) arrive here
+    consumer = TracedConsumer(confluent_kafka.Consumer({"group.id": "billing", ...}))
+    msg = consumer.poll(1.0)                         # SUB_BEFORE; SUB_AFTER at the next poll/consume/close
+    consumer.fail(msg, "bad order")                  # mark this attempt failed
+
+confluent-kafka's classes are C types that cannot be patched, so ``instrument()``
+replaces ``confluent_kafka.Producer``/``Consumer`` with traced subclasses: clients created
+after it (through the module attribute) are traced; ``uninstrument()`` puts the originals back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import tracehook
+from tracehook import Status
+
+from ._common import guarded, tracer_or_global
+from .kafka_python import ConsumeTracker, _PendingSend, with_trace_headers
+
+__all__ = ["TracedConsumer", "TracedProducer", "instrument", "is_instrumented", "uninstrument"]
+
+_originals: dict[str, Any] = {}
+
+
+class _Meta(NamedTuple):
+    """A delivered message in the shape the PUB recorder reads (kafka-python's RecordMetadata)."""
+
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class _Record(NamedTuple):
+    """A consumed message in the shape the consume tracker reads (kafka-python's ConsumerRecord)."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: Any
+    headers: Any
+    timestamp: int
+    serialized_value_size: int
+
+
+def _as_record(message: Any) -> _Record:
+    value = message.value()
+    return _Record(message.topic(), message.partition(), message.offset(), message.key(), message.headers() or [],
+                   message.timestamp()[1], len(value) if value is not None else 0)
+
+
+def traced_produce(tracer: tracehook.Tracer | None, client: Any, produce: Any, topic: str, value: Any = None,
+                   key: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """Call the client's ``produce`` with trace headers; the PUB is recorded from the delivery report."""
+    headers, msg_id, tags = with_trace_headers(kwargs.pop("headers", None))
+    user_callback = kwargs.pop("on_delivery", None) or kwargs.pop("callback", None)
+    if msg_id:
+        pending = _PendingSend(tracer_or_global(tracer), client, topic, msg_id, key, value, tags)
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is None:
+                guarded("record_send", pending.on_success, _Meta(msg.partition(), msg.offset(), msg.timestamp()[1]))
+            else:
+                guarded("record_send", pending.on_error, err)
+            if user_callback is not None:
+                user_callback(err, msg)   # the app's callback and its exceptions, unchanged
+
+        kwargs["on_delivery"] = on_delivery
+    elif user_callback is not None:
+        kwargs["on_delivery"] = user_callback
+    return produce(topic, value, key, *args, headers=headers, **kwargs)
+
+
+def _poll(tracker: ConsumeTracker, poll: Any, *args: Any, **kwargs: Any) -> Any:
+    tracker.finish_all()
+    message = poll(*args, **kwargs)
+    if message is not None and message.error() is None:
+        tracker.start(_as_record(message))
+    return message
+
+
+def _consume(tracker: ConsumeTracker, consume: Any, *args: Any, **kwargs: Any) -> Any:
+    tracker.finish_all()
+    messages = consume(*args, **kwargs)
+    for message in messages:
+        if message.error() is None:
+            tracker.start(_as_record(message))
+    return messages
+
+
+class TracedProducer:
+    """A confluent-kafka Producer whose ``produce`` is traced; every other attribute is the producer's own."""
+
+    def __init__(self, producer: Any, tracer: tracehook.Tracer | None = None, broker: str = "") -> None:
+        self._producer = producer
+        self._tracer = tracer
+        self._tracehook_broker = broker   # read by the PUB recorder
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return traced_produce(self._tracer, self, self._producer.produce, topic, value, key, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._producer, name)
+
+    def __len__(self) -> int:
+        return len(self._producer)
+
+
+class TracedConsumer:
+    """A confluent-kafka Consumer whose ``poll``/``consume`` are traced; the rest is the consumer's own."""
+
+    def __init__(self, consumer: Any, group: str, tracer: tracehook.Tracer | None = None, broker: str = "") -> None:
+        self._consumer = consumer
+        self._tracker = ConsumeTracker(tracer, group, broker)
+
+    def poll(self, *args: Any, **kwargs: Any) -> Any:
+        return _poll(self._tracker, self._consumer.poll, *args, **kwargs)
+
+    def consume(self, *args: Any, **kwargs: Any) -> Any:
+        return _consume(self._tracker, self._consumer.consume, *args, **kwargs)
+
+    def fail(self, message: Any, error: Any = "", status: int = Status.FAILED) -> None:
+        """Record this attempt at ``message`` as failed (or another :class:`~tracehook.Status`)."""
+        self._tracker.fail(_as_record(message), error, status)
+
+    def finish(self) -> None:
+        self._tracker.finish_all()
+
+    def close(self, *args: Any, **kwargs: Any) -> Any:
+        self._tracker.finish_all()
+        return self._consumer.close(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._consumer, name)
+
+
+def instrument(tracer: tracehook.Tracer | None = None) -> None:
+    """Make ``confluent_kafka.Producer``/``Consumer`` traced subclasses; calling it again does nothing."""
+    if _originals:
+        return
+    import confluent_kafka
+
+    producer_cls, consumer_cls = confluent_kafka.Producer, confluent_kafka.Consumer
+
+    class InstrumentedProducer(producer_cls):  # type: ignore[misc, valid-type]
+        def __init__(self, config: dict, *args: Any, **kwargs: Any) -> None:
+            super().__init__(config, *args, **kwargs)
+            self._tracehook_broker = str(config.get("bootstrap.servers", ""))
+
+        def produce(self, topic: str, value: Any = None, key: Any = None, *args: Any, **kwargs: Any) -> Any:
+            return traced_produce(tracer, self, super().produce, topic, value, key, *args, **kwargs)
+
+    class InstrumentedConsumer(consumer_cls):  # type: ignore[misc, valid-type]
+        def __init__(self, config: dict, *args: Any, **kwargs: Any) -> None:
+            super().__init__(config, *args, **kwargs)
+            self._tracehook_tracker = ConsumeTracker(tracer, str(config.get("group.id", "")),
+                                                     str(config.get("bootstrap.servers", "")))
+
+        def poll(self, *args: Any, **kwargs: Any) -> Any:
+            return _poll(self._tracehook_tracker, super().poll, *args, **kwargs)
+
+        def consume(self, *args: Any, **kwargs: Any) -> Any:
+            return _consume(self._tracehook_tracker, super().consume, *args, **kwargs)
+
+        def close(self, *args: Any, **kwargs: Any) -> Any:
+            self._tracehook_tracker.finish_all()
+            return super().close(*args, **kwargs)
+
+    _originals.update(Producer=producer_cls, Consumer=consumer_cls)
+    confluent_kafka.Producer, confluent_kafka.Consumer = InstrumentedProducer, InstrumentedConsumer
+
+
+def uninstrument() -> None:
+    """Put the original classes back; calling it again does nothing."""
+    if not _originals:
+        return
+    import confluent_kafka
+
+    confluent_kafka.Producer, confluent_kafka.Consumer = _originals["Producer"], _originals["Consumer"]
+    _originals.clear()
+
+
+def is_instrumented() -> bool:
+    return bool(_originals)
