@@ -54,7 +54,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tracehook COMMAND ...``; returns the process exit code."""
     args = build_parser().parse_args(argv)
     module = importlib.import_module(args._module)
-    run = getattr(module, f"run_{args._command.replace('-', '_')}", None) or module.run
+    name = args._command.replace("-", "_")
+    # run_<name> only pairs with add_<name>_arguments: spark_jobs.index_job.run_index is a Python API.
+    multi = hasattr(module, f"add_{name}_arguments")
+    run = getattr(module, f"run_{name}") if multi else module.run
     return int(run(args) or 0)
 
 
