@@ -3,8 +3,8 @@
 Dry run by default (prints the plan); ``--apply`` commits it, and only for a stopped group
 (no members), as Kafka's own ``kafka-consumer-groups --reset-offsets`` requires::
 
-    tracehook kafka-reset --bootstrap 127.0.0.1:9092 --group billing --topic orders --time -2h
-    tracehook kafka-reset --bootstrap 127.0.0.1:9092 --group billing --topic orders --time -2h --apply
+    tracehook kafka-reset --bootstrap 127.0.0.1:9092 --group billing --topic orders --time=-2h
+    tracehook kafka-reset --bootstrap 127.0.0.1:9092 --group billing --topic orders --time=-2h --apply
 
 Targets (first offset stored at or after the time, per partition) come from the index,
 through a collector (``--collector``) or the store directly (``--store``); the group's
