@@ -25,13 +25,13 @@ from collections.abc import Sequence
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from index_throughput import events  # noqa: E402  (the same generated traffic)
+from index_throughput import events
 
-from collector.store import open_store  # noqa: E402
-from collector.store.indexer import index_records  # noqa: E402
-from collector.tracelog import TraceLog, read_segment, sealed_segments  # noqa: E402
-from spark_jobs.index_job import index_once, spark_session  # noqa: E402
-from tracehook.wire import decode_batch, encode_batch  # noqa: E402
+from collector.store import open_store
+from collector.store.indexer import index_records
+from collector.tracelog import TraceLog, read_segment, sealed_segments, write_checkpoint
+from spark_jobs.index_job import index_once, spark_session
+from tracehook.wire import decode_batch, encode_batch
 
 EVENTS_PER_BATCH = 500
 
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, make_url in targets:
             for path in ("spark job", "in-process"):
                 url = make_url(path.replace(" ", "-"))
-                os.path.exists(os.path.join(log_dir, "indexed.json")) and os.remove(os.path.join(log_dir, "indexed.json"))
+                write_checkpoint(log_dir, ())  # every path indexes every segment
                 started = time.perf_counter()
                 n = index_once(spark, log_dir, url).events if path == "spark job" else in_process(log_dir, url)
                 seconds = time.perf_counter() - started

@@ -21,9 +21,9 @@ import json
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from collector.tracelog import read_checkpoint, sealed_segments, write_checkpoint
 from spark_jobs.errors import IndexJobError, NoSparkError

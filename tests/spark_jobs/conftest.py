@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from spark_jobs.index_job import spark_session  # noqa: E402
+from spark_jobs.index_job import spark_session
 
 
 @pytest.fixture(scope="session")
