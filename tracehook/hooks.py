@@ -20,7 +20,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from . import _lifecycle
 from .config import TracerConfig
@@ -260,7 +260,26 @@ class Tracer:
             log.warning("tracehook: %s %s (logged once per kind)", kind, detail)
 
 
-class ConsumeSpan:
+class _SpanContext:
+    """``with span:`` finishes the span; an exception records EXCEPTION and propagates unchanged."""
+
+    __slots__ = ()
+
+    def finish(self, status: int | None = None, error: Any = "") -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is not None:
+            self.finish(_EXCEPTION, exc)
+        else:
+            self.finish()
+        # returning None: the app's exception propagates unchanged
+
+
+class ConsumeSpan(_SpanContext):
     """One consume attempt: SUB_BEFORE was recorded; :meth:`finish` records SUB_AFTER once.
 
     Set ``span.status`` (a :class:`~tracehook.wire.Status`) and ``span.error`` in
@@ -300,18 +319,8 @@ class ConsumeSpan:
         except Exception as exc:
             self._tracer._misuse("finish", repr(exc))
 
-    def __enter__(self) -> ConsumeSpan:
-        return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is not None:
-            self.finish(_EXCEPTION, exc)
-        else:
-            self.finish()
-        # returning None: the app's exception propagates unchanged
-
-
-class BatchConsumeSpan:
+class BatchConsumeSpan(_SpanContext):
     """A batch consume: one request id; at finish each message gets SUB_AFTER with cost / count."""
 
     __slots__ = ("_tracer", "_parts", "_started_ns", "status", "error", "finished")
@@ -341,15 +350,6 @@ class BatchConsumeSpan:
                 self._tracer._put((_AFTER, now_ms) + head + (cost_us, status, error) + tail)
         except Exception as exc:
             self._tracer._misuse("finish", repr(exc))
-
-    def __enter__(self) -> BatchConsumeSpan:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is not None:
-            self.finish(_EXCEPTION, exc)
-        else:
-            self.finish()
 
 
 def default_msg_id(message: Any) -> str | None:
