@@ -22,7 +22,7 @@ from aiohttp import web
 
 from collector import api
 from collector.config import CollectorConfig
-from collector.errors import Backpressure, CollectorError, ShuttingDown
+from collector.errors import Backpressure, CollectorError, DiskFull, ShuttingDown
 from collector.ingest import Ingestor
 from collector.metrics import CollectorMetrics
 from collector.tracelog import TraceLog
@@ -47,7 +47,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     except CollectorError as exc:
         headers = {}
-        if isinstance(exc, (Backpressure, ShuttingDown)):
+        if isinstance(exc, (Backpressure, ShuttingDown, DiskFull)):  # the 'retry later' answers
             headers["Retry-After"] = str(getattr(exc, "retry_after_s", request.app[CONFIG_KEY].retry_after_s))
         response = web.json_response({"error": exc.reason, "detail": exc.detail}, status=exc.status, headers=headers)
         if isinstance(exc, ShuttingDown):

@@ -87,6 +87,17 @@ class StorageError(CollectorError):
     reason = "storage_error"
 
 
+class DiskFull(StorageError):
+    """The data dir is out of space (ENOSPC, EDQUOT); nothing was kept or acknowledged (503).
+
+    Not a 500: the collector is healthy and retries each new group commit, so ingest
+    resumes by itself once space returns; clients retry after ``Retry-After``.
+    """
+
+    status = 503
+    reason = "disk_full"
+
+
 class BadTimeError(CollectorError, ValueError):
     """A time parameter that is not epoch ms, ISO-8601, ``now`` or a relative time like ``-2h`` (400)."""
 

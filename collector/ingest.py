@@ -28,7 +28,7 @@ from aiohttp import web
 from collector.auth import require_ingest_token
 from collector.config import CollectorConfig
 from collector.errors import (
-    Backpressure, BadBatch, ClientGone, CollectorError, PayloadTooLarge, ShuttingDown, StorageError,
+    Backpressure, BadBatch, ClientGone, CollectorError, DiskFull, PayloadTooLarge, ShuttingDown, StorageError,
     UnsupportedMediaType,
 )
 from collector.metrics import CollectorMetrics
@@ -181,7 +181,11 @@ class Ingestor:
         self.metrics.client_reported(header.client_id, header.client_stats)
         if not events:  # a stats-only batch: nothing to keep
             return web.json_response({"offset": None, "events": 0, "duplicate": False})
-        offset, duplicate = await self.append(header.client_id, header.seq, body, events)
+        try:
+            offset, duplicate = await self.append(header.client_id, header.seq, body, events)
+        except CollectorError as exc:  # disk full, I/O error: counted with the other refusals
+            self.metrics.rejected.inc(reason=exc.reason)
+            raise
         self.metrics.append_seconds.observe(time.perf_counter() - started)
         return web.json_response({"offset": offset, "events": events, "duplicate": duplicate})
 
@@ -236,7 +240,10 @@ class Ingestor:
         try:
             offsets = await self._run(self.tracelog.append, entries)
         except Exception as exc:  # noqa: BLE001 - every waiter must hear about it
-            log.exception("group commit of %d batches failed", len(group))
+            if isinstance(exc, DiskFull):  # expected while it lasts; a traceback per group is noise
+                log.warning("group commit of %d batches failed: %s", len(group), exc)
+            else:
+                log.exception("group commit of %d batches failed", len(group))
             error = exc if isinstance(exc, StorageError) else StorageError(str(exc))
             for p in group:
                 self._recent.pop((p.client_id, p.seq), None)  # a retry may try again

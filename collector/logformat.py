@@ -125,11 +125,19 @@ def scan_segment(path: str) -> SegmentScan:
 
 def _atomic_write_json(path: str, obj: object) -> None:
     tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, separators=(",", ":"))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(obj, f, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # A half-written temp file (disk full) would keep holding the space that is short.
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
     _fsync_dir(os.path.dirname(path) or ".")
 
 

@@ -34,6 +34,7 @@ a torn tail at the first bad frame.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -41,7 +42,7 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from collector.errors import CorruptSegmentError, StorageError
+from collector.errors import CorruptSegmentError, DiskFull, StorageError
 from collector.logformat import (
     CHECKPOINT, MANIFEST, MAX_RECORD_BYTES, SEGMENT_SUFFIX, LogRecord, SegmentInfo, SegmentScan,
     _fsync_dir, _load_manifest, _write_manifest, encode_record, read_checkpoint, read_segment,
@@ -59,6 +60,14 @@ log = logging.getLogger(__name__)
 DEFAULT_SEGMENT_BYTES = 128 * 1024 * 1024
 DEFAULT_SEGMENT_AGE_S = 60.0
 DURABILITY_MODES = ("fsync", "os")
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def _storage_error(what: str, exc: OSError) -> StorageError:
+    """The named error for a failed write: :class:`DiskFull` (503, retried by clients) when
+    the disk or quota is full, else a plain :class:`StorageError` (500)."""
+    kind = DiskFull if exc.errno in _NO_SPACE else StorageError
+    return kind(f"{what} failed: {exc}")
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,8 @@ class TraceLog:
         self.durability = durability
         self._lock = threading.RLock()
         self._fd = -1
+        self._closed = True  # until _recover; close() sets it again. _fd < 0 alone may be a failed roll.
+        self._torn = False  # a failed write's bytes are still at the end of the active segment
         self._sealed: list[SegmentInfo] = []
         self._sealed_end = 0
         self.active_base = 0
@@ -160,6 +171,7 @@ class TraceLog:
         self.next_offset = next_offset
         if self._fd < 0:
             self._activate(next_offset, 0, [])
+        self._closed = False
         self.recovery = RecoveryReport(self.active_base, self.active_records, cut_bytes, cut_reason, len(orphans))
         if self.active_records:
             log.info("recovery: active segment %s holds %d records", segment_name(self.active_base),
@@ -168,9 +180,16 @@ class TraceLog:
     def _activate(self, base: int, size: int, records: Sequence[LogRecord]) -> None:
         path = self._path(base)
         created = not os.path.exists(path)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         if created:
-            _fsync_dir(self.log_dir)
+            try:
+                _fsync_dir(self.log_dir)
+            except OSError:
+                # Removed so the retry creates it again and syncs its directory entry then.
+                os.close(fd)
+                os.remove(path)
+                raise
+        self._fd = fd
         self.active_base = base
         self.active_size = size
         self.active_records = len(records)
@@ -184,12 +203,12 @@ class TraceLog:
 
     def append(self, entries: Sequence[tuple[int, str, int, bytes]]) -> list[int]:
         """Append (receive_ms, client_id, seq, payload) records as one write; sync per the
-        durability mode; return their offsets. On an I/O error nothing is kept."""
+        durability mode; return their offsets. On an I/O error nothing is kept and
+        :class:`DiskFull` or :class:`StorageError` is raised; the next append tries again."""
         with self._lock:
-            if self._fd < 0:
+            if self._closed:
                 raise StorageError("the trace log is closed")
-            if self.active_size >= self.segment_bytes:
-                self._roll_locked()
+            self._prepare_locked()
             first = self.next_offset
             frames = b"".join(
                 encode_record(first + i, receive_ms, client_id, seq, payload)
@@ -203,7 +222,7 @@ class TraceLog:
                     self.last_sync_s = time.perf_counter() - started
             except OSError as exc:
                 self._undo_partial_write()
-                raise StorageError(f"appending to the trace log failed: {exc}") from exc
+                raise _storage_error("appending to the trace log", exc) from exc
             if not self.active_records and entries:
                 self.active_first_ms = entries[0][0]
             self.active_size += len(frames)
@@ -211,16 +230,45 @@ class TraceLog:
             self.next_offset = first + len(entries)
             return list(range(first, first + len(entries)))
 
+    def _prepare_locked(self) -> None:
+        """Make the active segment ready for a write, redoing whatever an earlier failure left."""
+        if self._torn:
+            # Appending after a torn frame would hide every later record from readers.
+            try:
+                os.ftruncate(self._fd, self.active_size)
+            except OSError as exc:
+                raise _storage_error("cutting a failed write from the trace log", exc) from exc
+            self._torn = False
+        if self._fd < 0:  # an earlier roll sealed the segment but could not start the next one
+            try:
+                self._activate(self.next_offset, 0, [])
+            except OSError as exc:
+                raise _storage_error(f"creating segment {segment_name(self.next_offset)}", exc) from exc
+        if self.active_size >= self.segment_bytes:
+            try:
+                self._roll_locked()
+            except StorageError as exc:
+                if self._fd < 0:
+                    raise
+                # Not sealed (e.g. no room for the manifest): keep appending to the active
+                # segment; the next append or maintenance round tries the seal again.
+                log.warning("%s; appending to the active segment", exc)
+
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
             written = os.write(self._fd, view)
+            if not written:  # not expected for a regular file, but it must not spin forever
+                raise OSError(errno.EIO, "write wrote nothing")
             view = view[written:]
 
     def _undo_partial_write(self) -> None:
+        # A short write (disk full mid-frame) or a failed sync leaves bytes nobody was
+        # promised: cut them so the segment re-reads cleanly and later frames stay reachable.
         try:
             os.ftruncate(self._fd, self.active_size)
-        except OSError:  # the next open's recovery cuts the partial frame instead
+        except OSError:  # the next append retries the cut before it writes (see _prepare_locked)
+            self._torn = True
             log.exception("could not cut a failed write from %s", segment_name(self.active_base))
 
     def sync(self) -> None:
@@ -249,21 +297,30 @@ class TraceLog:
 
     def _roll_locked(self) -> SegmentInfo:
         info = self._seal_locked()
-        self._activate(self.next_offset, 0, [])
+        try:
+            self._activate(self.next_offset, 0, [])
+        except OSError as exc:  # sealed all the same; the next append creates the file
+            raise _storage_error(f"creating segment {segment_name(self.next_offset)}", exc) from exc
         return info
 
     def _seal_locked(self) -> SegmentInfo:
         # Order matters for crash safety: data durable, then listed, then a new file.
-        os.fsync(self._fd)
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise _storage_error(f"syncing {segment_name(self.active_base)} to seal it", exc) from exc
         info = SegmentInfo(self.active_base, self._path(self.active_base), self.active_records,
                            self.active_size, int(time.time() * 1000))
         end = max(self._sealed_end, info.base + info.records)
         try:
             _write_manifest(self.log_dir, [*self._sealed, info], end)
         except OSError as exc:  # e.g. disk full: the segment stays active and appends go on
-            raise StorageError(f"sealing {segment_name(info.base)} failed: {exc}") from exc
+            raise _storage_error(f"sealing {segment_name(info.base)}", exc) from exc
         os.close(self._fd)
         self._fd = -1
+        # Nothing is active until _activate succeeds: a failed one must not leave this
+        # segment counted twice in the backlog or sealed again.
+        self.active_size = self.active_records = self.active_first_ms = 0
         self._sealed.append(info)
         self._sealed_end = end
         log.info("sealed segment %s: %d records, %d bytes", segment_name(info.base), info.records, info.size)
@@ -316,6 +373,7 @@ class TraceLog:
     def close(self) -> None:
         """Sync and close the active segment (it stays active; the next open continues it)."""
         with self._lock:
+            self._closed = True
             if self._fd >= 0:
                 os.fsync(self._fd)
                 os.close(self._fd)
