@@ -24,6 +24,8 @@ from tracehook.wire import Batch, BatchHeader, Event, EventType
 
 DEFAULT_BATCH_SIZE = 1000
 """Rows per put (one round trip), per table, as happybase's ``Table.batch(batch_size=...)``."""
+KEY_SEPARATOR = " "
+"""Separates the business keys in an event's ``keys`` (RocketMQ's ``MessageConst.KEY_SEPARATOR``)."""
 DEFAULT_WRITERS = 2
 """Threads writing batches while the next one is built (the store's round trips release the GIL)."""
 
@@ -49,7 +51,9 @@ def rows_for(header: BatchHeader, event: Event, *, salt_buckets: int = schema.DE
         summary = {schema.summary_column(event): schema.encode_summary(event, time_ms)}
         bucket = schema.salt(msg_id, salt_buckets)
         rows.append((schema.TIMEIDX, schema.time_row(bucket, topic, time_ms, msg_id), summary))
-        for key in set(event.keys.split()):
+        # Split on spaces only (RocketMQ's KEY_SEPARATOR): str.split() would also cut a key at
+        # tabs, \x1c..\x1f or U+00A0, and a message would never be found by its whole key.
+        for key in {k for k in event.keys.split(KEY_SEPARATOR) if k}:
             rows.append((schema.KEYIDX, schema.key_row(topic, key, time_ms, msg_id), summary))
         if event.type == EventType.DEAD:
             rows.extend((schema.DEAD, row, summary) for row in schema.dead_rows(topic, event.group, time_ms, msg_id))
