@@ -37,6 +37,11 @@ _FLAGS: list[tuple[str, str, type, str]] = [
     ("--backlog-limit-bytes", "backlog_limit_bytes", int, "answer 429 above this many unindexed bytes (0: never)"),
     ("--retention", "retention_s", float, "delete indexed segments sealed longer ago than this (seconds)"),
     ("--decode-workers", "decode_workers", int, "processes that validate large batches (0: on the event loop)"),
+    ("--tls-cert", "tls_cert", str, "PEM certificate (chain): serve HTTPS; needs --tls-key"),
+    ("--tls-key", "tls_key", str, "PEM private key (unencrypted) for --tls-cert"),
+    ("--rate-limit-events", "rate_limit_events_s", float, "events per second per client id (0: unlimited)"),
+    ("--rate-limit-batches", "rate_limit_batches_s", float, "batches per second per client id (0: unlimited)"),
+    ("--rate-limit-burst", "rate_limit_burst_s", float, "seconds of its rate a client may send at once (default 2)"),
 ]
 
 
@@ -63,18 +68,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"tracehook collector: {exc}", file=sys.stderr)
         return 2
     from collector.app import create_app
+    from collector.logredact import install_redaction
+    from collector.tls import server_ssl_context
 
+    install_redaction([config.ingest_token, config.query_token])
+    try:
+        ssl_context = server_ssl_context(config)
+    except ConfigError as exc:
+        print(f"tracehook collector: {exc}", file=sys.stderr)
+        return 2
+    scheme = "https" if ssl_context else "http"
     # run_app turns SIGINT and SIGTERM into a graceful exit: stop accepting, let in-flight
     # requests finish (up to shutdown_timeout), then run cleanup (drain + sync the log).
     web.run_app(
         create_app(config),
         host=config.host,
         port=config.port,
+        ssl_context=ssl_context,
         shutdown_timeout=config.shutdown_timeout_s,
         handle_signals=True,
-        access_log=None,
+        access_log=None,  # no access log: nothing per request to leak or to slow ingest
         print=lambda msg: logging.getLogger("collector").info(
-            "listening on http://%s:%d (data in %s)", config.host, config.port, config.data_dir
+            "listening on %s://%s:%d (data in %s)", scheme, config.host, config.port, config.data_dir
         ),
     )
     return 0

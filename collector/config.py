@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from collector.errors import ConfigError
@@ -38,6 +38,7 @@ DEFAULT_MAINTENANCE_INTERVAL_S = 1.0
 DEFAULT_RETRY_AFTER_S = 5
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 DEFAULT_DECODE_WORKERS = 0
+DEFAULT_RATE_LIMIT_BURST_S = 2.0
 STORE_DISABLED = "none"
 """``store_url`` value for an ingest-only collector that opens no index store."""
 
@@ -49,8 +50,8 @@ class CollectorConfig:
     data_dir: str = DEFAULT_DATA_DIR
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
-    ingest_token: str | None = None  # None: ingest is open
-    query_token: str | None = None  # None: queries are open
+    ingest_token: str | None = field(default=None, repr=False)  # None: ingest is open
+    query_token: str | None = field(default=None, repr=False)  # None: queries are open
     store_url: str = ""
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     segment_age_s: float = DEFAULT_SEGMENT_AGE_S
@@ -63,6 +64,11 @@ class CollectorConfig:
     retry_after_s: int = DEFAULT_RETRY_AFTER_S
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
     decode_workers: int = DEFAULT_DECODE_WORKERS  # processes validating large batches; 0: on the event loop
+    tls_cert: str | None = None  # PEM certificate chain; with tls_key the collector serves HTTPS
+    tls_key: str | None = None  # PEM private key (unencrypted)
+    rate_limit_events_s: float = 0.0  # per client id; 0: unlimited
+    rate_limit_batches_s: float = 0.0  # per client id; 0: unlimited
+    rate_limit_burst_s: float = DEFAULT_RATE_LIMIT_BURST_S  # a client may save up this many seconds of its rate
 
     def __post_init__(self) -> None:
         if not self.data_dir:
@@ -74,15 +80,18 @@ class CollectorConfig:
         for name in ("segment_bytes", "max_body_bytes", "dedup_window", "retry_after_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
-        for name in ("segment_age_s", "maintenance_interval_s"):
+        for name in ("segment_age_s", "maintenance_interval_s", "rate_limit_burst_s"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
-        for name in ("backlog_limit_bytes", "retention_s", "shutdown_timeout_s", "decode_workers"):
+        for name in ("backlog_limit_bytes", "retention_s", "shutdown_timeout_s", "decode_workers",
+                     "rate_limit_events_s", "rate_limit_batches_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative")
-        for name in ("ingest_token", "query_token"):
+        for name in ("ingest_token", "query_token", "tls_cert", "tls_key"):
             if getattr(self, name) == "":
                 object.__setattr__(self, name, None)
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("tls_cert and tls_key must be given together (or neither, for plain HTTP)")
         if self.ingest_token is not None and self.ingest_token == self.query_token:
             raise ConfigError("ingest_token and query_token must differ")
         if not self.store_url:
