@@ -66,6 +66,12 @@ class Backpressure(CollectorError):
         self.retry_after_s = retry_after_s
 
 
+class RateLimited(Backpressure):
+    """One client sends faster than its per-client rate limit; retry after ``retry_after_s`` (429)."""
+
+    reason = "rate_limited"
+
+
 class ShuttingDown(CollectorError):
     """The collector is stopping and takes no new batches (503)."""
 

@@ -32,6 +32,7 @@ from collector.errors import (
     UnsupportedMediaType,
 )
 from collector.metrics import CollectorMetrics
+from collector.ratelimit import RateLimiter
 from collector.tracelog import TraceLog
 from tracehook.wire import BatchHeader, WireError, check_batch
 
@@ -89,6 +90,7 @@ class Ingestor:
         self.config = config
         self.tracelog = tracelog
         self.metrics = metrics
+        self.limiter = RateLimiter(config.rate_limit_events_s, config.rate_limit_batches_s, config.rate_limit_burst_s)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracelog")
         self._decoders: ProcessPoolExecutor | None = None
         self._queue: asyncio.Queue[_Pending | None] = asyncio.Queue()
@@ -175,6 +177,8 @@ class Ingestor:
             header, events, reason, detail = await self._check(body)
             if header is None:
                 raise BadBatch(detail, reason=reason)
+            # After decoding: the key is the batch's client id and the cost its event count.
+            self.limiter.check(header.client_id, events)
         except CollectorError as exc:
             self.metrics.rejected.inc(reason=exc.reason)
             raise
