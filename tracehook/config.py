@@ -11,6 +11,8 @@ variable                       meaning                                          
 =============================  ===============================================  ==========
 TRACEHOOK_COLLECTORS           comma-separated collector base URLs              (none: off)
 TRACEHOOK_TOKEN                ingest bearer token                              (none)
+TRACEHOOK_CA_FILE              PEM CA bundle that https:// collectors are       system CAs
+                               verified against (instead of the system CAs)
 TRACEHOOK_APP                  application name put on every batch              script name
 TRACEHOOK_QUEUE_SIZE           events held before new ones are dropped          100000
 TRACEHOOK_BATCH_EVENTS         most events per batch                            5000
@@ -32,9 +34,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import ssl
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -73,6 +76,7 @@ _ENV_NUMBERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "exit_timeout_s": ("TRACEHOOK_EXIT_TIMEOUT_MS", lambda v: float(v) / 1000),
     "capture_body": ("TRACEHOOK_CAPTURE_BODY", lambda v: {"1": True, "true": True, "0": False, "false": False}[v.lower()]),
     "max_body_bytes": ("TRACEHOOK_MAX_BODY_BYTES", int),
+    "ca_file": ("TRACEHOOK_CA_FILE", str),  # a missing or bad file is logged, and the system CAs used
 }
 
 
@@ -87,7 +91,9 @@ class TracerConfig:
 
     app: str = "python"
     collectors: tuple[str, ...] = ()
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
+    ca_file: str | None = None
+    """PEM CA bundle to verify https:// collectors with, instead of the system CAs (e.g. a private CA)."""
     host: str = ""
     queue_size: int = DEFAULT_QUEUE_SIZE
     batch_events: int = DEFAULT_BATCH_EVENTS
@@ -117,6 +123,13 @@ class TracerConfig:
                 raise ConfigError(f"collectors: {url!r} is not an http(s) URL")
         if not self.host:
             object.__setattr__(self, "host", socket.gethostname())
+        if self.ca_file == "":
+            object.__setattr__(self, "ca_file", None)
+        if self.ca_file is not None:
+            try:  # load it now: a bad bundle must fail here, not later in the background thread
+                ssl.create_default_context(cafile=self.ca_file)
+            except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+                raise ConfigError(f"ca_file: cannot load {self.ca_file!r}: {exc}") from None
         if not 0 <= self.max_body_bytes <= wire.MAX_BODY_LEN:
             raise ConfigError(f"max_body_bytes must be within 0..{wire.MAX_BODY_LEN}, got {self.max_body_bytes!r}")
         for name in ("queue_size", "batch_events", "batch_bytes"):

@@ -87,7 +87,8 @@ class Dispatcher:
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
         self._seq = 0
         self.client_id = f"{self.config.app}@{self.config.host}:{os.getpid()}:{os.urandom(4).hex()}"
-        self._collectors = [CollectorConnection(u, self.config.timeout_s) for u in self.config.collectors]
+        self._collectors = [CollectorConnection(u, self.config.timeout_s, self.config.ca_file)
+                            for u in self.config.collectors]
         self._next_collector = 0
         self._headers = {"Content-Type": "application/msgpack"}
         if self.config.token:

@@ -2,12 +2,15 @@
 
 The stdlib client keeps the library free of extra dependencies; it runs only
 in the dispatcher's thread, so it never blocks the app or an event loop.
+An ``https://`` collector's certificate and host name are verified against the
+system CAs, or against ``ca_file`` alone when one is given.
 """
 
 from __future__ import annotations
 
 import http.client
 import socket
+import ssl
 from urllib.parse import urlsplit
 
 from .config import BATCHES_PATH
@@ -17,10 +20,12 @@ from .errors import DeliveryError
 class CollectorConnection:
     """One collector URL with its persistent connection and 'set aside until' time."""
 
-    def __init__(self, url: str, timeout_s: float) -> None:
+    def __init__(self, url: str, timeout_s: float, ca_file: str | None = None) -> None:
         parts = urlsplit(url)
         self.url = url
         self.https = parts.scheme == "https"
+        # create_default_context verifies the certificate chain and the host name (TLS 1.2+).
+        self.ssl_context = ssl.create_default_context(cafile=ca_file) if self.https else None
         self.host = parts.hostname or "127.0.0.1"
         self.port = parts.port
         self.path = (parts.path.rstrip("/") or "") + BATCHES_PATH
@@ -33,8 +38,11 @@ class CollectorConnection:
         """POST one batch; returns (status, lower-cased headers); raises DeliveryError on I/O errors."""
         for attempt in (1, 2):
             if self.conn is None:
-                cls = http.client.HTTPSConnection if self.https else http.client.HTTPConnection
-                self.conn = cls(self.host, self.port, timeout=self.timeout_s)
+                if self.https:
+                    self.conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout_s,
+                                                            context=self.ssl_context)
+                else:
+                    self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
             try:
                 if self.conn.sock is None:
                     self.conn.connect()

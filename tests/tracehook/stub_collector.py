@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import socket
+import ssl
 import threading
 
 from aiohttp import web
@@ -27,11 +28,13 @@ class StubCollector:
       collector does for an invalid event).
     * ``hold()``/``release()``: keep requests waiting (to fill the client's queue).
     * ``stop()``/``start()``: the same port goes away and comes back.
+    * ``ssl_context``: serve HTTPS with it (``url`` is then https).
     """
 
-    def __init__(self, token: str | None = None) -> None:
+    def __init__(self, token: str | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.ssl_context = ssl_context
+        self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{self.port}"
         self.token = token
         self.answers: collections.deque[tuple[int, dict[str, str]]] = collections.deque()
         self.max_body: int | None = None
@@ -93,7 +96,7 @@ class StubCollector:
         app.router.add_post("/v1/batches", self._handle)
         self._runner = web.AppRunner(app)
         self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True, ssl_context=self.ssl_context)
         self._loop.run_until_complete(site.start())
         ready.set()
         self._loop.run_forever()
