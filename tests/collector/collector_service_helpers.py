@@ -43,12 +43,18 @@ def free_port() -> int:
 
 
 class CollectorProcess:
-    """``python -m collector`` in a real subprocess (for restart, SIGTERM and kill -9 tests)."""
+    """``python -m collector`` in a real subprocess (for restart, SIGTERM and kill -9 tests).
 
-    def __init__(self, data_dir: str, *extra: str, env: dict[str, str] | None = None) -> None:
+    With ``ca_file`` the collector is expected to serve HTTPS (pass ``--tls-cert``/``--tls-key``
+    in ``extra`` or the env): ``url`` is https and readiness is checked against that CA.
+    """
+
+    def __init__(self, data_dir: str, *extra: str, env: dict[str, str] | None = None,
+                 ca_file: str | None = None) -> None:
         self.data_dir = data_dir
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.ca_file = ca_file
+        self.url = f"{'https' if ca_file else 'http'}://127.0.0.1:{self.port}"
         self.log_path = os.path.join(os.path.dirname(data_dir), f"collector-{self.port}.out")
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
@@ -65,7 +71,7 @@ class CollectorProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"collector exited early:\n{self.output()}")
             try:
-                if requests.get(self.url + "/healthz", timeout=1).status_code == 200:
+                if requests.get(self.url + "/healthz", timeout=1, verify=self.ca_file or True).status_code == 200:
                     return
             except requests.ConnectionError:
                 time.sleep(0.05)

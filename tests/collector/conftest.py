@@ -23,8 +23,9 @@ def collector_process(tmp_path: pathlib.Path) -> Iterator[type[CollectorProcess]
     started: list[CollectorProcess] = []
 
     class Tracked(CollectorProcess):
-        def __init__(self, data_dir: str | None = None, *extra: str, env: dict[str, str] | None = None) -> None:
-            super().__init__(data_dir or str(tmp_path / "data"), *extra, env=env)
+        def __init__(self, data_dir: str | None = None, *extra: str, env: dict[str, str] | None = None,
+                     ca_file: str | None = None) -> None:
+            super().__init__(data_dir or str(tmp_path / "data"), *extra, env=env, ca_file=ca_file)
             started.append(self)
 
     yield Tracked
