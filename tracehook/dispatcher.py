@@ -77,6 +77,7 @@ class Dispatcher:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._deadline: float | None = None  # set by close(): after it, undelivered events drop as shutdown
+        self._written_off = False  # close() gave up on a stuck thread: its late outcomes are not counted
         self.accepting = self.config.enabled
         self._popped = 0
         self._dropped_before_queue = 0  # drops counted by drop(), i.e. events that never entered the queue
@@ -161,6 +162,8 @@ class Dispatcher:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout + 1.0)
+        if self._thread.is_alive():  # stuck in a request the collector does not answer
+            self._write_off("shutdown")
         for collector in self._collectors:
             collector.close()
         return not self._thread.is_alive()
@@ -188,13 +191,18 @@ class Dispatcher:
         except Exception:  # a bug here must not take the app down; count what is left as lost
             log.exception("tracehook: dispatcher stopped by an unexpected error")
             self.accepting = False
-            with self._lock:
-                left = _drain(self.queue, self.queue.qsize())
-                lost = self._popped - self._resolved + len(left)
-                self._popped += len(left)
-                self.dropped["send_error"] += lost
-                self._resolved += lost
-                self._done.notify_all()
+            self._write_off("send_error")
+
+    def _write_off(self, reason: str) -> None:
+        """Count every queued or in-flight event as dropped for ``reason``; the thread's later outcomes are ignored."""
+        with self._lock:
+            left = _drain(self.queue, self.queue.qsize())
+            self._popped += len(left)
+            lost = self._popped - self._resolved
+            self.dropped[reason] += lost
+            self._resolved += lost
+            self._written_off = True
+            self._done.notify_all()
 
     def _take_batches(self) -> list[_Batch]:
         """Move up to batch_events events out of the queue and encode them into batches of <= batch_bytes."""
@@ -223,6 +231,8 @@ class Dispatcher:
             batches.append(_Batch(self._new_seq(), packed))
         if unencodable:
             with self._lock:
+                if self._written_off:
+                    return batches
                 self.dropped["unencodable"] += unencodable
                 self._resolved += unencodable
                 self._done.notify_all()
@@ -241,6 +251,8 @@ class Dispatcher:
 
     def _resolve(self, batch: _Batch, outcome: str) -> None:
         with self._lock:
+            if self._written_off:  # already counted as dropped by close()
+                return
             n = len(batch.packed)
             if outcome == "sent":
                 self.sent += n

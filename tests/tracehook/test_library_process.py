@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
+import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -35,18 +40,53 @@ def test_events_are_flushed_at_exit(stub):
     assert {b.header.app for b in stub.batches} == {"exiting"}
 
 
-def test_exit_flush_gives_up_at_its_deadline_when_no_collector_answers(stub):
-    stub.hold()  # requests hang: the exit must still end within the configured timeout
+@pytest.fixture
+def silent_collector() -> Iterator[str]:
+    """A URL whose server accepts connections and reads requests but never answers."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stopping = threading.Event()
+
+    def accept() -> None:
+        while not stopping.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            held.append(conn)  # kept open and never written to
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    stopping.set()
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+def test_exit_flush_gives_up_at_its_deadline_when_no_collector_answers(silent_collector):
+    # Registered before tracehook is imported, so it runs after tracehook's exit flush (atexit is LIFO).
+    request_timeout_s = 30.0
+    started = time.monotonic()
     result = run_script(
-        """
-        import time, tracehook
-        tracehook.configure(app="stuck", timeout_s=30)
+        f"""
+        import atexit, json
+        atexit.register(lambda: print(json.dumps(__import__("tracehook").stats())))
+        import tracehook
+        tracehook.configure(app="stuck", timeout_s={request_timeout_s}, exit_timeout_s=0.5, linger_s=0.01)
         tracehook.record_send("orders", "m-1")
+        tracehook.flush(0.3)  # the batch is now stuck in a request the collector never answers
+        for i in range(9):
+            tracehook.record_send("orders", f"m-{{i + 2}}")
         """,
-        {"TRACEHOOK_COLLECTORS": stub.url, "TRACEHOOK_EXIT_TIMEOUT_MS": "300"},
+        {"TRACEHOOK_COLLECTORS": silent_collector},
     )
-    stub.release()
+    elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr
+    assert elapsed < request_timeout_s / 2  # the deadline, not the request timeout, ended the exit
+    stats = json.loads(result.stdout.strip().splitlines()[-1])
+    assert stats["emitted"] == 10 and stats["sent"] == 0
+    assert stats["dropped"]["shutdown"] == 10 and stats["queued"] == 0 and stats["in_flight"] == 0
 
 
 def test_environment_only_configuration(stub):
