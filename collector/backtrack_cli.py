@@ -3,12 +3,13 @@
 Against a running collector (``--collector URL``, the default) or directly against
 an index store (``--store local:PATH`` or ``--store hbase://...``)::
 
-    tracehook offsets orders --time -2h                          # first offset stored >= T, per queue
+    tracehook offsets orders --time=-2h                          # first offset stored >= T, per queue
     tracehook offsets orders --time 2026-11-22T10:00Z --group billing          # billing's reset plan
     tracehook offsets orders --time 1795341600000 --group billing --force --json
-    tracehook replay-list orders --group billing --begin -6h --end -1h --format csv > replay.csv
+    tracehook replay-list orders --group billing --begin=-6h --end=-1h --format csv > replay.csv
 
-Times: epoch ms, ISO-8601, ``now`` or relative like ``-2h`` (:mod:`collector.timeparse`).
+Times: epoch ms, ISO-8601, ``now`` or relative like ``-2h`` (:mod:`collector.timeparse`); write
+a relative time with ``=`` (``--time=-2h``): argparse takes a bare ``-2h`` for an option.
 Exit status: 0 answered, 1 nothing indexed for the topic (offsets), 2 bad arguments or
 unreachable source.
 """
@@ -107,7 +108,8 @@ class CollectorSource:
         pass
 
 
-def _add_source_arguments(parser: argparse.ArgumentParser) -> None:
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--collector URL`` or ``--store URL``, and ``--token``: where a command reads the index."""
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--collector", default=os.environ.get(ENV_COLLECTOR, DEFAULT_COLLECTOR),
                         help=f"collector URL (env {ENV_COLLECTOR}; default {DEFAULT_COLLECTOR})")
@@ -123,7 +125,7 @@ def add_offsets_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="plan moves forward too (default: rewind only)")
     parser.add_argument("--queue", type=int, help="only this queue / partition")
     parser.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
-    _add_source_arguments(parser)
+    add_source_arguments(parser)
 
 
 def add_replay_list_arguments(parser: argparse.ArgumentParser) -> None:
@@ -133,10 +135,11 @@ def add_replay_list_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--begin", help="window start (default: end - 30 days)")
     parser.add_argument("--end", help="window end (default: now)")
     parser.add_argument("--format", choices=FORMATS, default="jsonl", help="JSON lines (default) or CSV")
-    _add_source_arguments(parser)
+    add_source_arguments(parser)
 
 
-def _open(args: argparse.Namespace) -> StoreSource | CollectorSource:
+def open_source(args: argparse.Namespace) -> StoreSource | CollectorSource:
+    """The source :func:`add_source_arguments` selected; close it after use."""
     return StoreSource(args.store) if args.store else CollectorSource(args.collector, args.token)
 
 
@@ -173,7 +176,7 @@ def run_offsets(args: argparse.Namespace) -> int:
         if args.force and not args.group:
             print("error: --force needs --group", file=sys.stderr)
             return EXIT_ERROR
-        source = _open(args)
+        source = open_source(args)
         try:
             doc = source.offsets(args.topic, params)
         finally:
@@ -194,7 +197,7 @@ def run_replay_list(args: argparse.Namespace) -> int:
         if begin > end:
             print("error: --begin is after --end", file=sys.stderr)
             return EXIT_ERROR
-        source = _open(args)
+        source = open_source(args)
         try:
             count = write_replay(source.replay(args.topic, {"group": args.group, "begin": begin, "end": end}),
                                  args.format, sys.stdout)

@@ -115,7 +115,7 @@ def replay(bootstrap: str, topic: str, positions: Iterable[tuple[int, int]], cal
 
 def add_kafka_reset_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``tracehook kafka-reset``."""
-    from collector.backtrack_cli import _add_source_arguments
+    from collector.backtrack_cli import add_source_arguments
 
     parser.add_argument("--bootstrap", default=os.environ.get(ENV_BOOTSTRAP),
                         help=f"Kafka bootstrap servers host:port (env {ENV_BOOTSTRAP})")
@@ -125,13 +125,13 @@ def add_kafka_reset_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="also move partitions forward (default: rewind only)")
     parser.add_argument("--apply", action="store_true", help="commit the plan (default: print it only)")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
-    _add_source_arguments(parser)
+    add_source_arguments(parser)
 
 
 def run_kafka_reset(args: argparse.Namespace) -> int:
     """Print (and with --apply, commit) the reset plan; exit 0 on success, 2 on errors."""
     from collector import backtrack
-    from collector.backtrack_cli import FAILURES, _open, format_offsets
+    from collector.backtrack_cli import FAILURES, format_offsets, open_source
     from collector.timeparse import parse_time
 
     if not args.bootstrap:
@@ -139,7 +139,7 @@ def run_kafka_reset(args: argparse.Namespace) -> int:
         return 2
     try:
         time_ms = parse_time(args.time, name="--time")
-        source = _open(args)
+        source = open_source(args)
         try:
             doc = source.offsets(args.topic, {"time": time_ms, "queue": None, "group": None, "force": False})
         finally:

@@ -92,3 +92,19 @@ async def test_same_answers_through_a_collector(aiohttp_server, config, capsys) 
     assert code == 0 and [q["planned"] for q in json.loads(out)["queues"]] == [0, 0]
     code = await asyncio.to_thread(main, ["offsets", TOPIC, "--time=now", "--collector", "http://127.0.0.1:9"])
     assert code == 2
+
+
+@pytest.mark.parametrize("module_name", ["collector.backtrack_cli", "tracehook.adapters.kafka_reset"])
+def test_docstring_examples_parse(module_name: str) -> None:
+    # The examples are what users copy; argparse rejects a bare "--time -2h", so they must use "=".
+    import importlib
+    import shlex
+
+    from tracehook.cli import build_parser
+
+    doc = importlib.import_module(module_name).__doc__ or ""
+    examples = [shlex.split(line, comments=True) for line in doc.splitlines() if line.strip().startswith("tracehook ")]
+    assert examples
+    for words in examples:
+        words = words[1:words.index(">")] if ">" in words else words[1:]
+        build_parser().parse_args(words)  # SystemExit (a failed test) on an argument argparse rejects
