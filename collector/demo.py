@@ -190,6 +190,9 @@ def run_index(log_dir: str, store_url: str) -> str:
         from spark_jobs.index_job import run_index as spark_index
     except ImportError as exc:  # PySpark or the job missing: index in this process instead
         return f"Spark index job unavailable ({exc}); {index_in_process(log_dir, store_url)}"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        # PySpark imports fine without a JVM and only fails when the session starts.
+        return f"Spark needs Java (none on PATH, no JAVA_HOME); {index_in_process(log_dir, store_url)}"
     return f"Spark (local mode): {spark_index(log_dir, store_url, master='local[2]')}"
 
 
