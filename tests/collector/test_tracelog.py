@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 import tempfile
@@ -168,16 +169,37 @@ def test_recovery_keeps_every_record_before_the_damage_and_none_after(n: int, wh
                 f.write(b"\x00\x00\x10\x00garbage")
         # Complete records are the ones whose frame ends at or before the damaged byte.
         expect = sum(1 for end in ends if end <= pos)
+        damaged_size = os.path.getsize(path)
         tl = TraceLog.open(log_dir)
         assert tl.recovery is not None
         assert tl.active_records == expect
-        assert os.path.getsize(path) == (ends[expect - 1] if expect else 0)
+        kept_bytes = ends[expect - 1] if expect else 0
+        assert os.path.getsize(path) == kept_bytes
+        assert tl.recovery.cut_bytes == damaged_size - kept_bytes  # the report names exactly the tail cut off
+        assert (tl.recovery.cut_reason is None) == (damaged_size == kept_bytes)
         kept = tracelog.scan_segment(path)
         assert kept.error is None
         assert [r.seq for r in kept.records] == list(range(expect))
         # The log goes on from where the good records end.
         assert tl.append(_entries(1, start=100)) == [expect]
         tl.close()
+
+
+def test_recovery_logs_the_file_and_the_bytes_it_cut(tmp_path: pathlib.Path, caplog: pytest.LogCaptureFixture) -> None:
+    log_dir = str(tmp_path)
+    tl = TraceLog.open(log_dir)
+    tl.append(_entries(3))
+    tl.close()
+    garbage = b"\x00\x00\x10\x00torn"
+    with open(os.path.join(log_dir, tracelog.segment_name(0)), "ab") as f:
+        f.write(garbage)
+    with caplog.at_level(logging.WARNING, logger="collector.tracelog"):
+        tl = TraceLog.open(log_dir)
+    assert tl.recovery is not None and tl.recovery.cut_bytes == len(garbage) and tl.active_records == 3
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert tracelog.segment_name(0) in warning and f"truncating {len(garbage)} bytes" in warning
+    assert "kept 3 records" in warning
+    tl.close()
 
 
 def test_a_failed_seal_leaves_the_segment_active_and_writable(tmp_path: pathlib.Path) -> None:
