@@ -92,22 +92,62 @@ async function search(append) {
   try {
     const page = await api(path, params);
     renderResults(page, append);
-    if (m === "dead" && !append) await renderDeadTotals(topic, params);
-    else $("dead-totals").hidden = true;
+    if (m === "dead" && !append) await renderDeadCounts(topic, params);
+    else if (!append) $("dead-counts").hidden = true;
   } catch (error) {
     setStatus(error.message, true);
   }
 }
 
-async function renderDeadTotals(topic, params) {
-  const box = $("dead-totals");
-  const counts = await api("/v1/topics/" + encodeURIComponent(topic) + "/dead/counts",
-    { begin: params.begin, end: params.end });
-  box.replaceChildren(el("span", { text: "dead letters by group: " }));
-  const groups = Object.entries(counts.totals || {}).sort((a, b) => b[1] - a[1]);
-  if (groups.length === 0) box.append(el("span", { text: "none" }));
-  for (const [group, total] of groups) {
-    box.append(el("span", { class: "dead-total", "data-group": group, text: group + " " + total }));
+// Bucket sizes the dead-letter chart picks from: the smallest that gives at most MAX_DEAD_BARS bars.
+const DEAD_BUCKETS_S = [60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400, 30 * 86400];
+const MAX_DEAD_BARS = 48;
+
+function fmtDuration(ms) {
+  const s = ms / 1000;
+  if (s % 86400 === 0) return s / 86400 + " d";
+  if (s % 3600 === 0) return s / 3600 + " h";
+  return s / 60 + " min";
+}
+
+async function renderDeadCounts(topic, params) {
+  const box = $("dead-counts");
+  const path = "/v1/topics/" + encodeURIComponent(topic) + "/dead/counts";
+  const window_ = { begin: params.begin, end: params.end };
+  // The window's edges come from the server (begin/end may be relative); one bucket over it costs a key scan.
+  let counts = await api(path, { ...window_, bucket: "400d" });
+  const groups = Object.keys(counts.totals || {});
+  if (groups.length > 0) {
+    const span = counts.end_ms - counts.begin_ms;
+    const bucketS = DEAD_BUCKETS_S.find((b) => Math.floor(span / (b * 1000)) + 1 <= MAX_DEAD_BARS)
+      || DEAD_BUCKETS_S[DEAD_BUCKETS_S.length - 1];
+    counts = await api(path, { ...window_, bucket: bucketS + "s" });
+  }
+  box.replaceChildren(el("div", { class: "dc-title", text: "dead letters by group" +
+    (groups.length ? " per " + fmtDuration(counts.bucket_ms) : ": none") }));
+  box.dataset.bucketMs = String(counts.bucket_ms);
+  const peak = Math.max(1, ...Object.values(counts.groups || {}).flat());
+  const sorted = Object.entries(counts.totals || {}).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  for (const [group, total] of sorted) {
+    const track = el("div", { class: "dc-track" });
+    counts.groups[group].forEach((count, i) => {
+      const start = counts.buckets[i];
+      const end = Math.min(start + counts.bucket_ms - 1, counts.end_ms);
+      const fill = el("div", { class: "dc-fill" + (count ? " nonzero" : "") });
+      // CSSOM, not a style attribute: the page's CSP forbids inline styles.
+      fill.style.height = (count / peak) * 100 + "%";
+      track.append(el("div", { class: "dc-bar", "data-count": String(count), "data-start": String(start),
+        title: group + ": " + count + " dead letter(s)\n" + fmtTime(start) + " – " + fmtTime(end) }, fill));
+    });
+    box.append(el("div", { class: "dc-row", "data-group": group },
+      el("div", { class: "dc-label", title: group },
+        el("span", { class: "dead-total", "data-group": group, text: group + " " + total })),
+      track));
+  }
+  if (sorted.length > 0) {
+    box.append(el("div", { class: "dc-axis" }, el("span", { text: fmtTime(counts.begin_ms) }),
+      el("span", { text: "peak " + peak + " per " + fmtDuration(counts.bucket_ms) }),
+      el("span", { text: fmtTime(counts.end_ms) })));
   }
   box.hidden = false;
 }

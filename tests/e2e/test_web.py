@@ -9,9 +9,10 @@ import time
 import pytest
 
 from collector.demo import free_port, start_collector, stop_collector
-from collector.sample import SHARED_KEY, TOPIC, scenario, send
+from collector.sample import SHARED_KEY, SHIPPING_HEADER, TOPIC, scenario, send
 from collector.store import open_store
 from collector.store.indexer import index_records
+from tracehook.wire import Event, EventType, make_event
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -20,11 +21,21 @@ CHROMIUM_ARGS = [
 ]
 QUERY_TOKEN = "web-query-token"
 HOSTILE = '<img src=x onerror="window.__xss=1">'
+DLQ_TOPIC, DLQ_SPAN_MS, BUCKET_MS = "refunds", 6 * 3_600_000, 15 * 60_000  # a 6 h window draws 24 bars of 15 min
+# Dead letters per group: bucket index -> count (bucket 23 is the window's last).
+DLQ_COUNTS = {"alpha": {0: 3, 5: 1, 23: 2}, "beta": {10: 1}}
+DLQ_BEGIN = int(time.time() * 1000) - 10 * 3_600_000
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-playwright_api = pytest.importorskip("playwright.sync_api")
-if not os.path.exists(CHROMIUM) and not shutil.which("chromium"):
-    pytest.skip("needs Debian's chromium (apt-get install chromium)", allow_module_level=True)
+
+
+def chromium_path() -> str:
+    """Debian's chromium; a missing browser fails the tests (a silent skip would hide them in CI)."""
+    path = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
+    if not path:
+        pytest.fail("needs Debian's chromium: run scripts/setup --all (or apt-get install chromium); "
+                    "deselect with -m 'not browser'", pytrace=False)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +47,7 @@ def site(tmp_path_factory):
     t = now_ms - 60_000
     records.append(send("hostile-1", t, dict(keys=HOSTILE, tags=HOSTILE, broker=HOSTILE, queue=0, offset=1,
                                              born_ms=t, store_ms=t), error=HOSTILE))
+    records += dead_letters(DLQ_BEGIN)
     store = open_store(f"local:{os.path.join(data_dir, 'index.sqlite3')}")
     index_records(store, records)
     store.close()
@@ -43,6 +55,22 @@ def site(tmp_path_factory):
     proc = start_collector(data_dir, port)
     yield f"http://127.0.0.1:{port}", ids
     stop_collector(proc)
+
+
+def dead_letters(begin_ms: int) -> list:
+    """DLQ_COUNTS as sends plus DEAD events on DLQ_TOPIC, spread inside their 15-minute buckets."""
+    records, n = [], 0
+    for group, buckets in DLQ_COUNTS.items():
+        for bucket, count in buckets.items():
+            for i in range(count):
+                t = begin_ms + bucket * BUCKET_MS + 1000 + i * 60_000
+                msg = dict(keys=f"refund-{n}", queue=0, offset=n, born_ms=t - 2, store_ms=t)
+                msg_id = f"refund-{n}"
+                records.append(send(msg_id, t, msg))
+                records.append((SHIPPING_HEADER, Event._make(make_event(
+                    EventType.DEAD, t + 50, group, DLQ_TOPIC, msg_id, retry=3, error="max retries", **msg))))
+                n += 1
+    return records
 
 
 @pytest.fixture
@@ -61,8 +89,16 @@ def secured_site(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def page(site):
-    with playwright_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        missing = True
+    else:
+        missing = False
+    if missing:  # failed outside the except block: no chained ImportError in the report
+        pytest.fail("needs playwright: pip install -e '.[dev]' (deselect with -m 'not browser')", pytrace=False)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         yield page
         browser.close()
@@ -135,10 +171,41 @@ def test_dead_letter_search_shows_totals_per_group(site, page):
     page.check("input[name=mode][value=dead]")
     page.fill("#topic", TOPIC)
     page.click("#go")
-    page.wait_for_selector("#dead-totals:not([hidden]) .dead-total")
+    page.wait_for_selector("#dead-counts:not([hidden]) .dead-total")
     assert page.text_content('.dead-total[data-group="shipping"]') == "shipping 1"
     assert [page.text_content("tr.result >> nth=0 >> a")] == [ids.dead]
     assert page.locator("tr.result").count() == 1
+
+
+def test_dead_letter_counts_per_group_over_time(site, page, artifacts_dir):
+    url, _ = site
+    page.goto(url + "/")
+    page.check("input[name=mode][value=dead]")
+    page.fill("#topic", DLQ_TOPIC)
+    page.fill("#begin", str(DLQ_BEGIN))
+    page.fill("#end", str(DLQ_BEGIN + DLQ_SPAN_MS - 1))
+    page.click("#go")
+    page.wait_for_selector("#dead-counts:not([hidden]) .dc-row")
+    assert page.get_attribute("#dead-counts", "data-bucket-ms") == str(BUCKET_MS)
+    rows = page.eval_on_selector_all(".dc-row", "rows => rows.map(r => r.dataset.group)")
+    assert rows == ["alpha", "beta"]  # most dead letters first
+    for group, buckets in DLQ_COUNTS.items():
+        bars = f'.dc-row[data-group="{group}"] .dc-bar'
+        counts = page.eval_on_selector_all(bars, "bars => bars.map(b => Number(b.dataset.count))")
+        assert counts == [buckets.get(i, 0) for i in range(24)], group
+        starts = page.eval_on_selector_all(bars, "bars => bars.map(b => Number(b.dataset.start))")
+        assert starts == [DLQ_BEGIN + i * BUCKET_MS for i in range(24)]
+        assert page.text_content(f'.dead-total[data-group="{group}"]') == f"{group} {sum(buckets.values())}"
+    hover = page.get_attribute('.dc-row[data-group="alpha"] .dc-bar >> nth=0', "title")
+    assert hover.startswith("alpha: 3 dead letter(s)\n")
+    # Drawn to scale: the peak bucket (3) fills its column, a count of 1 a third of it, an empty bucket nothing.
+    heights = page.eval_on_selector_all('.dc-row[data-group="alpha"] .dc-fill',
+                                        "fills => fills.map(f => f.getBoundingClientRect().height)")
+    column = page.eval_on_selector('.dc-row[data-group="alpha"] .dc-bar', "b => b.getBoundingClientRect().height")
+    assert heights[0] == pytest.approx(column, abs=1) and heights[5] == pytest.approx(column / 3, abs=1)
+    assert heights[1] == 0 and heights[23] == pytest.approx(2 * column / 3, abs=1)
+    assert page.locator("tr.result").count() == 7
+    page.screenshot(path=str(artifacts_dir / "web-dead-letter-counts.png"), full_page=True)
 
 
 def test_unknown_id_says_so(site, page):
