@@ -242,7 +242,7 @@ class Ingestor:
     async def _commit(self, group: list[_Pending]) -> None:
         entries = [(p.receive_ms, p.client_id, p.seq, p.payload) for p in group]
         try:
-            offsets = await self._run(self.tracelog.append, entries)
+            offsets, written, segments = await self._run(self._append, entries)
         except Exception as exc:  # noqa: BLE001 - every waiter must hear about it
             if isinstance(exc, DiskFull):  # expected while it lasts; a traceback per group is noise
                 log.warning("group commit of %d batches failed: %s", len(group), exc)
@@ -267,8 +267,16 @@ class Ingestor:
         self.metrics.group_batches.observe(len(group))
         if self.config.durability == "fsync":
             self.metrics.fsync_seconds.observe(self.tracelog.last_sync_s)
-        self.backlog_bytes += nbytes
-        self.log_bytes += nbytes
+        # Framed bytes, not payload bytes, and the segment count after any roll: the gauges match the disk.
+        self.backlog_bytes += written
+        self.log_bytes += written
+        self.segments = segments
+
+    def _append(self, entries: list[tuple[int, str, int, bytes]]) -> tuple[list[int], int, int]:
+        """On the writer thread: append, and return the offsets, the bytes written and the segment count."""
+        before = self.tracelog.total_bytes()
+        offsets = self.tracelog.append(entries)
+        return offsets, self.tracelog.total_bytes() - before, self.tracelog.segment_count()
 
     # -- maintenance ----------------------------------------------------------------------
 

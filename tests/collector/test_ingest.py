@@ -100,8 +100,8 @@ async def test_one_bad_event_rejects_the_whole_batch_with_its_reason(aiohttp_cli
 
 
 async def test_backlog_over_the_limit_gets_429_until_indexed(aiohttp_client, collector_config) -> None:
-    body = make_batch(n=50)
-    cfg = dataclasses.replace(collector_config, backlog_limit_bytes=len(body) + 1, maintenance_interval_s=0.05,
+    framed = len(tracelog.encode_record(0, 0, "client-1", 1, make_batch(n=50)))  # the backlog counts log bytes
+    cfg = dataclasses.replace(collector_config, backlog_limit_bytes=framed + 1, maintenance_interval_s=0.05,
                               retry_after_s=3)
     client = await aiohttp_client(create_app(cfg))
     assert (await client.post("/v1/batches", data=make_batch(seq=1, n=50), headers=MSGPACK)).status == 200
