@@ -25,6 +25,7 @@ MAX_RECORD_BYTES = 1024 * 1024 * 1024
 """A length above this is treated as corruption rather than a record to allocate for."""
 _PREFIX = struct.Struct(">II")
 _HEADER = struct.Struct(">QQQH")
+_U64 = struct.Struct(">Q")
 _MIN_FRAME = _HEADER.size  # a frame body holds at least the fixed header
 
 
@@ -71,32 +72,38 @@ def encode_record(offset: int, receive_ms: int, client_id: str, seq: int, payloa
     return _PREFIX.pack(len(body) + len(payload), crc) + body + payload
 
 
+def _frame_at(view: memoryview, pos: int, path: str) -> tuple[LogRecord, int]:
+    """The frame starting at ``pos`` and its end position; :class:`CorruptSegmentError` if it is bad."""
+    end = len(view)
+    if end - pos < _PREFIX.size:
+        raise CorruptSegmentError(path, pos, "truncated frame prefix")
+    length, crc = _PREFIX.unpack_from(view, pos)
+    if length < _MIN_FRAME or length > MAX_RECORD_BYTES:
+        raise CorruptSegmentError(path, pos, f"impossible frame length {length}")
+    start = pos + _PREFIX.size
+    stop = start + length
+    if stop > end:
+        raise CorruptSegmentError(path, pos, "truncated frame")
+    if crc32c.crc32c(view[start:stop]) != crc:
+        raise CorruptSegmentError(path, pos, "checksum mismatch")
+    offset, receive_ms, seq, cid_len = _HEADER.unpack_from(view, start)
+    cid_end = start + _HEADER.size + cid_len
+    if cid_end > stop:
+        raise CorruptSegmentError(path, pos, "client id runs past the frame")
+    try:
+        client_id = str(view[start + _HEADER.size:cid_end], "utf-8")
+    except UnicodeDecodeError:
+        raise CorruptSegmentError(path, pos, "client id is not utf-8") from None
+    return LogRecord(offset, receive_ms, client_id, seq, bytes(view[cid_end:stop])), stop
+
+
 def _iter_frames(data: bytes | memoryview, path: str) -> Iterator[tuple[LogRecord, int]]:
     """Yield (record, end position) per good frame; raise CorruptSegmentError at the first bad one."""
     view = memoryview(data)
     pos, end = 0, len(view)
     while pos < end:
-        if end - pos < _PREFIX.size:
-            raise CorruptSegmentError(path, pos, "truncated frame prefix")
-        length, crc = _PREFIX.unpack_from(view, pos)
-        if length < _MIN_FRAME or length > MAX_RECORD_BYTES:
-            raise CorruptSegmentError(path, pos, f"impossible frame length {length}")
-        start = pos + _PREFIX.size
-        stop = start + length
-        if stop > end:
-            raise CorruptSegmentError(path, pos, "truncated frame")
-        if crc32c.crc32c(view[start:stop]) != crc:
-            raise CorruptSegmentError(path, pos, "checksum mismatch")
-        offset, receive_ms, seq, cid_len = _HEADER.unpack_from(view, start)
-        cid_end = start + _HEADER.size + cid_len
-        if cid_end > stop:
-            raise CorruptSegmentError(path, pos, "client id runs past the frame")
-        try:
-            client_id = str(view[start + _HEADER.size:cid_end], "utf-8")
-        except UnicodeDecodeError:
-            raise CorruptSegmentError(path, pos, "client id is not utf-8") from None
-        yield LogRecord(offset, receive_ms, client_id, seq, bytes(view[cid_end:stop])), stop
-        pos = stop
+        record, pos = _frame_at(view, pos, path)
+        yield record, pos
 
 
 def _read_file(path: str) -> bytes:
@@ -121,6 +128,76 @@ def scan_segment(path: str) -> SegmentScan:
     except CorruptSegmentError as exc:
         return SegmentScan(records, valid, exc)
     return SegmentScan(records, valid, None)
+
+
+class Damage(NamedTuple):
+    """A damaged stretch of a segment that :func:`salvage_segment` skipped."""
+
+    position: int
+    """Where the first bad frame starts."""
+    skipped_bytes: int
+    """Bytes from there to the next frame that verifies (or to the end of the file)."""
+    lost_records: int
+    """Records in those bytes, from the gap in record offsets (the manifest gives the last one)."""
+    why: str
+
+
+def salvage_segment(path: str, base: int, records: int) -> Iterator[LogRecord | Damage]:
+    """Every record of a sealed segment that verifies, with a :class:`Damage` for each bad stretch.
+
+    After a bad frame the reader resynchronises on the next position holding a whole frame
+    whose CRC32C verifies and whose record offset lies between the last good one and the
+    segment's end (``base + records``, from the manifest).  A false match needs a 32-bit CRC
+    collision at a position that also looks like an offset in that range, so records after
+    the damage are read rather than dropped, and what was lost is counted from the offsets.
+    """
+    data = _read_file(path)
+    view = memoryview(data)
+    pos, end, expected, stop_offset = 0, len(data), base, base + records
+    while pos < end:
+        try:
+            record, nxt = _frame_at(view, pos, path)
+        except CorruptSegmentError as exc:
+            found = _resync(data, view, pos + 1, expected, stop_offset, path)
+            if found is None:
+                yield Damage(pos, end - pos, max(0, stop_offset - expected), exc.why)
+                return
+            first = _HEADER.unpack_from(view, found + _PREFIX.size)[0]
+            yield Damage(pos, found - pos, first - expected, exc.why)
+            pos = found
+            continue
+        yield record
+        expected = max(expected, record.offset + 1)
+        pos = nxt
+    if expected < stop_offset:  # a segment cut short after its last whole frame
+        yield Damage(end, 0, stop_offset - expected, "records missing at the end")
+
+
+def _resync(data: bytes, view: memoryview, pos: int, lo: int, hi: int, path: str) -> int | None:
+    """The first position >= ``pos`` of a verified frame with an offset in ``[lo, hi)``, else None."""
+    if lo >= hi:
+        return None
+    # Every candidate's offset field starts with the bytes lo and hi-1 share: bytes.find
+    # (in C) jumps between candidates instead of trying each position in Python.
+    common = os.path.commonprefix([_U64.pack(lo), _U64.pack(hi - 1)])
+    end = len(data)
+    while pos + _PREFIX.size + _MIN_FRAME <= end:
+        if common:
+            at = data.find(common, pos + _PREFIX.size)
+            if at < 0:
+                return None
+            pos = at - _PREFIX.size
+            if pos + _PREFIX.size + _MIN_FRAME > end:
+                return None
+        offset = _U64.unpack_from(view, pos + _PREFIX.size)[0]
+        if lo <= offset < hi:
+            try:
+                _frame_at(view, pos, path)
+                return pos
+            except CorruptSegmentError:
+                pass
+        pos += 1
+    return None
 
 
 def _atomic_write_json(path: str, obj: object) -> None:
