@@ -45,8 +45,12 @@ def _store_options(opts: dict[str, str]) -> StoreOptions:
     return StoreOptions(ttl_s=max(1, int(days * 86400)))
 
 
-def open_store(url: str) -> Store:
-    """Open (and create on first use) the store a URL names."""
+def open_store(url: str, *, create_tables: bool = True) -> Store:
+    """Open (and create on first use) the store a URL names.
+
+    ``create_tables=False`` skips the HBase table check and creation (index tasks: the
+    driver created them); the SQLite store's ``CREATE TABLE IF NOT EXISTS`` costs nothing.
+    """
     if url.startswith("local:"):
         path, _, query = url[len("local:"):].partition("?")
         if not path:
@@ -65,6 +69,7 @@ def open_store(url: str) -> Store:
         from collector.store.hbase import DEFAULT_NAMESPACE, HBaseStore
 
         return HBaseStore(
-            parts.hostname or "127.0.0.1", port, opts.get("namespace", DEFAULT_NAMESPACE), _store_options(opts)
+            parts.hostname or "127.0.0.1", port, opts.get("namespace", DEFAULT_NAMESPACE), _store_options(opts),
+            create_tables=create_tables,
         )
     raise BadStoreUrlError(f"unknown store URL {url!r}: use local:PATH or hbase://HOST:PORT?namespace=NS")

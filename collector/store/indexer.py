@@ -14,7 +14,7 @@ Example::
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
@@ -38,8 +38,18 @@ _QUEUE_TYPES = frozenset((EventType.PUB, EventType.SUB_BEFORE))
 _CONSUME_TYPES = frozenset((EventType.SUB_BEFORE, EventType.SUB_AFTER))
 
 
-def rows_for(header: BatchHeader, event: Event, *, salt_buckets: int = schema.DEFAULT_SALT_BUCKETS) -> list[IndexRow]:
-    """Every ``(table, row key, columns)`` one event contributes to the index."""
+ROW_KEY_TOO_LONG = "row_key_too_long"
+"""The ``dropped`` reason of a row left out because its key is over ``schema.MAX_ROW_KEY_BYTES``."""
+
+
+def rows_for(
+    header: BatchHeader, event: Event, *, salt_buckets: int = schema.DEFAULT_SALT_BUCKETS,
+    dropped: Counter[str] | None = None,
+) -> list[IndexRow]:
+    """Every ``(table, row key, columns)`` one event contributes to the index.
+
+    Rows left out are counted in ``dropped`` (by reason, :data:`ROW_KEY_TOO_LONG`) when given.
+    """
     value = schema.encode_event_value(header.app, header.host, header.client_id, event)
     event_col = schema.column(schema.event_family(event), schema.event_qualifier(event, value))
     rows: list[IndexRow] = [(schema.MESSAGES, schema.message_row(event.msg_id), {event_col: value})]
@@ -61,11 +71,14 @@ def rows_for(header: BatchHeader, event: Event, *, salt_buckets: int = schema.DE
             rows.append((schema.QUEUEIDX, schema.queue_row(topic, event.queue, time_ms, event.offset), summary))
     # HBase refuses a whole put with one over-long row key: leave such a row out of that
     # index rather than fail every later run on it (wire limits allow 16 KB topics and keys).
-    return [r for r in rows if len(r[1]) <= schema.MAX_ROW_KEY_BYTES]
+    kept = [r for r in rows if len(r[1]) <= schema.MAX_ROW_KEY_BYTES]
+    if dropped is not None and len(kept) < len(rows):
+        dropped[ROW_KEY_TOO_LONG] += len(rows) - len(kept)
+    return kept
 
 
 def batched_rows(
-    records: Iterable[tuple[BatchHeader, Event]], batch_size: int
+    records: Iterable[tuple[BatchHeader, Event]], batch_size: int, *, dropped: Counter[str] | None = None,
 ) -> Iterator[tuple[str, list[Row]]]:
     """The writes :func:`index_records` makes: ``(table, rows)`` with up to ``batch_size`` rows each.
 
@@ -74,7 +87,7 @@ def batched_rows(
     """
     pending: dict[str, dict[bytes, Columns]] = {}
     for header, event in records:
-        for table, row, columns in rows_for(header, event):
+        for table, row, columns in rows_for(header, event, dropped=dropped):
             rows = pending.setdefault(table, {})
             existing = rows.get(row)
             if existing is not None:
@@ -90,9 +103,13 @@ def batched_rows(
 
 def index_records(
     store: Store, records: Iterable[tuple[BatchHeader, Event]], batch_size: int = DEFAULT_BATCH_SIZE,
-    *, writers: int = DEFAULT_WRITERS,
+    *, writers: int = DEFAULT_WRITERS, dropped: Counter[str] | None = None,
 ) -> int:
     """Write every index row for ``records``; returns the number of events indexed.
+
+    Rows :func:`rows_for` leaves out are counted in ``dropped`` by reason when given.
+    Each writer thread uses one store connection at a time, so ``writers=1`` writes over
+    a single connection while the calling thread builds the next batch.
 
     Each table's rows are written ``batch_size`` at a time by ``writers`` threads, so
     building the next batch overlaps with the store's work on the previous ones.  When this returns,
@@ -107,7 +124,7 @@ def index_records(
     with ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index") as pool:
         in_flight: deque[Future[None]] = deque()
         try:
-            for table, rows in batched_rows(counted, batch_size):
+            for table, rows in batched_rows(counted, batch_size, dropped=dropped):
                 in_flight.append(pool.submit(store.put_rows, table, rows))
                 # Bound memory: at most a couple of batches per writer wait to be written.
                 while len(in_flight) > 2 * writers:
