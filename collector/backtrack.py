@@ -297,15 +297,17 @@ def iter_replay(
         cursor = page.next_cursor
 
 
-def offsets_by_queue(items: Iterable[ReplayItem]) -> dict[int, list[int]]:
+def offsets_by_queue(items: Iterable[ReplayItem | Mapping[str, Any]]) -> dict[int, list[int]]:
     """``{queue: [offsets ascending]}`` of a replay list: what a replayer re-reads from the broker.
 
-    Items without a known queue/offset (``-1``: the trace never said) are left out.
+    Takes :class:`ReplayItem` objects or their JSON form (``tracehook replay-list``, the
+    HTTP API).  Items without a known queue/offset (``-1``: the trace never said) are left out.
     """
     out: dict[int, set[int]] = {}
     for item in items:
-        if item.queue >= 0 and item.offset >= 0:
-            out.setdefault(item.queue, set()).add(item.offset)
+        queue, offset = (item.queue, item.offset) if isinstance(item, ReplayItem) else (item["queue"], item["offset"])
+        if queue >= 0 and offset >= 0:
+            out.setdefault(queue, set()).add(offset)
     return {queue: sorted(offsets) for queue, offsets in sorted(out.items())}
 
 

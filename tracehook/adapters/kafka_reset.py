@@ -9,10 +9,14 @@ Dry run by default (prints the plan); ``--apply`` commits it, and only for a sto
 Targets (first offset stored at or after the time, per partition) come from the index,
 through a collector (``--collector``) or the store directly (``--store``); the group's
 current positions come from the broker's committed offsets.  Rewind-only unless ``--force``.
+Where the time is after the newest indexed message of a partition the index may just lag,
+so the broker's own time index (``offsets_for_times``) decides there; every target is
+clamped to the partition's ``[beginning, end]`` offsets on the broker (see :func:`reconcile_targets`).
 
 The replay helper re-reads exactly the offsets of a replay list and hands each record to a callback::
 
     replay(bootstrap, "orders", [(0, 41), (2, 7)], handle)
+    replay_items(bootstrap, "orders", items, handle)   # items: the replay list (JSON dicts or ReplayItems)
 """
 
 from __future__ import annotations
@@ -21,16 +25,22 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tracehook.errors import TracehookError
 
-__all__ = ["GroupActiveError", "apply_plan", "committed_offsets", "replay", "run_kafka_reset"]
+__all__ = [
+    "BrokerOffsets", "GroupActiveError", "apply_plan", "broker_offsets", "committed_offsets", "reconcile_targets",
+    "replay", "replay_items", "run_kafka_reset",
+]
 
 ENV_BOOTSTRAP = "KAFKA_BOOTSTRAP_SERVERS"
 DEFAULT_POLL_MS = 5000
 STOPPED_STATES = ("Empty", "Dead")
+INDEX_END_MS = 2**62
+"""A time after every indexed message: offsets at it are the index's end (last indexed + 1) per partition."""
 
 
 class GroupActiveError(TracehookError):
@@ -69,6 +79,63 @@ def group_state(bootstrap: str, group: str) -> str:
         return next((g.get("group_state", "") for g in admin.list_groups() if g.get("group_id") == group), "")
     finally:
         admin.close()
+
+
+@dataclass(frozen=True)
+class BrokerOffsets:
+    """One topic's partitions on the broker: log start, end, and the broker's answer for a time."""
+
+    beginning: dict[int, int]
+    end: dict[int, int]
+    at_time: dict[int, int]  # first offset with timestamp >= T; the end offset when none is that new
+
+
+def broker_offsets(bootstrap: str, topic: str, time_ms: int) -> BrokerOffsets:
+    """Ask the broker for ``topic``'s beginning/end offsets and its ``offsets_for_times(time_ms)``."""
+    from kafka import TopicPartition
+
+    consumer = _consumer(bootstrap, None)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+        beginning, end = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+        found = consumer.offsets_for_times({tp: time_ms for tp in tps})
+        return BrokerOffsets(
+            {tp.partition: beginning[tp] for tp in tps}, {tp.partition: end[tp] for tp in tps},
+            {tp.partition: found[tp].offset if found.get(tp) is not None else end[tp] for tp in tps})
+    finally:
+        consumer.close()
+
+
+def reconcile_targets(index_targets: Mapping[int, int], index_ends: Mapping[int, int],
+                      broker: BrokerOffsets) -> tuple[dict[int, int], list[str]]:
+    """The offsets to reset to, per partition on the broker, and warnings about where they differ from the index.
+
+    The index answers where the time is at or before its newest message on a partition.
+    Past that (or with nothing indexed) the index cannot tell a quiet partition from one it
+    has not caught up with, so the broker's ``offsets_for_times`` (the same lower bound over
+    the same broker timestamps) decides.  Every target is then clamped to ``[beginning, end]``:
+    a committed offset outside the log makes the consumer fall back to ``auto.offset.reset``.
+    """
+    targets: dict[int, int] = {}
+    warnings = [f"partition {p}: in the index but not on the broker; left out"
+                for p in sorted(set(index_targets) - set(broker.end))]
+    for p in sorted(broker.end):
+        target, indexed_end = index_targets.get(p), index_ends.get(p)
+        if target is None or indexed_end is None or target >= indexed_end:
+            if target is None:
+                warnings.append(f"partition {p}: nothing indexed; the broker's offset for the time is "
+                                f"{broker.at_time[p]}")
+            elif broker.at_time[p] != target:
+                warnings.append(f"partition {p}: the time is after the newest indexed message (the index may "
+                                f"lag, it says {target}); the broker's offset for the time is {broker.at_time[p]}")
+            target = broker.at_time[p]
+        low, high = broker.beginning[p], broker.end[p]
+        if not low <= target <= high:
+            clamped = min(max(target, low), high)
+            warnings.append(f"partition {p}: offset {target} is outside the broker's [{low}, {high}]; using {clamped}")
+            target = clamped
+        targets[p] = target
+    return targets, warnings
 
 
 def apply_plan(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
@@ -111,6 +178,15 @@ def replay(bootstrap: str, topic: str, positions: Iterable[tuple[int, int]], cal
     return count
 
 
+def replay_items(bootstrap: str, topic: str, items: Iterable[Any], callback: Callable[[Any], Any],
+                 poll_ms: int = DEFAULT_POLL_MS) -> int:
+    """:func:`replay` for a replay list (``tracehook replay-list`` JSON lines, the API's items, or ReplayItems)."""
+    from collector.backtrack import offsets_by_queue
+
+    by_queue = offsets_by_queue(items)
+    return replay(bootstrap, topic, [(q, o) for q, offsets in by_queue.items() for o in offsets], callback, poll_ms)
+
+
 # -- the CLI ------------------------------------------------------------------------------------
 
 def add_kafka_reset_arguments(parser: argparse.ArgumentParser) -> None:
@@ -142,9 +218,14 @@ def run_kafka_reset(args: argparse.Namespace) -> int:
         source = open_source(args)
         try:
             doc = source.offsets(args.topic, {"time": time_ms, "queue": None, "group": None, "force": False})
+            ends = source.offsets(args.topic, {"time": INDEX_END_MS, "queue": None, "group": None, "force": False})
         finally:
             source.close()
-        targets = {q["queue"]: q["offset"] for q in doc["queues"]}
+        targets, warnings = reconcile_targets({q["queue"]: q["offset"] for q in doc["queues"]},
+                                              {q["queue"]: q["offset"] for q in ends["queues"]},
+                                              broker_offsets(args.bootstrap, args.topic, time_ms))
+        for warning in warnings:
+            print(f"warning: {warning}", file=sys.stderr)
         current = committed_offsets(args.bootstrap, args.group, args.topic)
         entries = backtrack.plan_reset(targets, current, force=args.force)
         plan = backtrack.ResetPlan(args.topic, args.group, time_ms, args.force, tuple(entries))

@@ -138,3 +138,5 @@ def test_offsets_by_queue_is_what_a_replayer_reads(query: TraceQuery) -> None:
     items = list(backtrack.iter_replay(query, topic, GROUP, 0, BASE_MS + 10**6))
     # Message i is on queue i % 3 at offset i // 3: failed 0, never 2, dead 3, pending 5, timeout 6.
     assert backtrack.offsets_by_queue(items) == {0: [0, 1, 2], 2: [0, 1]}
+    # The JSON form (replay-list output, the API's items) gives the same positions.
+    assert backtrack.offsets_by_queue([i.to_json() for i in items]) == {0: [0, 1, 2], 2: [0, 1]}
