@@ -13,6 +13,7 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 import re
 from datetime import datetime, timezone
 from typing import Any
@@ -27,8 +28,12 @@ DEFAULT_WINDOW_MS = 30 * 24 * 3600 * 1000
 MAX_WINDOW_MS = 366 * 24 * 3600 * 1000
 """Longest time window one query may scan."""
 MAX_PARAM_LEN = 16 * 1024
+MAX_TIME_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z: later times are refused (row keys hold signed 64-bit ints)."""
 
-_DURATION = re.compile(r"^(\d+)(ms|s|m|h|d|w)$")
+# ASCII digits only: \d and str.isdigit() also match digits int() cannot read ("²").
+_DURATION = re.compile(r"^([0-9]+)(ms|s|m|h|d|w)$")
+_DIGITS = re.compile(r"[0-9]+")
 _DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
 # Epoch values below this are seconds, not milliseconds (year 2286 in seconds).
 _SECONDS_LIMIT = 10_000_000_000
@@ -68,6 +73,15 @@ def field_str(obj: dict[str, Any], name: str, *, required: bool = False) -> str 
         return None
     if not isinstance(value, str):
         raise ParamError("bad_type", f"{name} must be a string")
+    return _unicode_text(name, value)
+
+
+def _unicode_text(name: str, value: str) -> str:
+    """``value`` unless it holds lone surrogates (JSON's ``"\\ud800"``): no row key can hold those."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ParamError("bad_value", f"{name} is not valid Unicode text") from None
     return value
 
 
@@ -95,11 +109,13 @@ def to_int(name: str, value: Any) -> int:
     """An integer from a number or a string of digits (bools are rejected)."""
     if isinstance(value, bool):
         raise ParamError("bad_type", f"{name} must be an integer")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"-?\d{1,19}", value.strip()):
-        return int(value)
-    raise ParamError("bad_type", f"{name} must be an integer")
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,19}", value.strip()):
+        value = int(value)
+    if not isinstance(value, int):
+        raise ParamError("bad_type", f"{name} must be an integer")
+    if not -(2**63) <= value < 2**63:
+        raise ParamError("bad_value", f"{name} is outside the signed 64-bit range")
+    return value
 
 
 def parse_time(name: str, value: Any, *, now_ms: int | None = None) -> int | None:
@@ -113,11 +129,13 @@ def parse_time(name: str, value: Any, *, now_ms: int | None = None) -> int | Non
         return None
     if isinstance(value, bool):
         raise ParamError("bad_time", f"{name} must be a time")
-    if isinstance(value, (int, float)) or (isinstance(value, str) and value.strip().isdigit()):
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ParamError("bad_time", f"{name} must be a finite number")
+    if isinstance(value, (int, float)) or (isinstance(value, str) and _DIGITS.fullmatch(value.strip())):
         number = int(value)
         if number < 0:
             raise ParamError("bad_time", f"{name} must not be negative")
-        return number * 1000 if number < _SECONDS_LIMIT else number
+        return _checked_time(name, number * 1000 if number < _SECONDS_LIMIT else number)
     if not isinstance(value, str):
         raise ParamError("bad_time", f"{name} must be epoch ms or an ISO-8601 time")
     text = value.strip()
@@ -130,7 +148,13 @@ def parse_time(name: str, value: Any, *, now_ms: int | None = None) -> int | Non
         raise ParamError("bad_time", f"{name}: {value[:64]!r} is not epoch ms or an ISO-8601 time") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=timezone.utc)
-    return int(parsed.timestamp() * 1000)
+    return _checked_time(name, int(parsed.timestamp() * 1000))
+
+
+def _checked_time(name: str, time_ms: int) -> int:
+    if time_ms > MAX_TIME_MS:
+        raise ParamError("bad_time", f"{name} is after the year 9999")
+    return time_ms
 
 
 def parse_duration(name: str, value: str) -> int:
@@ -171,4 +195,4 @@ def text_param(name: str, value: str | None, *, required: bool = False) -> str |
         return None
     if len(value) > MAX_PARAM_LEN:
         raise ParamError("bad_param", f"{name} is longer than {MAX_PARAM_LEN} characters")
-    return value
+    return _unicode_text(name, value)

@@ -66,6 +66,8 @@ def parse_time(value: Any, *, now_ms: int | None = None, name: str = "time") -> 
         result = base + delta if match.group(1) == "+" else base - delta
         if result < 0:
             raise BadTimeError(f"{name}: {text!r} reaches before 1970")
+        if result > 2**63 - 1:
+            raise BadTimeError(f"{name} is out of range")
         return result
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))

@@ -82,12 +82,12 @@ async def topic_messages(request: web.Request) -> web.Response:
     begin, end = _window(request)
     limit = page_size(request.query.get("limit"))
     cursor = text_param("cursor", request.query.get("cursor"))
+    order = request.query.get("order", "newest")
+    if order not in ("newest", "oldest"):
+        raise ParamError("bad_value", "order must be newest or oldest")
     if key is not None:
         page = await run_query(request, "by_key", topic, key, begin, end, limit, cursor=cursor)
     else:
-        order = request.query.get("order", "newest")
-        if order not in ("newest", "oldest"):
-            raise ParamError("bad_value", "order must be newest or oldest")
         page = await run_query(request, "by_time", topic, begin, end, limit, cursor=cursor,
                                newest_first=order == "newest")
     return web.json_response(page_dict(page))

@@ -36,7 +36,7 @@ _RECORD_ACTIONS = {EventType.SUB_BEFORE: 0, EventType.SUB_AFTER: 1, EventType.DE
 
 
 def _check_range(begin_ms: int, end_ms: int, limit: int) -> None:
-    if begin_ms < 0 or end_ms < 0 or begin_ms > end_ms:
+    if begin_ms < 0 or end_ms > keys.INT_MAX or begin_ms > end_ms:
         raise BadRangeError(f"bad time range [{begin_ms}, {end_ms}]")
     if not 1 <= limit <= MAX_LIMIT:
         raise BadRangeError(f"limit must be within 1..{MAX_LIMIT}, not {limit}")

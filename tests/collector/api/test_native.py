@@ -115,6 +115,9 @@ async def test_dead_letters_by_topic_and_group(client, ids):
     ({"begin": "2026-01-02T00:00:00Z", "end": "2026-01-01T00:00:00Z"}, "bad_window"),
     ({"begin": "2020-01-01T00:00:00Z"}, "bad_window"),
     ({"cursor": "not-a-cursor"}, "bad_cursor"),
+    ({"begin": "\u00b2"}, "bad_time"),  # str.isdigit() but not int(): was a 500
+    ({"begin": "99999999999999999999999", "end": "99999999999999999999999"}, "bad_time"),  # was a 500 (bad_key)
+    ({"key": "k", "order": "sideways"}, "bad_value"),  # was ignored next to key
 ])
 async def test_bad_parameters_are_400_with_a_reason(client, params, reason):
     response = await client.get(f"/v1/topics/{TOPIC}/messages", params=params)

@@ -7,11 +7,15 @@ import pytest
 from collector.params import (
     DEFAULT_WINDOW_MS,
     MAX_PAGE_SIZE,
+    MAX_TIME_MS,
     ParamError,
+    field_str,
     page_size,
     parse_duration,
     parse_time,
+    text_param,
     time_window,
+    to_int,
 )
 
 NOW = 1_795_341_600_000  # 2026-11-22T10:00:00Z
@@ -33,7 +37,8 @@ def test_parse_time(value, expected):
     assert parse_time("t", value, now_ms=NOW) == expected
 
 
-@pytest.mark.parametrize("value", ["tomorrow", True, [1], -5, "1y"])
+@pytest.mark.parametrize("value", ["tomorrow", True, [1], -5, "1y", float("nan"), float("inf"), "\u00b2", "\u00b2h",
+                                   MAX_TIME_MS + 1, str(2**63), 1e300, "10000-01-01T00:00:00Z"])
 def test_parse_time_rejects(value):
     with pytest.raises(ParamError) as info:
         parse_time("begin", value, now_ms=NOW)
@@ -59,6 +64,21 @@ def test_page_size_bounds():
     for bad in (0, MAX_PAGE_SIZE + 1, "x", True, 2.5):
         with pytest.raises(ParamError):
             page_size(bad)
+
+
+def test_to_int_stays_within_64_bits():
+    assert to_int("n", str(2**63 - 1)) == 2**63 - 1 and to_int("n", -(2**63)) == -(2**63)
+    for bad in (2**63, -(2**63) - 1, "9" * 19, "\u0661\u0662", 1.0):
+        with pytest.raises(ParamError):
+            to_int("n", bad)
+
+
+def test_text_that_utf8_cannot_encode_is_refused():
+    assert field_str({"s": "e\u0301\U0001d11e\x00"}, "s") == "e\u0301\U0001d11e\x00"
+    with pytest.raises(ParamError, match="s is not valid Unicode"):
+        field_str({"s": "a\ud800"}, "s")
+    with pytest.raises(ParamError, match="key is not valid Unicode"):
+        text_param("key", "\udfff")
 
 
 def test_parse_duration():

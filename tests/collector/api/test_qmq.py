@@ -100,6 +100,16 @@ async def test_records_by_code(client, ids):
     ("/api/message/detail", "backupQuery", '{"subject": "orders", "brokerGroup": "b", "sequence": "x"}', "bad_type"),
     ("/api/message/records", "recordQuery", '{"subject": "orders", "messageId": "m", "recordCode": 5}', "bad_value"),
     ("/api/message/records", "recordQuery", '{"subject": "orders"}', "missing_field"),
+    # Each of these was a 500 (test_query_fuzz.py fuzzes the same routes).
+    ("/api/message", "backupQuery", '{"subject": "\\ud800"}', "bad_value"),
+    ("/api/message/records", "recordQuery", '{"subject": "orders", "messageId": "\\udfff"}', "bad_value"),
+    ("/api/message", "backupQuery", '{"subject": "orders", "msgCreateTimeBegin": NaN}', "bad_time"),
+    ("/api/message", "backupQuery", '{"subject": "orders", "msgCreateTimeEnd": -Infinity}', "bad_time"),
+    ("/api/message", "backupQuery", '{"subject": "orders", "msgCreateTimeBegin": "\u00b2"}', "bad_time"),
+    ("/api/message/dead", "backupQuery", '{"subject": "orders", "msgCreateTimeEnd": 1e300}', "bad_time"),
+    ("/api/message/detail", "backupQuery", '{"subject": "o", "brokerGroup": "b", "sequence": 1e400}', "bad_type"),
+    ("/api/message/detail", "backupQuery", '{"subject": "o", "brokerGroup": "b", "sequence": 9223372036854775808}',
+     "bad_value"),
 ])
 async def test_malformed_queries_are_400_saying_what_is_wrong(client, path, param, raw, reason):
     response = await client.get(path, params={} if raw is None else {param: raw})

@@ -35,7 +35,7 @@ def test_accepted_forms(value, expected) -> None:
 
 
 @pytest.mark.parametrize("value", [None, "", "yesterday", "-2y", "2h-", "--2h", "12:00", "2026-13-01", True, 1.5,
-                                   -5, "-99999999d"])
+                                   -5, "-99999999d", "+99999999999999999999d"])
 def test_rejected_forms_name_the_parameter(value) -> None:
     with pytest.raises(BadTimeError) as info:
         parse_time(value, now_ms=NOW, name="begin")

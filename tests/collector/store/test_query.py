@@ -190,7 +190,7 @@ def test_cursor_of_another_query_is_refused(q: TraceQuery) -> None:
         q.by_key(topic, "k", 0, END, 1, cursor=cursor)
 
 
-@pytest.mark.parametrize("begin, end, limit", [(10, 5, 10), (-1, 5, 10), (0, 5, 0), (0, 5, 1001)])
+@pytest.mark.parametrize("begin, end, limit", [(10, 5, 10), (-1, 5, 10), (0, 5, 0), (0, 5, 1001), (0, 2**63, 10)])
 def test_bad_ranges_are_named(q: TraceQuery, begin: int, end: int, limit: int) -> None:
     with pytest.raises(BadRangeError):
         q.by_time("t", begin, end, limit)
