@@ -79,3 +79,43 @@ def test_instrument_swaps_classes_idempotently(kafka_bootstrap, capture, topic):
         confluent.uninstrument()
     assert confluent_kafka.Producer is original
     assert [e.type for e in capture.events()] == [EventType.PUB]
+
+
+def test_dict_headers_and_positional_arguments(kafka_bootstrap, capture, topic):
+    producer = confluent.TracedProducer(confluent_kafka.Producer({"bootstrap.servers": kafka_bootstrap}),
+                                        capture.tracer, broker=kafka_bootstrap)
+    reports = []
+
+    def report(err, msg):
+        reports.append(msg.key())
+
+    caller_headers = {"x-app": b"1"}
+    producer.produce(topic, b"dict", b"k0", headers=caller_headers, on_delivery=report)
+    producer.produce(topic, b"positional", b"k1", 0, report)                       # on_delivery by position
+    producer.produce(topic, b"all-positional", b"k2", 0, report, None, 0, caller_headers)   # headers too
+    producer.flush(10)
+    assert caller_headers == {"x-app": b"1"}                    # the caller's dict is not changed
+    assert sorted(reports) == [b"k0", b"k1", b"k2"]            # the app's callback ran once per message
+    # calls the client rejects fail with the client's own error, as without the adapter
+    with pytest.raises(TypeError, match=r"at most 8 arguments \(9 given\)"):
+        producer.produce(topic, b"v", b"k", 0, report, None, 0, [], 1)
+    with pytest.raises(TypeError, match="'bogus' is an invalid keyword"):
+        producer.produce(topic, b"v", bogus=1)
+
+    consumer = confluent.TracedConsumer(confluent_kafka.Consumer({
+        "bootstrap.servers": kafka_bootstrap, "group.id": "cg", "auto.offset.reset": "earliest"}), "cg",
+        capture.tracer)
+    consumer.subscribe([topic])
+    seen = {}
+    _consume_all(consumer, 3, lambda message: seen.update({message.key(): dict(message.headers())}))
+    consumer.close()
+
+    for key in (b"k0", b"k2"):
+        assert seen[key]["x-app"] == b"1", key                   # the app's dict headers arrived
+    assert all(h[HEADER_MSG_ID] and h["traceparent"].startswith(b"00-") for h in seen.values())
+    events = capture.events()
+    pubs = {e.msg_id: e.keys for e in events if e.type == EventType.PUB}
+    assert sorted(pubs.values()) == ["k0", "k1", "k2"]
+    assert {h[HEADER_MSG_ID].decode() for h in seen.values()} == set(pubs)
+    # the consume events join the sends through the ids the headers carried
+    assert sorted(pubs[e.msg_id] for e in events if e.type == EventType.SUB_AFTER) == ["k0", "k1", "k2"]

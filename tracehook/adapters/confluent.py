@@ -55,26 +55,57 @@ def _as_record(message: Any) -> _Record:
                    message.timestamp()[1], len(value) if value is not None else 0)
 
 
-def traced_produce(tracer: tracehook.Tracer | None, client: Any, produce: Any, topic: str, value: Any = None,
-                   key: Any = None, *args: Any, **kwargs: Any) -> Any:
-    """Call the client's ``produce`` with trace headers; the PUB is recorded from the delivery report."""
-    headers, msg_id, tags = with_trace_headers(kwargs.pop("headers", None))
-    user_callback = kwargs.pop("on_delivery", None) or kwargs.pop("callback", None)
-    if msg_id:
-        pending = _PendingSend(tracer_or_global(tracer), client, topic, msg_id, key, value, tags)
+# Producer.produce's parameters in positional order (its C keyword list; "callback" is an alias of on_delivery).
+PRODUCE_PARAMETERS = ("topic", "value", "key", "partition", "on_delivery", "callback", "timestamp", "headers")
 
-        def on_delivery(err: Any, msg: Any) -> None:
-            if err is None:
-                guarded("record_send", pending.on_success, _Meta(msg.partition(), msg.offset(), msg.timestamp()[1]))
-            else:
-                guarded("record_send", pending.on_error, err)
-            if user_callback is not None:
-                user_callback(err, msg)   # the app's callback and its exceptions, unchanged
 
-        kwargs["on_delivery"] = on_delivery
-    elif user_callback is not None:
-        kwargs["on_delivery"] = user_callback
-    return produce(topic, value, key, *args, headers=headers, **kwargs)
+def _bind_produce(args: tuple, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The produce() arguments by name, or None when the call is one the client itself must judge."""
+    if len(args) > len(PRODUCE_PARAMETERS):
+        return None
+    bound = dict(zip(PRODUCE_PARAMETERS, args))
+    if any(name in bound or name not in PRODUCE_PARAMETERS for name in kwargs):
+        return None
+    bound.update(kwargs)
+    return bound if isinstance(bound.get("topic"), str) else None
+
+
+def traced_produce(tracer: tracehook.Tracer | None, client: Any, produce: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call the client's ``produce`` with trace headers; the PUB is recorded from the delivery report.
+
+    Arguments may be positional or keyword, as the client takes them, and are passed on the same
+    way.  A call the client would reject (too many, duplicate or unknown arguments) goes to it
+    unchanged and untraced, so its own error is raised.
+    """
+    bound = _bind_produce(args, kwargs)
+    if bound is None:
+        return produce(*args, **kwargs)
+    topic, value, key = bound["topic"], bound.get("value"), bound.get("key")
+    headers, msg_id, tags = with_trace_headers(bound.get("headers"))
+    if not msg_id:
+        return produce(*args, **kwargs)
+    # the client takes on_delivery over its alias callback, even when on_delivery is None
+    user_callback = bound["on_delivery"] if "on_delivery" in bound else bound.get("callback")
+    pending = _PendingSend(tracer_or_global(tracer), client, topic, msg_id, key, value, tags)
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is None:
+            guarded("record_send", pending.on_success, _Meta(msg.partition(), msg.offset(), msg.timestamp()[1]))
+        else:
+            guarded("record_send", pending.on_error, err)
+        if user_callback is not None:
+            user_callback(err, msg)   # the app's callback and its exceptions, unchanged
+
+    # Replace arguments where the caller put them (position or keyword), so the client parses
+    # and reports errors about the call exactly as it would have; a set on_delivery wins over callback.
+    call_args, call_kwargs = list(args), dict(kwargs)
+    for name, replacement in (("headers", headers), ("on_delivery", on_delivery)):
+        position = PRODUCE_PARAMETERS.index(name)
+        if position < len(call_args):
+            call_args[position] = replacement
+        else:
+            call_kwargs[name] = replacement
+    return produce(*call_args, **call_kwargs)
 
 
 def _poll(tracker: ConsumeTracker, poll: Any, *args: Any, **kwargs: Any) -> Any:
@@ -102,8 +133,9 @@ class TracedProducer:
         self._tracer = tracer
         self._tracehook_broker = broker   # read by the PUB recorder
 
-    def produce(self, topic: str, value: Any = None, key: Any = None, *args: Any, **kwargs: Any) -> Any:
-        return traced_produce(self._tracer, self, self._producer.produce, topic, value, key, *args, **kwargs)
+    def produce(self, *args: Any, **kwargs: Any) -> Any:
+        """``Producer.produce`` (same arguments) with trace headers; PUB recorded from the delivery report."""
+        return traced_produce(self._tracer, self, self._producer.produce, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._producer, name)
@@ -120,9 +152,11 @@ class TracedConsumer:
         self._tracker = ConsumeTracker(tracer, group, broker)
 
     def poll(self, *args: Any, **kwargs: Any) -> Any:
+        """``Consumer.poll``; a message gets SUB_BEFORE, the previous attempts SUB_AFTER."""
         return _poll(self._tracker, self._consumer.poll, *args, **kwargs)
 
     def consume(self, *args: Any, **kwargs: Any) -> Any:
+        """``Consumer.consume``; each message gets SUB_BEFORE, the previous attempts SUB_AFTER."""
         return _consume(self._tracker, self._consumer.consume, *args, **kwargs)
 
     def fail(self, message: Any, error: Any = "", status: int = Status.FAILED) -> None:
@@ -130,9 +164,11 @@ class TracedConsumer:
         self._tracker.fail(_as_record(message), error, status)
 
     def finish(self) -> None:
+        """End the open attempts now (e.g. right after handling, before committing)."""
         self._tracker.finish_all()
 
     def close(self, *args: Any, **kwargs: Any) -> Any:
+        """End the open attempts, then ``Consumer.close``."""
         self._tracker.finish_all()
         return self._consumer.close(*args, **kwargs)
 
@@ -153,8 +189,8 @@ def instrument(tracer: tracehook.Tracer | None = None) -> None:
             super().__init__(config, *args, **kwargs)
             self._tracehook_broker = str(config.get("bootstrap.servers", ""))
 
-        def produce(self, topic: str, value: Any = None, key: Any = None, *args: Any, **kwargs: Any) -> Any:
-            return traced_produce(tracer, self, super().produce, topic, value, key, *args, **kwargs)
+        def produce(self, *args: Any, **kwargs: Any) -> Any:
+            return traced_produce(tracer, self, super().produce, *args, **kwargs)
 
     class InstrumentedConsumer(consumer_cls):  # type: ignore[misc, valid-type]
         def __init__(self, config: dict, *args: Any, **kwargs: Any) -> None:
@@ -187,4 +223,5 @@ def uninstrument() -> None:
 
 
 def is_instrumented() -> bool:
+    """Whether :func:`instrument` is in effect."""
     return bool(_originals)

@@ -52,19 +52,29 @@ def traced_send(tracer: tracehook.Tracer | None, producer: Any, send: Any, topic
     return future
 
 
-def with_trace_headers(headers: Any) -> tuple[list, str | None, str]:
-    """A new header list with the message id and traceparent, the id in effect, and the tags header.
+def with_trace_headers(headers: Any) -> tuple[Any, str | None, str]:
+    """Headers with the message id and traceparent added, the id in effect (None: untraced), and the tags.
 
-    The caller's headers are never mutated; the common no-headers case skips the header scans.
+    The caller's headers are never mutated.  A copy keeps the caller's type (a dict stays a dict,
+    a list or tuple of pairs stays one), so the client accepts or rejects it exactly as it would
+    the original; any other type is passed on unchanged and the send is not traced.  The common
+    no-headers case skips the header scans.
     """
-    if not headers:
+    if headers is None or (type(headers) is list and not headers):
         msg_id = tracehook.new_msg_id()
         traceparent = guarded("traceparent", make_traceparent, msg_id)
         if traceparent is None:
             return [], None, ""
         return [(HEADER_MSG_ID, msg_id.encode()), (HEADER_TRACEPARENT, traceparent.encode())], msg_id, ""
-    copied = list(headers)
+    if isinstance(headers, dict):
+        copied: Any = dict(headers)
+    elif isinstance(headers, (list, tuple)):
+        copied = list(headers)
+    else:
+        return headers, None, ""
     msg_id = guarded("inject", tracehook.inject_headers, copied, tracehook.new_msg_id())
+    if isinstance(headers, tuple):
+        copied = tuple(copied)
     return copied, msg_id, header_text(copied, HEADER_TAGS)
 
 
@@ -232,6 +242,7 @@ class TracedConsumer:
         self._tracker.finish_all()
 
     def close(self, *args: Any, **kwargs: Any) -> None:
+        """End the open attempts, then ``KafkaConsumer.close``."""
         self._tracker.finish_all()
         self._consumer.close(*args, **kwargs)
 
@@ -287,4 +298,5 @@ def uninstrument() -> None:
 
 
 def is_instrumented() -> bool:
+    """Whether :func:`instrument` is in effect."""
     return _patcher.active
