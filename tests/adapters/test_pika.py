@@ -6,6 +6,7 @@ from collections import defaultdict
 
 import pika
 import pytest
+from fixtures.brokers import drain
 
 from tracehook import HEADER_MSG_ID, EventType, Status
 from tracehook.adapters import HEADER_KEYS
@@ -21,23 +22,6 @@ def connection(rabbitmq_url):
     conn = pika.BlockingConnection(pika.URLParameters(rabbitmq_url))
     yield conn
     conn.close()
-
-
-def _drain(channel, queue: str, handler, deliveries: int) -> None:
-    """Consume ``deliveries`` messages (redeliveries included) from ``queue`` with ``handler``."""
-    seen = []
-
-    def counting(ch, method, props, body):
-        seen.append(method.delivery_tag)
-        handler(ch, method, props, body)
-
-    tag = channel.basic_consume(queue, counting)
-    for _ in range(300):   # a hang guard, not a timing assertion
-        if len(seen) >= deliveries:
-            break
-        channel.connection.process_data_events(time_limit=0.1)
-    channel.basic_cancel(tag)
-    assert len(seen) == deliveries
 
 
 def test_publish_confirm_and_two_queues_retry_and_dead_letter(connection, capture, topic):
@@ -81,8 +65,8 @@ def test_publish_confirm_and_two_queues_retry_and_dead_letter(connection, captur
         else:
             ch.basic_ack(method.delivery_tag)
 
-    _drain(channel, retry_q, on_retry, N + 1 + len(failing))
-    _drain(channel, dlq_q, on_dlq, N + 1)
+    drain(channel, retry_q, on_retry, N + 1 + len(failing))
+    drain(channel, dlq_q, on_dlq, N + 1)
     parked = channel.queue_declare(parking, passive=True).method.message_count
     assert parked == len(dead)
 
@@ -134,3 +118,33 @@ def test_instrument_traces_plain_channels_and_callback_exceptions(connection, ca
     assert [e.type for e in events] == [EventType.PUB, EventType.SUB_BEFORE, EventType.SUB_AFTER]
     assert events[2].status == Status.EXCEPTION and "handler failed" in events[2].error
     assert events[0].topic == events[1].topic == topic and events[1].group == topic
+
+
+def test_multiple_settles_every_open_delivery(connection, capture, topic):
+    channel = traced_pika.TracedChannel(connection.channel(), capture.tracer)
+    channel.exchange_declare(f"{topic}.dlx", "fanout", auto_delete=True)
+    # exclusive, not auto_delete: the queue must outlive the first consumer
+    channel.queue_declare(topic, exclusive=True, arguments={"x-dead-letter-exchange": f"{topic}.dlx"})
+    for i in range(9):
+        channel.basic_publish("", topic, b"m", pika.BasicProperties(headers={HEADER_KEYS: f"k{i}"}))
+    tags: dict[str, int] = {}
+
+    def hold(ch, method, props, body):   # settled below, several at a time
+        tags[props.headers[HEADER_KEYS]] = method.delivery_tag
+
+    drain(channel, topic, hold, 9)
+    channel.basic_ack(tags["k2"], multiple=True)              # k0..k2: up to and including the tag
+    channel.basic_nack(0, multiple=True, requeue=True)        # k3..k8: "all outstanding"
+    drain(channel, topic, hold, 6)                            # the requeued ones come back
+    channel.basic_nack(0, multiple=True, requeue=False)       # all outstanding again, dead-lettered
+    channel.basic_ack(0, multiple=True)                       # nothing left: settles nothing
+
+    outcomes: dict[str, list[int]] = defaultdict(list)
+    deads = []
+    for e in capture.events():
+        if e.type == EventType.SUB_AFTER:
+            outcomes[e.keys].append(e.status)
+        elif e.type == EventType.DEAD:
+            deads.append(e.keys)
+    assert outcomes == {f"k{i}": [Status.OK] if i < 3 else [Status.RETRY_LATER, Status.FAILED] for i in range(9)}
+    assert sorted(deads) == [f"k{i}" for i in range(3, 9)]

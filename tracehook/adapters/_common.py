@@ -47,6 +47,15 @@ def body_len(value: Any) -> int:
         return 0
 
 
+def rabbitmq_retry(headers: Any, redelivered: bool) -> int:
+    """A RabbitMQ delivery's retry number: the ``x-death`` counts (dead-letter round trips) plus one if redelivered.
+
+    Shared by the pika and aio-pika adapters so both count retries the same way.
+    """
+    deaths = (headers or {}).get("x-death") or []
+    return sum(int(d.get("count", 0)) for d in deaths if isinstance(d, dict)) + (1 if redelivered else 0)
+
+
 def guarded(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Run tracing code so that its failure is logged, never raised into the app."""
     try:

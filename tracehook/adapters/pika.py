@@ -33,6 +33,7 @@ from ._common import (
     body_len,
     guarded,
     header_text,
+    rabbitmq_retry,
     tracer_or_global,
 )
 
@@ -46,13 +47,6 @@ def _broker(channel: Any) -> str:
     params = getattr(getattr(channel, "connection", None), "_impl", None)
     params = getattr(params, "params", None)
     return f"{params.host}:{params.port}" if params is not None else ""
-
-
-def _retry_count(method: Any, properties: Any) -> int:
-    """x-death counts (dead-letter round trips) plus one for a redelivery."""
-    deaths = (properties.headers or {}).get("x-death") or []
-    count = sum(int(d.get("count", 0)) for d in deaths if isinstance(d, dict))
-    return count + (1 if method.redelivered else 0)
 
 
 class ChannelTracker:
@@ -111,7 +105,7 @@ class ChannelTracker:
         if not msg_id:   # not sent through tracehook: nothing to join, nothing to settle
             return
         topic, keys, retry = method.exchange or method.routing_key, header_text(headers, HEADER_KEYS), \
-            _retry_count(method, properties)
+            rabbitmq_retry(headers, method.redelivered)
         span = tracer_or_global(self.tracer).start_consume(
             topic, msg_id, queue, keys=keys, tags=header_text(headers, HEADER_TAGS), broker=_broker(channel),
             retry=retry, body_len=body_len(body),
@@ -119,8 +113,15 @@ class ChannelTracker:
         self.open[method.delivery_tag] = (span, topic, msg_id, queue, keys, retry)
 
     def settle(self, delivery_tag: int, multiple: bool, status: int, error: str = "", dead: bool = False) -> None:
-        """Finish the span(s) of an ack/nack/reject; record DEAD for a rejected message of a dead-letter queue."""
-        tags = [t for t in self.open if t <= delivery_tag] if multiple or delivery_tag == 0 else [delivery_tag]
+        """Finish the span(s) of an ack/nack/reject; record DEAD for a rejected message of a dead-letter queue.
+
+        ``multiple`` settles every open tag up to ``delivery_tag``; with tag 0 it means all
+        outstanding deliveries on the channel (AMQP 0-9-1 basic.ack/nack).
+        """
+        if multiple:
+            tags = [t for t in self.open if delivery_tag == 0 or t <= delivery_tag]
+        else:
+            tags = [delivery_tag]
         tracer = tracer_or_global(self.tracer)
         for tag in tags:
             entry = self.open.pop(tag, None)
@@ -162,30 +163,36 @@ class TracedChannel:
 
     def basic_publish(self, exchange: str, routing_key: str, body: Any, properties: Any = None,
                       mandatory: bool = False) -> Any:
+        """``basic_publish`` with the message id and traceparent added to a copy of the headers; PUB recorded."""
         return self._tracker.publish(self._channel, self._channel.basic_publish, exchange, routing_key, body,
                                      properties, mandatory)
 
     def basic_consume(self, queue: str, on_message_callback: Callable[..., Any], auto_ack: bool = False,
                       *args: Any, **kwargs: Any) -> Any:
+        """``basic_consume``; the callback gets this traced channel and each traced message a span."""
         callback = self._tracker.wrap_callback(queue, on_message_callback, auto_ack, lambda _channel: self)
         return self._channel.basic_consume(queue, callback, auto_ack, *args, **kwargs)
 
     def basic_ack(self, delivery_tag: int = 0, multiple: bool = False) -> Any:
+        """``basic_ack``; the settled span(s) end OK (``multiple`` with tag 0: all outstanding)."""
         result = self._channel.basic_ack(delivery_tag, multiple)
         self._tracker.settle(delivery_tag, multiple, Status.OK)
         return result
 
     def basic_nack(self, delivery_tag: int = 0, multiple: bool = False, requeue: bool = True) -> Any:
+        """``basic_nack``; the settled span(s) end RETRY_LATER if requeued, else FAILED (+ DEAD)."""
         result = self._channel.basic_nack(delivery_tag, multiple, requeue)
         self._tracker.nack(delivery_tag, multiple, requeue)
         return result
 
     def basic_reject(self, delivery_tag: int = 0, requeue: bool = True) -> Any:
+        """``basic_reject``; the span ends RETRY_LATER if requeued, else FAILED (+ DEAD)."""
         result = self._channel.basic_reject(delivery_tag, requeue)
         self._tracker.nack(delivery_tag, False, requeue)
         return result
 
     def queue_declare(self, queue: str, *args: Any, **kwargs: Any) -> Any:
+        """``queue_declare``; a queue with ``x-dead-letter-exchange`` gets DEAD events on reject."""
         result = self._channel.queue_declare(queue, *args, **kwargs)
         self._tracker.declared(result.method.queue, kwargs.get("arguments") or (args[4] if len(args) > 4 else None))
         return result
@@ -255,4 +262,5 @@ def uninstrument() -> None:
 
 
 def is_instrumented() -> bool:
+    """Whether :func:`instrument` is in effect."""
     return _patcher.active
