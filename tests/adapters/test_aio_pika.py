@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections import defaultdict
 
 import aio_pika
@@ -11,6 +12,7 @@ import pytest
 from tracehook import EventType, Status
 from tracehook.adapters import HEADER_KEYS
 from tracehook.adapters import aio_pika as traced_aio_pika
+from tracehook.hooks import ConsumeSpan
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.slow]
 
@@ -93,3 +95,44 @@ async def test_instrument_idempotent_and_exceptions_unchanged(rabbitmq_url, capt
     events = capture.events()
     assert [e.type for e in events] == [EventType.PUB, EventType.SUB_BEFORE, EventType.SUB_AFTER]
     assert events[2].status == Status.EXCEPTION and "handler failed" in events[2].error
+
+
+def _unfinished_spans() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, ConsumeSpan) and not o.finished)
+
+
+async def test_multiple_settles_earlier_deliveries_without_instrument(rabbitmq_url, capture, topic):
+    leftover = _unfinished_spans()
+    connection = await aio_pika.connect(rabbitmq_url)
+    try:
+        channel = await connection.channel()
+        queue = await channel.declare_queue(topic, auto_delete=True)
+        exchange = traced_aio_pika.TracedExchange(channel.default_exchange, capture.tracer)
+        for i in range(7):
+            await exchange.publish(aio_pika.Message(b"m", headers={HEADER_KEYS: f"k{i}"}), topic)
+        # another part of the app instrumenting and un-instrumenting must not stop the explicit wrapper
+        traced_aio_pika.instrument(capture.tracer)
+        traced_aio_pika.uninstrument()
+        received: list = []
+        all_in = asyncio.Event()
+
+        async def hold(message):   # settled below, several at a time
+            received.append(message)
+            if len(received) == 7:
+                all_in.set()
+
+        await traced_aio_pika.TracedQueue(queue, capture.tracer).consume(hold)
+        await asyncio.wait_for(all_in.wait(), 30)
+        await received[2].ack(multiple=True)                    # k0..k2
+        await received[4].nack(multiple=True, requeue=False)    # k3, k4
+        await received[5].reject(requeue=False)                 # k5 only
+        await received[6].ack()                                 # k6 only
+        del received[:]
+        assert _unfinished_spans() == leftover                  # settled spans are not kept anywhere
+    finally:
+        await connection.close()
+
+    outcomes = {e.keys: e.status for e in capture.events() if e.type == EventType.SUB_AFTER}
+    assert outcomes == {"k0": Status.OK, "k1": Status.OK, "k2": Status.OK,
+                        "k3": Status.FAILED, "k4": Status.FAILED, "k5": Status.FAILED, "k6": Status.OK}

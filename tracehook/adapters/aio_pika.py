@@ -11,19 +11,22 @@
 Statuses follow the pika adapter: ack -> OK, nack/reject with requeue -> RETRY_LATER,
 without requeue -> FAILED (+ DEAD when the queue has ``x-dead-letter-exchange``), an
 exception from the callback -> EXCEPTION (re-raised).  ``message.process()`` settles
-through ack/reject, so it is traced too.  The message id and ``traceparent`` are added
-to the published message's headers when absent.
+through ack/reject, so it is traced too; ``multiple=True`` settles every earlier traced
+delivery on the channel as well.  A traced message's class becomes a same-named subclass
+whose ack/nack/reject settle its span, so nothing is patched globally for settling and
+``TracedQueue`` works whether or not ``instrument()`` is active.  The message id and
+``traceparent`` are added to the published message's headers when absent.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import tracehook
 from tracehook import Status
-from tracehook.hooks import ConsumeSpan
 
 from ._common import (
     HEADER_KEYS,
@@ -32,16 +35,14 @@ from ._common import (
     body_len,
     guarded,
     header_text,
+    rabbitmq_retry,
     tracer_or_global,
 )
-from .pika import DEAD_LETTER_ARGUMENT
+from .pika import DEAD_LETTER_ARGUMENT, ChannelTracker, _tracker_for
 
 __all__ = ["TracedExchange", "TracedQueue", "instrument", "is_instrumented", "uninstrument"]
 
 _patcher = Patcher()
-_settle_patcher = Patcher()
-# IncomingMessage has __slots__ (no attributes, no weakrefs): open spans by id(message), popped when settled.
-_open: dict[int, tuple[tracehook.Tracer, ConsumeSpan, str, str, str, str, int, bool]] = {}
 
 
 async def traced_publish(tracer: tracehook.Tracer | None, exchange: Any, publish: Any, message: Any,
@@ -67,80 +68,81 @@ async def traced_publish(tracer: tracehook.Tracer | None, exchange: Any, publish
 
 def wrap_callback(tracer: tracehook.Tracer | None, queue: Any, callback: Callable[[Any], Awaitable[Any]],
                   no_ack: bool) -> Callable[[Any], Awaitable[Any]]:
+    """The consume callback with a span per traced message, settled by its ack/nack/reject."""
     dead_letters = DEAD_LETTER_ARGUMENT in (queue.arguments or {})
 
     async def on_message(message: Any) -> Any:
-        guarded("start_consume", _start, tracer, queue.name, message, dead_letters)
+        tracker = guarded("start_consume", _start, tracer, queue.name, message, dead_letters)
         try:
             result = await callback(message)
         except BaseException as exc:
-            settle(message, Status.EXCEPTION, repr(exc))
+            if tracker is not None:
+                tracker.settle(message.delivery_tag, False, Status.EXCEPTION, repr(exc))
             raise
-        if no_ack:
-            settle(message, Status.OK)
+        if no_ack and tracker is not None:
+            tracker.settle(message.delivery_tag, False, Status.OK)
         return result
     return on_message
 
 
-def _start(tracer: tracehook.Tracer | None, group: str, message: Any, dead_letters: bool) -> None:
+def _start(tracer: tracehook.Tracer | None, group: str, message: Any, dead_letters: bool) -> ChannelTracker | None:
     headers = message.headers or {}
     msg_id = tracehook.extract_headers(headers).msg_id
     if not msg_id:
-        return
-    deaths = headers.get("x-death") or []
-    retry = sum(int(d.get("count", 0)) for d in deaths if isinstance(d, dict)) + (1 if message.redelivered else 0)
+        return None
+    # Open spans live with the AMQP channel, keyed by delivery tag (unique per channel), exactly as
+    # in the pika adapter: multiple=True can find every earlier delivery, and they go with the channel.
+    tracker = _tracker_for(message.channel, tracer)
+    if dead_letters:
+        tracker.dead_letter_queues.add(group)
+    retry = rabbitmq_retry(headers, message.redelivered)
     topic, keys = message.exchange or message.routing_key or "", header_text(headers, HEADER_KEYS)
-    tracer = tracer_or_global(tracer)
-    span = tracer.start_consume(topic, msg_id, group, keys=keys, tags=header_text(headers, HEADER_TAGS),
-                                retry=retry, body_len=body_len(message.body))
-    _open[id(message)] = (tracer, span, topic, msg_id, group, keys, retry, dead_letters)
+    span = tracer_or_global(tracer).start_consume(topic, msg_id, group, keys=keys,
+                                                  tags=header_text(headers, HEADER_TAGS), retry=retry,
+                                                  body_len=body_len(message.body))
+    tracker.open[message.delivery_tag] = (span, topic, msg_id, group, keys, retry)
+    message.__class__ = _settling_class(type(message))
+    return tracker
 
 
-def settle(message: Any, status: int, error: str = "", dead: bool = False) -> None:
-    """Finish the message's open span (if any); DEAD when rejected from a dead-lettering queue."""
-    entry = _open.pop(id(message), None)
-    if entry is None:
-        return
-    tracer, span, topic, msg_id, group, keys, retry, dead_letters = entry
-    guarded("finish", span.finish, status, error)
-    if dead and dead_letters:
-        guarded("record_dead", tracer.record_dead, topic, msg_id, group, error="rejected", retry=retry, keys=keys)
-
-
-def _rejected(message: Any, requeue: bool) -> None:
-    if requeue:
-        settle(message, Status.RETRY_LATER)
+def _settled(message: Any, multiple: bool, requeue: bool | None) -> None:
+    """After a successful ack (``requeue`` None) or nack/reject: finish the span(s) it settled."""
+    tracker = _tracker_for(message.channel)
+    if requeue is None:
+        tracker.settle(message.delivery_tag, multiple, Status.OK)
     else:
-        settle(message, Status.FAILED, "rejected", dead=True)
+        tracker.nack(message.delivery_tag, multiple, requeue)
 
 
-def _ensure_settle_patches() -> None:
-    """Patch IncomingMessage ack/nack/reject (no-ops for messages without an open span)."""
-    if _settle_patcher.active:
-        return
-    from aio_pika.message import IncomingMessage
+@functools.cache
+def _settling_class(cls: type) -> type:
+    """A subclass of the message's class whose ack/nack/reject also settle spans.
 
-    def make_ack(original: Any) -> Any:
-        async def ack(self: Any, multiple: bool = False) -> None:
-            await original(self, multiple)
-            settle(self, Status.OK)
-        return ack
+    Traced messages are switched to it (IncomingMessage has ``__slots__``, so a class with no
+    new slots is layout-compatible) instead of patching IncomingMessage globally: the explicit
+    wrappers then need no global state, and ``uninstrument()`` cannot strand open spans.
+    """
+    if getattr(cls, "_tracehook_settling", False):
+        return cls
 
-    def make_nack(original: Any) -> Any:
-        async def nack(self: Any, multiple: bool = False, requeue: bool = True) -> None:
-            await original(self, multiple, requeue)
-            _rejected(self, requeue)
-        return nack
+    class Settling(cls):  # type: ignore[misc, valid-type]
+        __slots__ = ()
+        _tracehook_settling = True
 
-    def make_reject(original: Any) -> Any:
-        async def reject(self: Any, requeue: bool = False) -> None:
-            await original(self, requeue)
-            _rejected(self, requeue)
-        return reject
+        async def ack(self, multiple: bool = False) -> None:
+            await super().ack(multiple)
+            guarded("settle", _settled, self, multiple, None)
 
-    _settle_patcher.patch(IncomingMessage, "ack", make_ack)
-    _settle_patcher.patch(IncomingMessage, "nack", make_nack)
-    _settle_patcher.patch(IncomingMessage, "reject", make_reject)
+        async def nack(self, multiple: bool = False, requeue: bool = True) -> None:
+            await super().nack(multiple, requeue)
+            guarded("settle", _settled, self, multiple, requeue)
+
+        async def reject(self, requeue: bool = False) -> None:
+            await super().reject(requeue)
+            guarded("settle", _settled, self, False, requeue)
+
+    Settling.__name__, Settling.__qualname__, Settling.__module__ = cls.__name__, cls.__qualname__, cls.__module__
+    return Settling
 
 
 class TracedExchange:
@@ -151,6 +153,7 @@ class TracedExchange:
         self._tracer = tracer
 
     async def publish(self, message: Any, routing_key: str, **kwargs: Any) -> Any:
+        """``Exchange.publish`` with the message id and traceparent added to ``message.headers``; PUB recorded."""
         return await traced_publish(self._tracer, self._exchange, self._exchange.publish, message, routing_key,
                                     **kwargs)
 
@@ -164,9 +167,9 @@ class TracedQueue:
     def __init__(self, queue: Any, tracer: tracehook.Tracer | None = None) -> None:
         self._queue = queue
         self._tracer = tracer
-        _ensure_settle_patches()
 
     async def consume(self, callback: Callable[[Any], Awaitable[Any]], no_ack: bool = False, **kwargs: Any) -> Any:
+        """``Queue.consume`` with a span per traced message, ended by its ack/nack/reject (or the callback)."""
         return await self._queue.consume(wrap_callback(self._tracer, self._queue, callback, no_ack), no_ack,
                                          **kwargs)
 
@@ -192,15 +195,16 @@ def instrument(tracer: tracehook.Tracer | None = None) -> None:
 
     _patcher.patch(aio_pika.Exchange, "publish", make_publish)
     _patcher.patch(aio_pika.Queue, "consume", make_consume)
-    _ensure_settle_patches()
 
 
 def uninstrument() -> None:
-    """Undo :func:`instrument` (and the ack/nack/reject patches); calling it again does nothing."""
+    """Undo :func:`instrument`; calling it again does nothing.
+
+    Messages already delivered keep settling their spans, and :class:`TracedQueue` is unaffected.
+    """
     _patcher.restore()
-    _settle_patcher.restore()
-    _open.clear()
 
 
 def is_instrumented() -> bool:
+    """Whether :func:`instrument` is in effect."""
     return _patcher.active
