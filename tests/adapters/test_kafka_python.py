@@ -133,3 +133,49 @@ def test_instrument_is_idempotent_and_keeps_behaviour(kafka_bootstrap, capture, 
     assert [(r.partition, r.offset) for r in records] == [(meta.partition, meta.offset)]
     types = sorted(e.type for e in capture.events())
     assert types == sorted([EventType.PUB, EventType.SUB_BEFORE, EventType.SUB_AFTER])
+
+
+@pytest.mark.parametrize("how", ["wrapper", "instrument"])
+def test_poll_ends_attempts_at_next_poll_and_close(kafka_bootstrap, capture, topic, how):
+    _create_topic(kafka_bootstrap, topic)
+    producer = kafka_python.TracedProducer(KafkaProducer(bootstrap_servers=kafka_bootstrap), capture.tracer)
+    metas = {f"k{i}": producer.send(topic, b"m%d" % i, key=b"k%d" % i).get(10) for i in range(N)}
+    producer.close()
+    failing = {f"k{i}" for i in range(0, N, 7)}
+
+    if how == "instrument":
+        kafka_python.instrument(capture.tracer)
+    try:
+        plain = _consumer(kafka_bootstrap, topic, f"poll-{how}")
+        consumer = kafka_python.TracedConsumer(plain, capture.tracer) if how == "wrapper" else plain
+        polled: list[list] = []
+        for _ in range(100):   # a hang guard, not a timing assertion
+            if sum(map(len, polled)) >= N:
+                break
+            batch = [r for records in consumer.poll(timeout_ms=500, max_records=7).values() for r in records]
+            if batch:
+                # everything polled before is settled now, this batch is still open
+                after = [e for e in capture.of(EventType.SUB_AFTER) if e.group == f"poll-{how}"]
+                assert len(after) == sum(map(len, polled))
+                polled.append(batch)
+            for record in batch:
+                if record.key.decode() in failing:
+                    if how == "wrapper":
+                        consumer.fail(record, "bad")
+                    else:
+                        kafka_python.fail(consumer, record, "bad")
+        consumer.close()
+    finally:
+        kafka_python.uninstrument()
+    assert len(polled) > 1 and sum(map(len, polled)) == N
+
+    events = capture.events()
+    pubs = {e.msg_id: e for e in events if e.type == EventType.PUB}
+    befores = {e.request_id: e for e in events if e.type == EventType.SUB_BEFORE}
+    afters = [e for e in events if e.type == EventType.SUB_AFTER]
+    assert len(befores) == len(afters) == N                     # one attempt per record, none traced twice
+    for e in afters:
+        send = pubs[e.msg_id]                                   # the consume joins the send
+        assert e.request_id in befores and e.group == f"poll-{how}"
+        assert (e.queue, e.offset) == (metas[send.keys].partition, metas[send.keys].offset)
+        assert e.status == (Status.FAILED if send.keys in failing else Status.OK), send.keys
