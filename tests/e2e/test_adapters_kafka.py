@@ -14,15 +14,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 import tracehook
-from collector.demo import (
-    free_port,
-    index_in_process,
-    seal_log,
-    start_collector,
-    stop_collector,
-)
-from collector.store import open_store
-from collector.store.query import TraceQuery
+from adapter_helpers import collect_and_index, trace_query
+from collector.demo import free_port
 from tracehook import HEADER_MSG_ID
 from tracehook.adapters import kafka_python
 
@@ -47,13 +40,11 @@ def test_trace_shows_send_and_both_groups(kafka_bootstrap, tmp_path):
     admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
     admin.create_topics([NewTopic(topic, 3, 1)])
     admin.close()
-    port = free_port()
-    proc = start_collector(str(tmp_path), port)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        tracer = tracehook.Tracer(tracehook.TracerConfig(app="shop", collectors=(url,), linger_s=0.02))
+    metas = {}
+
+    def run(tracer: tracehook.Tracer) -> None:
         producer = kafka_python.TracedProducer(KafkaProducer(bootstrap_servers=kafka_bootstrap), tracer)
-        metas = {f"k{i}": producer.send(topic, b"m%d" % i, key=b"k%d" % i).get(10) for i in range(N)}
+        metas.update({f"k{i}": producer.send(topic, b"m%d" % i, key=b"k%d" % i).get(10) for i in range(N)})
         producer.close()
 
         failed_once: set[str] = set()
@@ -74,17 +65,8 @@ def test_trace_shows_send_and_both_groups(kafka_bootstrap, tmp_path):
 
         _consume(kafka_bootstrap, topic, "retry", tracer, retrying)
         _consume(kafka_bootstrap, topic, "dlq", tracer, dead_lettering)
-        assert tracer.flush(10)
-        tracer.close()
-        seal_log(url, str(tmp_path / "log"))
-    finally:
-        stop_collector(proc)
-    store_url = f"local:{tmp_path / 'index.sqlite3'}"
-    index_in_process(str(tmp_path / "log"), store_url)
 
-    store = open_store(store_url)
-    try:
-        query = TraceQuery(store)
+    with trace_query(collect_and_index(tmp_path, run)) as query:
         # the consumers saw the ids the producer wrote; find each message through its key
         ids = {}
         for e in (query.by_key(topic, f"k{i}", 0, 2**62, 10).items for i in range(N)):
@@ -102,5 +84,3 @@ def test_trace_shows_send_and_both_groups(kafka_bootstrap, tmp_path):
                 "dlq": ["FAILED"] if key in DEAD else ["OK"],
             }, key
             assert [d["group"] for d in trace.dead] == (["dlq"] if key in DEAD else [])
-    finally:
-        store.close()

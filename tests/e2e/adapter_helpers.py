@@ -1,0 +1,42 @@
+"""The chain every adapter e2e test runs: tracer -> real collector -> sealed trace log -> local index."""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+from collections.abc import Callable, Iterator
+
+import tracehook
+from collector.demo import free_port, index_in_process, seal_log, start_collector, stop_collector
+from collector.store import open_store
+from collector.store.query import TraceQuery
+
+
+def collect_and_index(tmp_path: pathlib.Path, run: Callable[[tracehook.Tracer], None]) -> str:
+    """Run ``run(tracer)`` with a tracer sending to a collector, seal its log and index it; returns the store URL."""
+    port = free_port()
+    proc = start_collector(str(tmp_path), port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        tracer = tracehook.Tracer(tracehook.TracerConfig(app="shop", collectors=(url,), linger_s=0.02))
+        try:
+            run(tracer)
+            assert tracer.flush(10)
+        finally:
+            tracer.close()
+        seal_log(url, str(tmp_path / "log"))
+    finally:
+        stop_collector(proc)
+    store_url = f"local:{tmp_path / 'index.sqlite3'}"
+    index_in_process(str(tmp_path / "log"), store_url)
+    return store_url
+
+
+@contextlib.contextmanager
+def trace_query(store_url: str) -> Iterator[TraceQuery]:
+    """A query over the indexed store, closed afterwards."""
+    store = open_store(store_url)
+    try:
+        yield TraceQuery(store)
+    finally:
+        store.close()
