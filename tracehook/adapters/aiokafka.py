@@ -72,11 +72,13 @@ class TracedAIOProducer:
 
     async def send(self, topic: str, value: Any = None, key: Any = None, partition: Any = None,
                    timestamp_ms: Any = None, headers: Any = None) -> Any:
+        """``AIOKafkaProducer.send`` with trace headers; returns its future, PUB recorded when it resolves."""
         return await traced_send(self._tracer, self._producer, self._producer.send, topic, value, key, partition,
                                  timestamp_ms, headers)
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, partition: Any = None,
                             timestamp_ms: Any = None, headers: Any = None) -> Any:
+        """:meth:`send`, then await the broker's answer (``RecordMetadata``)."""
         future = await self.send(topic, value, key, partition, timestamp_ms, headers)
         return await future
 
@@ -94,9 +96,11 @@ class TracedAIOConsumer:
             self._tracker.group = group
 
     async def getone(self, *partitions: Any) -> Any:
+        """``AIOKafkaConsumer.getone``; the record gets SUB_BEFORE, the previous attempts SUB_AFTER."""
         return await traced_getone(self._tracker, self._consumer.getone, *partitions)
 
     async def getmany(self, *partitions: Any, **kwargs: Any) -> Any:
+        """``AIOKafkaConsumer.getmany``; each record gets SUB_BEFORE, the previous attempts SUB_AFTER."""
         return await traced_getmany(self._tracker, self._consumer.getmany, *partitions, **kwargs)
 
     def __aiter__(self) -> TracedAIOConsumer:
@@ -114,6 +118,7 @@ class TracedAIOConsumer:
         self._tracker.finish_all()
 
     async def stop(self) -> None:
+        """End the open attempts, then ``AIOKafkaConsumer.stop``."""
         self._tracker.finish_all()
         await self._consumer.stop()
 
@@ -162,4 +167,5 @@ def uninstrument() -> None:
 
 
 def is_instrumented() -> bool:
+    """Whether :func:`instrument` is in effect."""
     return _patcher.active
