@@ -119,3 +119,25 @@ def test_dict_headers_and_positional_arguments(kafka_bootstrap, capture, topic):
     assert {h[HEADER_MSG_ID].decode() for h in seen.values()} == set(pubs)
     # the consume events join the sends through the ids the headers carried
     assert sorted(pubs[e.msg_id] for e in events if e.type == EventType.SUB_AFTER) == ["k0", "k1", "k2"]
+
+
+def test_the_configs_delivery_callback_still_runs(kafka_bootstrap, capture, topic):
+    """A per-message callback replaces the config's on_delivery in the client; the adapter must not lose it."""
+    config_reports, own_reports = [], []
+    config = {"bootstrap.servers": kafka_bootstrap, "on_delivery": lambda err, msg: config_reports.append(msg.key())}
+    wrapped = confluent.TracedProducer(confluent_kafka.Producer(config), capture.tracer, broker=kafka_bootstrap,
+                                       on_delivery=config["on_delivery"])
+    wrapped.produce(topic, b"v", key=b"w0")
+    wrapped.produce(topic, b"v", key=b"w1", on_delivery=None)          # None: the client uses the config's
+    wrapped.produce(topic, b"v", key=b"w2", on_delivery=lambda err, msg: own_reports.append(msg.key()))
+    wrapped.flush(10)
+    confluent.instrument(capture.tracer)
+    try:
+        instrumented = confluent_kafka.Producer(config)
+        instrumented.produce(topic, b"v", key=b"i0")
+        instrumented.flush(10)
+    finally:
+        confluent.uninstrument()
+    assert sorted(config_reports) == [b"i0", b"w0", b"w1"]
+    assert own_reports == [b"w2"]                                     # a message's own callback wins, as in the client
+    assert sorted(e.keys for e in capture.events() if e.type == EventType.PUB) == ["i0", "w0", "w1", "w2"]

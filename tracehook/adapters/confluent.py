@@ -70,12 +70,15 @@ def _bind_produce(args: tuple, kwargs: dict[str, Any]) -> dict[str, Any] | None:
     return bound if isinstance(bound.get("topic"), str) else None
 
 
-def traced_produce(tracer: tracehook.Tracer | None, client: Any, produce: Any, *args: Any, **kwargs: Any) -> Any:
+def traced_produce(tracer: tracehook.Tracer | None, client: Any, produce: Any, *args: Any,
+                   config_callback: Any = None, **kwargs: Any) -> Any:
     """Call the client's ``produce`` with trace headers; the PUB is recorded from the delivery report.
 
     Arguments may be positional or keyword, as the client takes them, and are passed on the same
     way.  A call the client would reject (too many, duplicate or unknown arguments) goes to it
-    unchanged and untraced, so its own error is raised.
+    unchanged and untraced, so its own error is raised.  ``config_callback`` is the producer
+    config's ``on_delivery``: the per-message callback the adapter passes replaces it in the
+    client, so the adapter calls it where the client would have.
     """
     bound = _bind_produce(args, kwargs)
     if bound is None:
@@ -86,6 +89,8 @@ def traced_produce(tracer: tracehook.Tracer | None, client: Any, produce: Any, *
         return produce(*args, **kwargs)
     # the client takes on_delivery over its alias callback, even when on_delivery is None
     user_callback = bound["on_delivery"] if "on_delivery" in bound else bound.get("callback")
+    if user_callback is None:   # the client falls back to the config's callback for such a message
+        user_callback = config_callback
     pending = _PendingSend(tracer_or_global(tracer), client, topic, msg_id, key, value, tags)
 
     def on_delivery(err: Any, msg: Any) -> None:
@@ -128,14 +133,19 @@ def _consume(tracker: ConsumeTracker, consume: Any, *args: Any, **kwargs: Any) -
 class TracedProducer:
     """A confluent-kafka Producer whose ``produce`` is traced; every other attribute is the producer's own."""
 
-    def __init__(self, producer: Any, tracer: tracehook.Tracer | None = None, broker: str = "") -> None:
+    def __init__(self, producer: Any, tracer: tracehook.Tracer | None = None, broker: str = "",
+                 on_delivery: Any = None) -> None:
+        """``on_delivery``: the callback set in the producer's config, if any (a config cannot be
+        read back from a confluent-kafka Producer, and the traced per-message callback replaces it)."""
         self._producer = producer
         self._tracer = tracer
         self._tracehook_broker = broker   # read by the PUB recorder
+        self._config_callback = on_delivery
 
     def produce(self, *args: Any, **kwargs: Any) -> Any:
         """``Producer.produce`` (same arguments) with trace headers; PUB recorded from the delivery report."""
-        return traced_produce(self._tracer, self, self._producer.produce, *args, **kwargs)
+        return traced_produce(self._tracer, self, self._producer.produce, *args,
+                              config_callback=self._config_callback, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._producer, name)
@@ -188,9 +198,11 @@ def instrument(tracer: tracehook.Tracer | None = None) -> None:
         def __init__(self, config: dict, *args: Any, **kwargs: Any) -> None:
             super().__init__(config, *args, **kwargs)
             self._tracehook_broker = str(config.get("bootstrap.servers", ""))
+            self._tracehook_config_callback = config.get("on_delivery")
 
         def produce(self, *args: Any, **kwargs: Any) -> Any:
-            return traced_produce(tracer, self, super().produce, *args, **kwargs)
+            return traced_produce(tracer, self, super().produce, *args,
+                                  config_callback=self._tracehook_config_callback, **kwargs)
 
     class InstrumentedConsumer(consumer_cls):  # type: ignore[misc, valid-type]
         def __init__(self, config: dict, *args: Any, **kwargs: Any) -> None:
