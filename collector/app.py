@@ -135,9 +135,17 @@ async def post_roll(request: web.Request) -> web.Response:
     return web.json_response({"sealed": [s.base for s in request.app[TRACELOG_KEY].sealed()]})
 
 
+MAX_REQUEST_LINE = 160 * 1024
+"""Longest request line (method, path and query) the collector reads."""
+
+
 def create_app(config: CollectorConfig) -> web.Application:
     """The collector application for ``config`` (the log and store open when it starts)."""
-    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes)
+    # aiohttp refuses request lines over 8 KiB with a plain-text 400 before any handler runs; query
+    # parameters may be 16 KiB characters (params.MAX_PARAM_LEN), i.e. up to ~48 KiB percent-encoded
+    # in UTF-8, so allow that much and let params.py answer too-long values with a JSON reason.
+    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes,
+                          handler_args={"max_line_size": MAX_REQUEST_LINE})
     app[CONFIG_KEY] = config
     app[METRICS_KEY] = CollectorMetrics()
     app.cleanup_ctx.append(_tracelog_ctx)
