@@ -1,20 +1,22 @@
 """A PySpark Python Data Source over sealed trace-log segments: one partition per segment.
 
-Each row is one raw log record, ``(base, offset, payload, error)``.  Decoding happens
-later, in the index job's ``mapPartitions``, so a bad batch is counted there.  A corrupt
-frame does not fail the read: every good record before it is yielded, then one row with
-``payload = None`` and ``error`` set, so the job can count it.
+Each row is one raw log record, ``(base, offset, payload, error, skipped_bytes, lost_records)``.
+Decoding happens later, in the index job's ``mapPartitions``, so a bad batch is counted there.
+A corrupt frame does not fail the read: the reader skips to the next frame that verifies
+(:func:`collector.logformat.salvage_segment`) and yields one row with ``payload = None``,
+``error`` set and the bytes and records it had to skip, so the job can count the loss.
 
 Options (plain data only, so the reader runs unchanged on a cluster's executors):
 
 ``segments``
-    JSON list of ``[base, path]``; paths must be visible from every executor (the shared
-    log directory, see docs/index-job.md).
+    JSON list of ``[base, path, records]`` (``records`` from the manifest, to count what
+    damage lost); paths must be absolute and visible from every executor (the shared log
+    directory, see docs/index-job.md).
 
 Example::
 
     spark.dataSource.register(TraceLogSource)
-    df = spark.read.format("tracehook_log").option("segments", json.dumps([[0, "/logs/000...0.log"]])).load()
+    df = spark.read.format("tracehook_log").option("segments", json.dumps([[0, "/logs/000...0.log", 4096]])).load()
 """
 
 from __future__ import annotations
@@ -26,16 +28,17 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 FORMAT_NAME = "tracehook_log"
-SCHEMA = "base long, offset long, payload binary, error string"
+SCHEMA = "base long, offset long, payload binary, error string, skipped_bytes long, lost_records long"
 
 
 class SegmentPartition(InputPartition):
-    """One sealed segment: its base offset and path."""
+    """One sealed segment: its base offset, path and record count."""
 
-    def __init__(self, base: int, path: str) -> None:
-        super().__init__((base, path))
+    def __init__(self, base: int, path: str, records: int) -> None:
+        super().__init__((base, path, records))
         self.base = base
         self.path = path
+        self.records = records
 
 
 class TraceLogSource(DataSource):
@@ -53,21 +56,22 @@ class TraceLogSource(DataSource):
 
 
 class TraceLogReader(DataSourceReader):
-    """Reads each segment with :func:`collector.tracelog.read_segment`."""
+    """Reads each segment with :func:`collector.logformat.salvage_segment`."""
 
     def __init__(self, segments: list[list[Any]]) -> None:
-        self.segments = [(int(base), str(path)) for base, path in segments]
+        self.segments = [(int(base), str(path), int(records)) for base, path, records in segments]
 
     def partitions(self) -> list[InputPartition]:
-        return [SegmentPartition(base, path) for base, path in self.segments]
+        return [SegmentPartition(base, path, records) for base, path, records in self.segments]
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[int, int, bytes | None, str | None]]:
+    def read(self, partition: InputPartition) -> Iterator[tuple[int, int, bytes | None, str | None, int, int]]:
         # Imported here: this runs in a Python worker on an executor.
-        from collector.tracelog import CorruptSegmentError, read_segment
+        from collector.logformat import Damage, salvage_segment
 
         assert isinstance(partition, SegmentPartition)
-        try:
-            for record in read_segment(partition.path):
-                yield (partition.base, record.offset, record.payload, None)
-        except CorruptSegmentError as exc:
-            yield (partition.base, -1, None, f"corrupt: {exc}")
+        for item in salvage_segment(partition.path, partition.base, partition.records):
+            if isinstance(item, Damage):
+                error = f"corrupt: {partition.path}: {item.why} at byte {item.position}"
+                yield (partition.base, -1, None, error, item.skipped_bytes, item.lost_records)
+            else:
+                yield (partition.base, item.offset, item.payload, None, 0, 0)

@@ -9,3 +9,11 @@ class IndexJobError(Exception):
 
 class NoSparkError(IndexJobError):
     """PySpark is not installed (``pip install -e ".[spark]"``)."""
+
+
+class LocalStoreOnClusterError(IndexJobError, ValueError):
+    """A ``local:`` (SQLite) store with a Spark master whose executors may run on other hosts.
+
+    Each executor would write its own SQLite file on its own host, and SQLite's WAL mode
+    needs every writer on one host (shared memory), so a shared filesystem does not help.
+    """

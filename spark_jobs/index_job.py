@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
+import sqlite3
 import sys
 import time
 from collections import Counter
@@ -26,23 +29,37 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collector.tracelog import read_checkpoint, sealed_segments, write_checkpoint
-from spark_jobs.errors import IndexJobError, NoSparkError
+from spark_jobs.errors import IndexJobError, LocalStoreOnClusterError, NoSparkError
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "1g"
 DEFAULT_BATCH_SIZE = 1000
+DEFAULT_WRITERS = 1
+"""Writer threads per task: one store connection per partition.  Two measured the same
+(17.3k vs 17.6k events/s into HBase, benchmarks/RESULTS.md): building rows, not the put, is the limit."""
+DEFAULT_PURGE_EVERY_S = 3600.0
+"""How often ``--every`` mode deletes a ``local:`` store's expired cells (a full scan of each table)."""
 APP_NAME = "tracehook-index"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class IndexReport:
-    """What one run indexed; ``bad`` counts corrupt frames and rejected batches by reason."""
+    """What one run indexed; ``bad`` counts what it could not index, by reason.
+
+    Reasons: ``corrupt_records`` and ``corrupt_bytes`` (records and bytes in damaged frames,
+    skipped up to the next frame that verifies), ``row_key_too_long`` (index rows left out),
+    and :attr:`tracehook.wire.WireError.reason` of batches that do not decode.
+    ``purged`` is the number of expired cells deleted, None when no purge ran.
+    """
 
     segments: int = 0
     records: int = 0
     events: int = 0
     bad: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    purged: int | None = None
 
     @property
     def rate(self) -> float:
@@ -51,8 +68,9 @@ class IndexReport:
 
     def __str__(self) -> str:
         bad = ", ".join(f"{n} {why}" for why, n in sorted(self.bad.items())) or "none"
+        purged = "" if self.purged is None else f"; purged {self.purged} expired cell(s)"
         return (f"{self.segments} segment(s), {self.records} record(s), {self.events} event(s) "
-                f"in {self.seconds:.1f}s ({self.rate:,.0f} events/s); skipped: {bad}")
+                f"in {self.seconds:.1f}s ({self.rate:,.0f} events/s); skipped: {bad}{purged}")
 
 
 def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRIVER_MEMORY) -> Any:
@@ -74,21 +92,29 @@ def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRI
     return spark
 
 
-def index_partition(store_url: str, batch_size: int) -> Callable[[Iterator[Any]], Iterator[tuple[int, int, dict[str, int]]]]:
-    """The per-partition work; captures only plain data (a URL and a number) to ship to executors."""
+PartitionResult = tuple[int, int, dict[str, int], list[str]]
+"""(records, events, bad counts by reason, damage descriptions) of one partition."""
 
-    def run(rows: Iterator[Any]) -> Iterator[tuple[int, int, dict[str, int]]]:
+
+def index_partition(store_url: str, batch_size: int,
+                    writers: int = DEFAULT_WRITERS) -> Callable[[Iterator[Any]], Iterator[PartitionResult]]:
+    """The per-partition work; captures only plain data (a URL and numbers) to ship to executors."""
+
+    def run(rows: Iterator[Any]) -> Iterator[PartitionResult]:
         from collector.store import open_store
         from collector.store.indexer import index_records
         from tracehook.wire import WireError, decode_batch
 
         counts = {"records": 0}
         bad: Counter[str] = Counter()
+        damage: list[str] = []
 
         def events() -> Iterator[Any]:
             for row in rows:
                 if row.error is not None:
-                    bad["corrupt_segment"] += 1
+                    bad["corrupt_records"] += row.lost_records
+                    bad["corrupt_bytes"] += row.skipped_bytes
+                    damage.append(f"{row.error}: skipped {row.skipped_bytes} bytes, {row.lost_records} record(s)")
                     continue
                 counts["records"] += 1
                 try:
@@ -99,14 +125,56 @@ def index_partition(store_url: str, batch_size: int) -> Callable[[Iterator[Any]]
                 for event in batch.events:
                     yield batch.header, event
 
-        store = open_store(store_url)
+        # The driver created the tables (_prepare_store): tasks skip that round trip.
+        store = open_store(store_url, create_tables=False)
         try:
-            n = index_records(store, events(), batch_size)
+            n = index_records(store, events(), batch_size, writers=writers, dropped=bad)
         finally:
             store.close()
-        yield counts["records"], n, dict(bad)
+        yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage
 
     return run
+
+
+def is_local_master(master: str) -> bool:
+    """True for masters whose executors all run on this host (``local``, ``local[N]``, ``local-cluster[...]``)."""
+    return master == "local" or master.startswith(("local[", "local-cluster["))
+
+
+def absolute_store_url(store_url: str) -> str:
+    """``local:`` URLs with an absolute path: executors' working directories differ from the driver's."""
+    if not store_url.startswith("local:"):
+        return store_url
+    path, sep, query = store_url[len("local:"):].partition("?")
+    return f"local:{os.path.abspath(path)}{sep}{query}" if path else store_url
+
+
+def check_store_for_master(master: str, store_url: str) -> None:
+    """Refuse a ``local:`` store with a master whose executors may run on other hosts."""
+    if store_url.startswith("local:") and not is_local_master(master):
+        raise LocalStoreOnClusterError(
+            f"store {store_url} is a SQLite file on one host, but master {master!r} runs executors on other "
+            "hosts (each would write its own file); use an hbase:// store or a local[...] master")
+
+
+def purge_expired(store_url: str) -> int | None:
+    """Delete a ``local:`` store's expired cells; None for HBase, whose compactions drop them.
+
+    A failure is logged, not raised: the run's index and checkpoint are already written.
+    """
+    if not store_url.startswith("local:"):
+        return None
+    from collector.store import StoreError, open_store
+
+    try:
+        store = open_store(store_url)
+        try:
+            return store.purge_expired()
+        finally:
+            store.close()
+    except (StoreError, OSError, sqlite3.Error) as exc:
+        log.warning("purging expired cells from %s failed (retried next time): %s", store_url, exc)
+        return None
 
 
 def _prepare_store(store_url: str) -> None:
@@ -119,35 +187,53 @@ def _prepare_store(store_url: str) -> None:
         raise IndexJobError(f"store {store_url} unavailable; checkpoint not advanced: {exc}") from exc
 
 
-def index_once(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAULT_BATCH_SIZE) -> IndexReport:
-    """Index every sealed segment not yet in the checkpoint, then advance the checkpoint."""
+def index_once(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAULT_BATCH_SIZE, *,
+               writers: int = DEFAULT_WRITERS, purge: bool = False) -> IndexReport:
+    """Index every sealed segment not yet in the checkpoint, then advance the checkpoint.
+
+    Damaged frames are skipped up to the next frame that verifies and counted in ``bad``
+    (their bytes cannot be read again, so the segment is checkpointed all the same).
+    The checkpoint keeps only bases still in the manifest.  ``purge`` deletes a ``local:``
+    store's expired cells afterwards.
+    """
     from spark_jobs.datasource import FORMAT_NAME
 
     started = time.monotonic()
+    log_dir = os.path.abspath(log_dir)  # segment paths go to executors, whose cwd differs
+    store_url = absolute_store_url(store_url)
+    check_store_for_master(spark.sparkContext.master, store_url)
     done = read_checkpoint(log_dir)
-    todo = [s for s in sealed_segments(log_dir) if s.base not in done]
+    sealed = sealed_segments(log_dir)
+    present = {s.base for s in sealed}
+    todo = [s for s in sealed if s.base not in done]
     if not todo:
-        return IndexReport(seconds=time.monotonic() - started)
+        if done - present:  # retention deleted indexed segments: forget them
+            write_checkpoint(log_dir, done & present)
+        return IndexReport(seconds=time.monotonic() - started,
+                           purged=purge_expired(store_url) if purge else None)
     _prepare_store(store_url)
     df = (spark.read.format(FORMAT_NAME)
-          .option("segments", json.dumps([[s.base, s.path] for s in todo]))
+          .option("segments", json.dumps([[s.base, s.path, s.records] for s in todo]))
           .load())
     try:
-        results = df.rdd.mapPartitions(index_partition(store_url, batch_size)).collect()
+        results = df.rdd.mapPartitions(index_partition(store_url, batch_size, writers)).collect()
     except Exception as exc:  # Py4J/Spark wrap task errors in their own types
         raise IndexJobError(f"indexing {len(todo)} segment(s) failed; checkpoint not advanced: {exc}") from exc
     bad: Counter[str] = Counter()
-    for _, _, reasons in results:
+    for _, _, reasons, damage in results:
         bad.update(reasons)
-    write_checkpoint(log_dir, done | {s.base for s in todo})
+        for what in damage:
+            log.warning("index: %s (counted in corrupt_records/corrupt_bytes)", what)
+    write_checkpoint(log_dir, (done & present) | {s.base for s in todo})
     return IndexReport(segments=len(todo), records=sum(r[0] for r in results), events=sum(r[1] for r in results),
-                       bad=dict(bad), seconds=time.monotonic() - started)
+                       bad=dict(bad), seconds=time.monotonic() - started,
+                       purged=purge_expired(store_url) if purge else None)
 
 
 def run_index(log_dir: str, store_url: str, master: str = DEFAULT_MASTER,
-              batch_size: int = DEFAULT_BATCH_SIZE) -> IndexReport:
+              batch_size: int = DEFAULT_BATCH_SIZE, *, purge: bool = False) -> IndexReport:
     """Run the index job once (Python API); the SparkSession is reused if one is active."""
-    return index_once(spark_session(master), log_dir, store_url, batch_size)
+    return index_once(spark_session(master), log_dir, store_url, batch_size, purge=purge)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -159,21 +245,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="rows per store put")
     parser.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY, help="spark.driver.memory")
+    parser.add_argument("--writers", type=int, default=DEFAULT_WRITERS,
+                        help="writer threads (store connections) per task (default: %(default)s)")
+    parser.add_argument("--purge-every", type=float, default=DEFAULT_PURGE_EVERY_S, metavar="SECONDS",
+                        help="with --every: delete a local: store's expired cells after the first run and then "
+                             "every SECONDS (0: never; default: %(default)s)")
+    parser.add_argument("--purge", action="store_true",
+                        help="without --every: delete a local: store's expired cells after the run")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run once, or every ``--every`` seconds until interrupted; prints one progress line per run."""
+    if args.writers < 1:
+        raise SystemExit("index: --writers must be >= 1")
+    # Refused before Spark starts: a relative local: path or a cluster master is checked here.
+    try:
+        check_store_for_master(args.master, absolute_store_url(args.store))
+    except LocalStoreOnClusterError as exc:
+        print(f"index: {exc}", file=sys.stderr)
+        return 2
     spark = spark_session(args.master, args.driver_memory)
     total_events = 0
+    last_purge: float | None = None
     try:
         while True:
+            now = time.monotonic()
+            if args.every is None:
+                purge = args.purge
+            else:
+                purge = args.purge_every > 0 and (last_purge is None or now - last_purge >= args.purge_every)
             try:
-                report = index_once(spark, args.log_dir, args.store, args.batch_size)
+                report = index_once(spark, args.log_dir, args.store, args.batch_size,
+                                    writers=args.writers, purge=purge)
             except IndexJobError as exc:
                 print(f"index: {exc}", file=sys.stderr)
                 if args.every is None:
                     return 1
             else:
+                if report.purged is not None:
+                    last_purge = now
                 total_events += report.events
                 stamp = time.strftime("%H:%M:%S")
                 print(f"{stamp} index: {report} (total {total_events} events)", flush=True)

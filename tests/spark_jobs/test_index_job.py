@@ -89,21 +89,97 @@ def test_corrupt_and_unknown_version_records_are_counted_not_fatal(spark: Any, t
     future = msgpack.packb([99, "c", 1, "app", "host", T0, {}, []])
     _write_log(log_dir, [[_batch(1, ["good-1"]), future, _batch(2, ["good-2"])], [_batch(3, ["tail"])]])
     second = sealed_segments(log_dir)[1].path
-    with open(second, "r+b") as f:  # flip a payload byte: the CRC no longer matches
-        f.seek(os.path.getsize(second) - 3)
-        byte = f.read(1)
-        f.seek(-1, os.SEEK_CUR)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    _flip_byte(second, os.path.getsize(second) - 3)  # a payload byte: the CRC no longer matches
 
     report = index_once(spark, log_dir, f"local:{db}")
 
-    assert report.bad == {"unknown_version": 1, "corrupt_segment": 1}
+    assert report.bad == {"unknown_version": 1, "corrupt_records": 1, "corrupt_bytes": os.path.getsize(second)}
     assert report.events == 2
     store = open_store(f"local:{db}")
     try:
         assert TraceQuery(store).get_trace("good-2") is not None
     finally:
         store.close()
+
+
+def _flip_byte(path: str, at: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_records_after_a_corrupt_frame_are_indexed_and_the_loss_counted(spark: Any, tmp_path: Any) -> None:
+    from collector.logformat import encode_record
+
+    log_dir, db = str(tmp_path / "log"), str(tmp_path / "index.sqlite3")
+    payloads = [_batch(i, [f"m{i}-a", f"m{i}-b"]) for i in range(5)]
+    _write_log(log_dir, [payloads])
+    seg = sealed_segments(log_dir)[0]
+    sizes = [len(encode_record(seg.base + i, T0, "client-1", i, p)) for i, p in enumerate(payloads)]
+    _flip_byte(seg.path, sum(sizes[:2]) + sizes[2] - 1)  # the middle frame's last payload byte
+
+    report = index_once(spark, log_dir, f"local:{db}")
+
+    assert report.bad == {"corrupt_records": 1, "corrupt_bytes": sizes[2]}
+    assert (report.records, report.events) == (4, 8)
+    assert "1 corrupt_records" in str(report)
+    assert read_checkpoint(log_dir) == {seg.base}  # nothing left to read there: counted, not retried
+    store = open_store(f"local:{db}")
+    try:
+        query = TraceQuery(store)
+        assert [query.get_trace(f"m{i}-a") is not None for i in range(5)] == [True, True, False, True, True]
+    finally:
+        store.close()
+
+
+def test_rows_over_the_key_limit_are_counted(spark: Any, tmp_path: Any) -> None:
+    log_dir, db = str(tmp_path / "log"), str(tmp_path / "index.sqlite3")
+    header = BatchHeader("client-1", 1, "shop", "host-a", T0, {})
+    topic, key = "t" * 16_384, "k" * 16_380  # near the wire limit (16 KiB strings): that keyidx row is too long
+    _write_log(log_dir, [[encode_batch(header, [make_event(EventType.PUB, T0, "", topic, "m", keys=f"{key} ok")])]])
+
+    report = index_once(spark, log_dir, f"local:{db}")
+
+    assert (report.events, report.bad) == (1, {"row_key_too_long": 1})
+
+
+def test_checkpoint_forgets_segments_retention_deleted(spark: Any, tmp_path: Any) -> None:
+    log_dir, db = str(tmp_path / "log"), str(tmp_path / "index.sqlite3")
+    _write_log(log_dir, [[_batch(1, ["a"])], [_batch(2, ["b"])]])
+    index_once(spark, log_dir, f"local:{db}")
+    first, second = sealed_segments(log_dir)
+    log = TraceLog.open(log_dir, durability="os")
+    try:
+        log.apply_retention(0, now_ms=first.sealed_ms + 1)  # deletes the first (sealed before) only
+        assert [s.base for s in sealed_segments(log_dir)] == [second.base]
+    finally:
+        log.close()
+
+    assert index_once(spark, log_dir, f"local:{db}").segments == 0
+    assert read_checkpoint(log_dir) == {second.base}
+
+    _write_log(log_dir, [[_batch(3, ["c"])]])
+    index_once(spark, log_dir, f"local:{db}")
+    assert read_checkpoint(log_dir) == {s.base for s in sealed_segments(log_dir)} and len(read_checkpoint(log_dir)) == 2
+
+
+def test_purge_deletes_expired_cells_of_a_local_store(spark: Any, tmp_path: Any) -> None:
+    from collector.store.local import LocalStore
+
+    log_dir, db = str(tmp_path / "log"), str(tmp_path / "index.sqlite3")
+    old = LocalStore(db, clock=lambda: T0 - 40 * 86_400_000)  # written 40 days ago: past the 30-day TTL
+    old.put_rows("messages", [(b"old-row", {b"s:x": b"v"})])
+    old.close()
+    _write_log(log_dir, [[_batch(1, ["fresh"])]])
+
+    report = index_once(spark, log_dir, f"local:{db}", purge=True)
+
+    assert report.purged == 1 and "purged 1 expired cell(s)" in str(report)
+    rows = dict(_store_rows(db))["messages"]
+    assert rows and all(row != b"old-row" for row, _, _ in rows)
+    assert index_once(spark, log_dir, f"local:{db}").purged is None  # only when asked
 
 
 def test_store_failure_fails_the_job_without_advancing_the_checkpoint(spark: Any, tmp_path: Any) -> None:
