@@ -32,21 +32,40 @@ def _next_progress(out: IO[str]) -> str:
     raise AssertionError("the command exited without a progress line")
 
 
+def _expired_cells(db: str) -> int:
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("select count(*) from messages where row = ?", (b"expired",)).fetchone()[0]
+    finally:
+        con.close()
+
+
 def test_every_indexes_new_segments_until_interrupted(tmp_path: Any) -> None:
-    log_dir = str(tmp_path / "log")
+    from collector.store.local import LocalStore
+
+    log_dir, db = str(tmp_path / "log"), str(tmp_path / "index.sqlite3")
     _seal_segment(log_dir, "first")
+    old = LocalStore(db, clock=lambda: 0)  # written in 1970: long past the 30-day TTL
+    old.put_rows("messages", [(b"expired", {b"s:x": b"v"})])
+    old.close()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracehook.cli", "index", "--log-dir", log_dir,
-         "--store", f"local:{tmp_path / 'index.sqlite3'}", "--every", "0.5", "--master", "local[1]"],
+         "--store", f"local:{db}", "--every", "0.5", "--master", "local[1]"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert proc.stdout is not None
-        assert "1 segment(s), 1 record(s), 1 event(s)" in _next_progress(proc.stdout)
+        first = _next_progress(proc.stdout)
+        # Periodic mode purges the local store after its first run (then every --purge-every s).
+        assert "1 segment(s), 1 record(s), 1 event(s)" in first and "purged 1 expired cell(s)" in first
+        assert _expired_cells(db) == 0
         _seal_segment(log_dir, "second")
         line = _next_progress(proc.stdout)
         while "0 segment(s)" in line:
             line = _next_progress(proc.stdout)
         assert "1 segment(s), 1 record(s), 1 event(s)" in line and "(total 2 events)" in line
+        assert "purged" not in line  # not again before --purge-every (1 h) has passed
     finally:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 130

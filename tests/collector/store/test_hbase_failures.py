@@ -112,3 +112,16 @@ def test_cut_mid_run_raises_then_rerun_matches_a_clean_index(relay, make_hbase_u
     assert dump_store(store) == dump_store(reference)
     reference.close()
     store.close()
+
+
+@pytest.mark.hbase
+@pytest.mark.slow
+def test_reopening_with_another_ttl_warns(make_hbase_url, caplog) -> None:
+    url = make_hbase_url(ttl_days="1")
+    open_store(url).close()
+    with caplog.at_level("WARNING", logger="collector.store.hbase"):
+        open_store(url).close()
+        assert not caplog.records  # same TTL: quiet
+        open_store(url.replace("ttl_days=1", "ttl_days=2")).close()
+    assert "another TTL than the 172800 s" in caplog.text and "86400 s" in caplog.text
+    assert "_messages" in caplog.text
