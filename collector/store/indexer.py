@@ -31,7 +31,7 @@ DEFAULT_WRITERS = 2
 
 IndexRow = tuple[str, bytes, Columns]
 
-# Events that file the message under its keys, time and queue offset.  SUB_BEFORE too, so
+# Events that file the message under its keys, time, queue offset and broker position.  SUB_BEFORE too, so
 # messages from producers without tracehook are still found; SUB_AFTER repeats SUB_BEFORE.
 _SUMMARY_TYPES = frozenset((EventType.PUB, EventType.SUB_BEFORE, EventType.DEAD))
 _QUEUE_TYPES = frozenset((EventType.PUB, EventType.SUB_BEFORE))
@@ -69,6 +69,9 @@ def rows_for(
             rows.extend((schema.DEAD, row, summary) for row in schema.dead_rows(topic, event.group, time_ms, msg_id))
         if event.type in _QUEUE_TYPES and event.queue >= 0 and event.offset >= 0:
             rows.append((schema.QUEUEIDX, schema.queue_row(topic, event.queue, time_ms, event.offset), summary))
+        if event.type in _QUEUE_TYPES and event.broker and event.offset >= 0:
+            row = schema.seq_row(topic, event.broker, event.offset, event.queue, msg_id)
+            rows.append((schema.SEQIDX, row, summary))
     # HBase refuses a whole put with one over-long row key: leave such a row out of that
     # index rather than fail every later run on it (wire limits allow 16 KB topics and keys).
     kept = [r for r in rows if len(r[1]) <= schema.MAX_ROW_KEY_BYTES]

@@ -62,7 +62,7 @@ def _decode_cursor(kind: str, cursor: str, shape: tuple[type, ...]) -> bytes:
 
 
 class TraceQuery:
-    """The lookups people run: by id, by key, by topic + time, dead letters, consume records, offsets."""
+    """The lookups people run: by id, by key, by topic + time, dead letters, consume records, offsets, positions."""
 
     def __init__(self, store: Store, *, salt_buckets: int = schema.DEFAULT_SALT_BUCKETS) -> None:
         self.store = store
@@ -244,6 +244,20 @@ class TraceQuery:
             if last is not None:
                 out[q] = _offset(last) + 1
         return out
+
+    # --- QMQ positions -----------------------------------------------------------
+
+    def by_sequence(
+        self, topic: str, broker: str, offset: int, queue: int | None = None, limit: int = 16
+    ) -> list[MessageSummary]:
+        """Messages of ``topic`` at ``offset`` on ``broker`` (in ``queue``, or in any queue): one prefix scan.
+
+        Without ``queue`` a Kafka-like broker gives one message per partition that reached
+        ``offset``; the caller decides what an ambiguous answer means.
+        """
+        start, stop = keys.prefix_range(schema.seq_prefix(topic, broker, offset, queue))
+        return [MessageSummary.from_dict(schema.decode_summary(cols))
+                for _, cols in self.store.scan(schema.SEQIDX, start, stop, limit=limit)]
 
 
 _pool: ThreadPoolExecutor | None = None

@@ -17,6 +17,7 @@ dead       (topic, ALL, reversed msg time, msg_id, group)  ``i:<event type>`` su
            (topic, ONE, group, reversed msg time, msg_id)  the same, per consumer group
 records    (topic, group, msg time, msg_id)                ``c:<event id>`` the group's consume events
 queueidx   (topic, queue, msg time, offset)                ``i:<event type>`` message summary
+seqidx     (topic, broker, offset, queue, msg_id)          ``i:<event type>`` message summary
 ========== =============================================== ==========================================
 
 "msg time" is the broker's store time when known, else the born time, else the
@@ -47,8 +48,8 @@ MAX_ROW_KEY_BYTES = 32767
 DEFAULT_SALT_BUCKETS = 8
 """Buckets of the time index: spreads one busy topic's writes over regions."""
 
-MESSAGES, KEYIDX, TIMEIDX, DEAD, RECORDS, QUEUEIDX = (
-    "messages", "keyidx", "timeidx", "dead", "records", "queueidx",
+MESSAGES, KEYIDX, TIMEIDX, DEAD, RECORDS, QUEUEIDX, SEQIDX = (
+    "messages", "keyidx", "timeidx", "dead", "records", "queueidx", "seqidx",
 )
 SEND_FAMILY, CONSUME_FAMILY, INDEX_FAMILY = "s", "c", "i"
 
@@ -68,6 +69,7 @@ TABLES: tuple[Table, ...] = (
     Table(DEAD, (INDEX_FAMILY,)),
     Table(RECORDS, (CONSUME_FAMILY,)),
     Table(QUEUEIDX, (INDEX_FAMILY,)),
+    Table(SEQIDX, (INDEX_FAMILY,)),
 )
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 
@@ -142,6 +144,18 @@ def queue_prefix(topic: str, queue: int) -> tuple[keys.Element, ...]:
 
 def queue_row(topic: str, queue: int, time_ms: int, offset: int) -> bytes:
     return keys.pack((topic, queue, time_ms, offset))
+
+
+def seq_prefix(topic: str, broker: str, offset: int, queue: int | None = None) -> tuple[keys.Element, ...]:
+    """Rows of one (broker, offset): every queue's, or one queue's."""
+    return (topic, broker, offset) if queue is None else (topic, broker, offset, queue)
+
+
+def seq_row(topic: str, broker: str, offset: int, queue: int, msg_id: str) -> bytes:
+    """QMQ's brokerGroup + sequence lookup.  Offset before queue: a brokerGroup without a
+    queue is one prefix scan over all queues; msg_id last so two messages at one position
+    (a reset broker) stay apart instead of merging their summaries."""
+    return keys.pack((topic, broker, offset, queue, msg_id))
 
 
 # --- columns and values ----------------------------------------------------

@@ -18,11 +18,12 @@ def tables_of(rows) -> list[str]:
 def test_pub_files_message_under_id_keys_time_and_queue() -> None:
     (header, pub), = message("t", "m1", 1000, keys="k1 k2 k1", queue=3, offset=42)
     rows = rows_for(header, pub)
-    assert tables_of(rows) == ["keyidx", "keyidx", "messages", "queueidx", "timeidx"]
+    assert tables_of(rows) == ["keyidx", "keyidx", "messages", "queueidx", "seqidx", "timeidx"]
     unpacked = {(table, keys.unpack(row)) for table, row, _ in rows}
     assert ("keyidx", ("t", "k1", keys.reverse_int(1000), "m1")) in unpacked
     assert ("keyidx", ("t", "k2", keys.reverse_int(1000), "m1")) in unpacked
     assert ("queueidx", ("t", 3, 1000, 42)) in unpacked
+    assert ("seqidx", ("t", "b1", 42, 3, "m1")) in unpacked
     assert ("messages", (schema.msg_hash("m1"), "m1")) in unpacked
 
 

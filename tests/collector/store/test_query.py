@@ -103,6 +103,19 @@ def test_by_key_is_newest_first_and_pages_without_gaps(q: TraceQuery) -> None:
     assert q.by_key(topic, "missing", 0, END, 10).items == []
 
 
+
+def test_by_key_has_no_result_cap(q: TraceQuery) -> None:
+    # RocketMQ's queryMessage stops at 64 results (maxNum); a key here can have any number.
+    topic, n = unique("t"), 150
+    records = []
+    for i in range(n):
+        records += message(topic, f"m{i:03d}", 20_000 + i, keys="hot")
+    index(q, records)
+    expected = [f"m{i:03d}" for i in reversed(range(n))]
+    ids, pages = all_pages(lambda **kw: q.by_key(topic, "hot", 0, END, **kw), limit=20)
+    assert ids == expected and pages == 8  # no overlap, no gap, to the very end
+    assert [i.msg_id for i in q.by_key(topic, "hot", 0, END, 500).items] == expected
+
 def test_by_time_merges_salt_buckets_in_time_order(q: TraceQuery) -> None:
     topic = unique("t")
     records = []
@@ -154,6 +167,18 @@ def test_offsets_at_is_a_lower_bound_per_queue(q: TraceQuery) -> None:
     assert q.offsets_at(topic, 1200, queue=1) == {1: 102}
     assert q.offsets_at(topic, 1200, queue=7) == {}
 
+
+
+def test_by_sequence_tells_partitions_apart(q: TraceQuery) -> None:
+    topic = unique("t")
+    index(q, message(topic, "p0", 1000, queue=0, offset=5) + message(topic, "p1", 2000, queue=1, offset=5)
+          + message(topic, "p1-6", 3000, queue=1, offset=6)
+          + consumed(topic, "p1", 2000, "g", queue=1, offset=5))  # no broker on the consume: no extra row
+    assert [s.msg_id for s in q.by_sequence(topic, "b1", 5, 0)] == ["p0"]
+    assert [s.msg_id for s in q.by_sequence(topic, "b1", 5, 1)] == ["p1"]
+    assert sorted(s.msg_id for s in q.by_sequence(topic, "b1", 5)) == ["p0", "p1"]  # ambiguous without a queue
+    assert [(s.msg_id, s.queue, s.offset) for s in q.by_sequence(topic, "b1", 6)] == [("p1-6", 1, 6)]
+    assert q.by_sequence(topic, "b1", 5, 2) == [] and q.by_sequence(topic, "b2", 5) == []
 
 def test_unconsumed_lists_what_a_group_never_finished(q: TraceQuery) -> None:
     topic = unique("t")
