@@ -198,6 +198,16 @@ def index_and_check(log_dirs: list[str], store_url: str, batches: Batches) -> in
     return indexed
 
 
+def _between(samples: list[list[Any]], begin: float, end: float) -> list[list[Any]]:
+    """The producer's samples taken in the wall-clock window [begin, end]."""
+    return [s for s in samples if begin <= s[0] <= end]
+
+
+def max_hook_ms(reports: list[dict[str, Any]], begin: float, end: float) -> float:
+    """The slowest hook call any producer sampled in the wall-clock window [begin, end], in ms."""
+    return round(max((s[7] for r in reports for s in _between(r["samples"], begin, end)), default=0.0) * 1000, 2)
+
+
 @pytest.mark.timeout(900)  # indexing ~1M events takes minutes on a busy 2-core box
 def test_sigkill_mid_stream_then_restart_loses_no_acknowledged_event(
     procs: Processes, tmp_path: pathlib.Path, index_url: str, figures: dict[str, Any]
@@ -210,11 +220,13 @@ def test_sigkill_mid_stream_then_restart_loses_no_acknowledged_event(
     producers = [procs.producer([url], p, count, rate=20_000, queue_size=50_000) for p in prefixes]
     at_kill = wait_for_events(url, 250_000, producers)
 
+    down = time.time()
     collector.kill()  # SIGKILL with batches in flight
     collector.wait(timeout=30)
     assert all(p.poll() is None for p in producers), "the kill was not mid-stream"
     time.sleep(2.0)
     collector = procs.collector(data_dir, port)  # recovery cuts a torn tail; dedup window reloaded
+    up = time.time()
     reports = [procs.report(p, prefix) for p, prefix in zip(producers, prefixes)]
     streamed = time.monotonic() - started
     answered_duplicate = collector_metric(url, "tracehook_collector_duplicate_batches_total")
@@ -230,15 +242,11 @@ def test_sigkill_mid_stream_then_restart_loses_no_acknowledged_event(
     assert indexed == total["acknowledged"]
     figures["collector_sigkill_restart"] = {
         **total, "indexed": indexed, "events_at_kill": at_kill, "repeated_records_in_log": repeats,
+        "outage_s": round(up - down, 1), "max_hook_ms_in_outage": max_hook_ms(reports, down, up),
         "retries_answered_duplicate": answered_duplicate, "per_producer": tallies, "stream_s": round(streamed, 1),
         "index_and_check_s": round(time.monotonic() - indexing, 1),
     }
     print(json.dumps(figures["collector_sigkill_restart"]))
-
-
-def _between(samples: list[list[Any]], begin: float, end: float) -> list[list[Any]]:
-    """The producer's samples taken in the wall-clock window [begin, end]."""
-    return [s for s in samples if begin <= s[0] <= end]
 
 
 def test_collector_down_30s_hooks_never_block_queue_stays_bounded_delivery_resumes(
@@ -304,6 +312,7 @@ def test_two_collectors_one_sigkilled_fails_over_without_loss(
     producers = [procs.producer(urls, p, count, rate=10_000, queue_size=50_000) for p in prefixes]
     at_kill = wait_for_events(urls[0], 20_000, producers)  # the dispatcher starts on the first one
 
+    killed = time.time()
     collectors[0].kill()
     collectors[0].wait(timeout=30)
     assert all(p.poll() is None for p in producers), "the kill was not mid-stream"
@@ -324,6 +333,7 @@ def test_two_collectors_one_sigkilled_fails_over_without_loss(
     assert indexed == total["acknowledged"] and total["lost"] == 0
     figures["two_collectors_one_sigkilled"] = {
         **total, "indexed": indexed, "events_at_kill": at_kill, "batches_in_both_logs": repeats,
+        "max_hook_ms_after_kill": max_hook_ms(reports, killed, float("inf")),
         "events_per_log": [sum(len(e) for e in log.values()) for log in per_log],
     }
     print(json.dumps(figures["two_collectors_one_sigkilled"]))
