@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import operator
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -115,6 +116,16 @@ _TX_STATES = frozenset(int(s) for s in TxState)
 _KEYED_INTS = tuple(Event._fields.index(f) for f in ("time_ms", "queue", "offset", "store_ms", "born_ms"))
 
 
+# The unpacker's limits on received data; the C fast path is configured from the same dict.
+_UNPACK_LIMITS = {
+    "max_str_len": MAX_STR_LEN,
+    "max_bin_len": MAX_BODY_LEN,
+    "max_array_len": MAX_EVENTS_PER_BATCH,
+    "max_map_len": max(MAX_PROPS, 1024),
+    "max_ext_len": 0,
+}
+
+
 class WireError(ValueError):
     """Input that is not a valid batch or event; ``reason`` is a short machine-readable code."""
 
@@ -200,7 +211,19 @@ def decode_batch(data: bytes) -> Batch:
 
 def check_batch(data: bytes) -> tuple[BatchHeader, int]:
     """Validate a batch exactly as :func:`decode_batch` does, without building events;
-    return its header and event count (the collector's ingest path)."""
+    return its header and event count (the collector's ingest path).
+
+    Uses the C validator (:data:`FAST_PATH`) when it is built; it only answers "valid",
+    so anything else goes through the Python path below, which names the problem."""
+    if _fast_check is not None:
+        checked = _fast_check(data)
+        if checked is not None:
+            client_id, seq, app, host, sent_ms, stats, count = checked
+            return BatchHeader(client_id, seq, app, host, sent_ms, stats), count
+    return _check_batch_py(data)
+
+
+def _check_batch_py(data: bytes) -> tuple[BatchHeader, int]:
     _, header, events = _decode_envelope(data)
     if _validate_all(events, build=False) is None:
         for i, e in enumerate(events):
@@ -220,11 +243,11 @@ def _decode_envelope(data: bytes) -> tuple[int, BatchHeader, Any]:
             raw=False,
             use_list=True,
             strict_map_key=True,
-            max_str_len=MAX_STR_LEN,
-            max_bin_len=MAX_BODY_LEN,
-            max_array_len=min(MAX_EVENTS_PER_BATCH, size),
-            max_map_len=min(max(MAX_PROPS, 1024), size // 2),
-            max_ext_len=0,
+            max_str_len=_UNPACK_LIMITS["max_str_len"],
+            max_bin_len=_UNPACK_LIMITS["max_bin_len"],
+            max_array_len=min(_UNPACK_LIMITS["max_array_len"], size),
+            max_map_len=min(_UNPACK_LIMITS["max_map_len"], size // 2),
+            max_ext_len=_UNPACK_LIMITS["max_ext_len"],
         )
     except msgpack.ExtraData:
         raise WireError("trailing_bytes", "data continues after the batch") from None
@@ -356,3 +379,45 @@ def validate_event(raw: Any, index: int = 0) -> Event:
     if n < FIELD_COUNT:
         raw.extend(DEFAULTS[n:])
     return _new_tuple(Event, raw)
+
+
+# -- the C fast path ----------------------------------------------------------------------
+# tracehook/_wirecheck.c walks the msgpack bytes instead of building objects (the collector
+# validates every event it receives). It is an optional extension: without a compiler at
+# install time the Python path above does everything. Its rules come from here.
+_NONEMPTY = frozenset(Event._fields.index(f) for f in ("topic", "msg_id"))  # see validate_event
+_COLUMN_KINDS = {int: "int", str: "str", bytes: "bin", dict: "map"}
+
+
+def _fast_path_rules() -> dict[str, Any]:
+    """The arguments of ``_wirecheck.configure``: the limits, the envelope's ranges and,
+    per event position, (kind, nullable, nonempty, (lo, hi) or None, enum members or None)."""
+    enums = {0: _EVENT_TYPES, _STATUS: _STATUSES, _TX_STATE: _TX_STATES}
+    columns = tuple(
+        (
+            _COLUMN_KINDS[t], i in _NULLABLE, i in _NONEMPTY, (-1, MAX_INT) if i in _KEYED_INTS else None,
+            tuple(sorted(enums[i])) if i in enums else None,
+        )
+        for i, t in enumerate(_TYPES)
+    )
+    return {"limits": dict(_UNPACK_LIMITS), "versions": (1, SCHEMA_VERSION), "max_int": MAX_INT,
+            "min_fields": MIN_FIELDS, "columns": columns, "max_props": MAX_PROPS}
+
+
+def _load_fast_check() -> Callable[[bytes], tuple[Any, ...] | None] | None:
+    try:
+        from tracehook import _wirecheck
+    except ImportError:  # not built (no compiler when installed)
+        return None
+    try:
+        _wirecheck.configure(**_fast_path_rules())
+    except (ValueError, TypeError, OverflowError):  # rules it cannot express: stay exact
+        logging.getLogger(__name__).warning("tracehook._wirecheck cannot model these rules; "
+                                            "validating in Python", exc_info=True)
+        return None
+    return _wirecheck.check
+
+
+_fast_check = _load_fast_check()
+FAST_PATH = _fast_check is not None
+"""True when :func:`check_batch` validates with the C extension ``tracehook._wirecheck``."""
