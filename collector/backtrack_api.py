@@ -5,8 +5,8 @@
     GET /v1/topics/{topic}/unconsumed?group=G&begin=&end=[&limit=&cursor=]   the replay list, oldest first
     GET /v1/topics/{topic}/dead/counts?begin=&end=[&bucket=1h]   dead letters per group per time bucket
 
-Times go through :func:`collector.timeparse.parse_time` (epoch ms, ISO-8601, ``now``,
-``-2h``); a missing window means the last 30 days.  Query token and error rendering
+Times go through :func:`collector.params.parse_time`, as on every query route (epoch ms,
+ISO-8601, ``now``, ``-2h``); a missing window means the last 30 days.  Query token and error rendering
 are the query API's (:func:`collector.api.query_route`).
 """
 
@@ -19,8 +19,8 @@ from aiohttp import web
 
 from collector import backtrack
 from collector.api import query_route, trace_query
-from collector.params import ParamError, page_size, text_param, time_window, to_int
-from collector.timeparse import current_ms, parse_duration, parse_time
+from collector.params import ParamError, page_size, parse_time, request_window, text_param, to_int
+from collector.timeparse import parse_duration
 
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no", "")
 
@@ -34,16 +34,6 @@ def _flag(request: web.Request, name: str) -> bool:
     raise ParamError("bad_value", f"{name} must be true or false")
 
 
-def _optional_time(request: web.Request, name: str, now: int) -> int | None:
-    value = request.query.get(name)
-    return None if value in (None, "") else parse_time(value, now_ms=now, name=name)
-
-
-def _window(request: web.Request) -> tuple[int, int]:
-    now = current_ms()
-    return time_window(_optional_time(request, "begin", now), _optional_time(request, "end", now), now_ms=now)
-
-
 async def _run(request: web.Request, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Store calls block; run them off the event loop like every other query."""
     return await asyncio.to_thread(func, trace_query(request), *args, **kwargs)
@@ -53,7 +43,9 @@ async def _run(request: web.Request, func: Callable[..., Any], *args: Any, **kwa
 async def topic_offsets(request: web.Request) -> web.Response:
     """Offsets at a time for every queue (or ``queue``); with ``group``, that group's reset plan."""
     topic = request.match_info["topic"]
-    time_ms = parse_time(request.query.get("time"), name="time")
+    time_ms = parse_time("time", request.query.get("time"))
+    if time_ms is None:
+        raise ParamError("bad_time", "time is required: epoch ms, ISO-8601, now or a relative time like -2h")
     queue_text = request.query.get("queue")
     queue = None if queue_text in (None, "") else to_int("queue", queue_text)
     group = text_param("group", request.query.get("group"))
@@ -75,7 +67,7 @@ async def topic_unconsumed(request: web.Request) -> web.Response:
     """The replay list: messages in the window the group has no successful consume of."""
     topic = request.match_info["topic"]
     group = text_param("group", request.query.get("group"), required=True)
-    begin, end = _window(request)
+    begin, end = request_window(request.query)
     limit = page_size(request.query.get("limit"))  # the API's usual default page (20), as openapi.json says
     cursor = text_param("cursor", request.query.get("cursor"))
     page = await _run(request, backtrack.replay_list, topic, group, begin, end, limit, cursor)
@@ -86,7 +78,7 @@ async def topic_unconsumed(request: web.Request) -> web.Response:
 async def topic_dead_counts(request: web.Request) -> web.Response:
     """Dead letters per consumer group per time bucket, for the web page's overview."""
     topic = request.match_info["topic"]
-    begin, end = _window(request)
+    begin, end = request_window(request.query)
     bucket_text = request.query.get("bucket")
     bucket_ms = backtrack.DEFAULT_BUCKET_MS if not bucket_text else parse_duration(bucket_text, name="bucket")
     counts = await _run(request, backtrack.dead_counts, topic, begin, end, bucket_ms)

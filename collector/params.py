@@ -6,7 +6,7 @@ Every problem raises :class:`ParamError` with a short machine-readable
 
 Example::
 
-    begin, end = time_window(parse_time("begin", "2026-11-22T10:00:00Z"), None, now_ms=now)
+    begin, end = request_window(request.query)          # begin=-1h, end=now, ISO-8601, epoch ms
     limit = page_size(request.query.get("limit"))
 """
 
@@ -15,10 +15,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime, timezone
+from collections.abc import Mapping
 from typing import Any
 
-from collector.errors import CollectorError
+from collector import timeparse
+from collector.errors import BadTimeError, CollectorError
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 500
@@ -30,13 +31,6 @@ MAX_WINDOW_MS = 366 * 24 * 3600 * 1000
 MAX_PARAM_LEN = 16 * 1024
 MAX_TIME_MS = 253_402_300_799_999
 """9999-12-31T23:59:59.999Z: later times are refused (row keys hold signed 64-bit ints)."""
-
-# ASCII digits only: \d and str.isdigit() also match digits int() cannot read ("²").
-_DURATION = re.compile(r"^([0-9]+)(ms|s|m|h|d|w)$")
-_DIGITS = re.compile(r"[0-9]+")
-_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
-# Epoch values below this are seconds, not milliseconds (year 2286 in seconds).
-_SECONDS_LIMIT = 10_000_000_000
 
 
 class ParamError(CollectorError):
@@ -95,10 +89,12 @@ def field_int(obj: dict[str, Any], name: str, *, required: bool = False) -> int 
     return to_int(name, value)
 
 
-def field_bool(obj: dict[str, Any], name: str, default: bool = False) -> bool:
+def field_bool(obj: dict[str, Any], name: str, default: bool = False, *, required: bool = False) -> bool:
     """A boolean field (true/false only)."""
-    value = obj.get(name, default)
+    value = obj.get(name)
     if value is None:
+        if required:
+            raise ParamError("missing_field", f"{name} is required (true or false)")
         return default
     if not isinstance(value, bool):
         raise ParamError("bad_type", f"{name} must be true or false")
@@ -119,50 +115,26 @@ def to_int(name: str, value: Any) -> int:
 
 
 def parse_time(name: str, value: Any, *, now_ms: int | None = None) -> int | None:
-    """A point in time as epoch ms.
+    """A point in time as epoch ms, or None when absent.
 
-    Accepts epoch milliseconds (or seconds) as a number or digits, ISO-8601
-    (``2026-11-22T10:00:00Z``; no zone means UTC), QMQ's ``yyyy-MM-dd HH:mm:ss``,
-    and, when ``now_ms`` is given, a duration ago such as ``15m``, ``1h``, ``7d``.
+    The forms are :func:`collector.timeparse.parse_time`'s (epoch ms or seconds,
+    ISO-8601 or ``yyyy-MM-dd HH:mm:ss`` in UTC, ``now``, ``-1h``, ``1h30m`` ago);
+    here QMQ's JSON numbers are accepted too and times after the year 9999 refused.
     """
     if value is None or value == "":
         return None
-    if isinstance(value, bool):
-        raise ParamError("bad_time", f"{name} must be a time")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ParamError("bad_time", f"{name} must be a finite number")
-    if isinstance(value, (int, float)) or (isinstance(value, str) and _DIGITS.fullmatch(value.strip())):
-        number = int(value)
-        if number < 0:
-            raise ParamError("bad_time", f"{name} must not be negative")
-        return _checked_time(name, number * 1000 if number < _SECONDS_LIMIT else number)
-    if not isinstance(value, str):
-        raise ParamError("bad_time", f"{name} must be epoch ms or an ISO-8601 time")
-    text = value.strip()
-    match = _DURATION.match(text)
-    if match and now_ms is not None:
-        return now_ms - int(match.group(1)) * _DURATION_MS[match.group(2)]
+    if isinstance(value, float):
+        # QMQ clients may send longs as JSON floats (1.5e12): whole milliseconds are meant.
+        if not math.isfinite(value):
+            raise ParamError("bad_time", f"{name} must be a finite number")
+        value = int(value)
     try:
-        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ParamError("bad_time", f"{name}: {value[:64]!r} is not epoch ms or an ISO-8601 time") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return _checked_time(name, int(parsed.timestamp() * 1000))
-
-
-def _checked_time(name: str, time_ms: int) -> int:
+        time_ms = timeparse.parse_time(value, now_ms=now_ms, name=name)
+    except BadTimeError as exc:
+        raise ParamError("bad_time", exc.detail) from None
     if time_ms > MAX_TIME_MS:
         raise ParamError("bad_time", f"{name} is after the year 9999")
     return time_ms
-
-
-def parse_duration(name: str, value: str) -> int:
-    """A duration such as ``90s``, ``15m``, ``1h``, ``7d`` in ms."""
-    match = _DURATION.match(value.strip())
-    if not match:
-        raise ParamError("bad_duration", f"{name} must look like 30s, 15m, 1h or 7d")
-    return int(match.group(1)) * _DURATION_MS[match.group(2)]
 
 
 def time_window(begin_ms: int | None, end_ms: int | None, *, now_ms: int) -> tuple[int, int]:
@@ -175,6 +147,15 @@ def time_window(begin_ms: int | None, end_ms: int | None, *, now_ms: int) -> tup
     if end - begin > MAX_WINDOW_MS:
         raise ParamError("bad_window", f"the window is longer than {MAX_WINDOW_MS // 86_400_000} days")
     return begin, end
+
+
+def request_window(
+    query: Mapping[str, Any], begin: str = "begin", end: str = "end", *, now_ms: int | None = None
+) -> tuple[int, int]:
+    """The checked window named by ``query[begin]`` and ``query[end]`` (a query string or a JSON object)."""
+    now = timeparse.current_ms() if now_ms is None else now_ms
+    return time_window(parse_time(begin, query.get(begin), now_ms=now), parse_time(end, query.get(end), now_ms=now),
+                       now_ms=now)
 
 
 def page_size(value: Any, default: int = DEFAULT_PAGE_SIZE, name: str = "limit") -> int:

@@ -1,17 +1,20 @@
 """QMQ backup-server compatible query endpoints.
 
 Shapes follow QMQ's backup API (docs/query.md): subject = topic,
-brokerGroup = broker, sequence = offset, createTime = the producer's born
+brokerGroup = broker (``broker/queue`` when the message has a queue, see
+:func:`broker_group`), sequence = offset, createTime = the producer's born
 time (the store time when unknown).  Longs are rendered as strings, as QMQ's
 server does, so JavaScript clients keep every digit.
 
-    GET /api/message?backupQuery={"subject":"t","len":10,"start":null}
+    GET /api/message?backupQuery={"subject":"t","isDelay":false,"len":10,"start":null}
     GET /api/message/dead?backupQuery={...}
-    GET /api/message/detail?backupQuery={"subject":"t","brokerGroup":"b","sequence":3}
+    GET /api/message/detail?backupQuery={"subject":"t","brokerGroup":"b/0","sequence":3}
     GET /api/message/records?recordQuery={"subject":"t","messageId":"id","recordCode":0}
 
-``isDelay`` is accepted and ignored: tracehook does not keep delayed
-messages apart.
+``isDelay`` and ``len`` are required, as QMQ documents them.  tracehook records
+no delayed messages (the wire format has no delay field), so ``isDelay: true``
+lists nothing.  The window (``msgCreateTimeBegin``/``End``) filters on the time
+the index files messages under: the broker's store time, not the create time.
 """
 
 from __future__ import annotations
@@ -22,27 +25,40 @@ from aiohttp import web
 
 from collector.api import error_response, query_route, run_query
 from collector.params import (
-    MAX_PAGE_SIZE,
     ParamError,
     field_bool,
     field_int,
     field_str,
     page_size,
     parse_json_object,
-    parse_time,
-    time_window,
+    request_window,
 )
-from collector.views import as_dict, now_ms
+from collector.views import as_dict
 
-DEFAULT_LEN = 10
-DETAIL_SCAN_PAGES = 20
-"""How many pages of MAX_PAGE_SIZE the brokerGroup + sequence lookup scans."""
+_MAX_QUEUE_DIGITS = 9
+
+
+def broker_group(broker: str, queue: int) -> str:
+    """QMQ's brokerGroup of a message: the broker, and its queue when it has one.
+
+    QMQ numbers messages per broker group; Kafka-like brokers number them per partition,
+    so the broker alone does not name a message (offset 7 exists in every partition).
+    """
+    return f"{broker}/{queue}" if queue >= 0 else broker
+
+
+def split_broker_group(text: str) -> tuple[str, int | None]:
+    """``(broker, queue)`` of a brokerGroup :func:`broker_group` made; ``(text, None)`` when unqualified."""
+    broker, sep, queue = text.rpartition("/")
+    if sep and broker and queue.isascii() and queue.isdigit() and len(queue) <= _MAX_QUEUE_DIGITS:
+        return broker, int(queue)
+    return text, None
 
 
 def _list_item(item: dict[str, Any]) -> dict[str, Any]:
     created = item.get("born_ms") or item.get("store_ms") or 0
     return {
-        "brokerGroup": str(item.get("broker") or ""),
+        "brokerGroup": broker_group(str(item.get("broker") or ""), int(item.get("queue", -1))),
         "sequence": str(item.get("offset", -1)),
         "messageId": str(item.get("msg_id") or ""),
         "subject": str(item.get("topic") or ""),
@@ -57,14 +73,14 @@ def _backup_query(request: web.Request) -> dict[str, Any]:
 async def _message_list(request: web.Request, *, dead: bool) -> web.Response:
     query = _backup_query(request)
     subject = field_str(query, "subject", required=True)
+    is_delay = field_bool(query, "isDelay", required=True)
+    limit = page_size(field_int(query, "len", required=True), name="len")
     msg_id = field_str(query, "messageId")
-    field_bool(query, "isDelay")
-    now = now_ms()
-    begin = parse_time("msgCreateTimeBegin", query.get("msgCreateTimeBegin"))
-    end = parse_time("msgCreateTimeEnd", query.get("msgCreateTimeEnd"))
-    begin, end = time_window(begin, end, now_ms=now)
-    limit = page_size(query.get("len"), default=DEFAULT_LEN, name="len")
+    begin, end = request_window(query, "msgCreateTimeBegin", "msgCreateTimeEnd")
     start = field_str(query, "start")
+    if is_delay:
+        # Only delayed messages are asked for, and no event records a delay.
+        return web.json_response({"list": [], "next": None})
     if msg_id is not None:
         doc = await _trace_of(request, subject, msg_id)
         listed = doc is not None and (doc["dead"] or not dead)
@@ -85,28 +101,25 @@ async def _trace_of(request: web.Request, subject: str, msg_id: str) -> dict[str
 
 
 async def _find(request: web.Request, query: dict[str, Any]) -> dict[str, Any] | None:
-    """The trace named by messageId, or by brokerGroup + sequence within the last 30 days."""
+    """The trace named by messageId, or by brokerGroup + sequence (one index lookup)."""
     subject = field_str(query, "subject", required=True)
     msg_id = field_str(query, "messageId")
     if msg_id is not None:
         return await _trace_of(request, subject, msg_id)
-    broker = field_str(query, "brokerGroup")
+    group = field_str(query, "brokerGroup")
     sequence = field_int(query, "sequence")
-    if broker is None or sequence is None:
+    if group is None or sequence is None:
         raise ParamError("missing_field", "give messageId, or brokerGroup and sequence")
-    # The index has no (broker, offset) row, so walk the topic's recent messages, newest first.
-    begin, end = time_window(None, None, now_ms=now_ms())
-    cursor = None
-    for _ in range(DETAIL_SCAN_PAGES):
-        page = await run_query(request, "by_time", subject, begin, end, MAX_PAGE_SIZE, cursor=cursor,
-                               newest_first=True)
-        for summary in page.items:
-            if summary.broker == broker and summary.offset == sequence:
-                return await _trace_of(request, subject, summary.msg_id)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return None
+    broker, queue = split_broker_group(group)
+    found = await run_query(request, "by_sequence", subject, broker, sequence, queue)
+    if not found and queue is not None:  # a broker whose own name ends in "/<digits>", listed without a queue
+        found = await run_query(request, "by_sequence", subject, group, sequence)
+    ids = {s.msg_id for s in found}
+    if len(ids) > 1:
+        choices = ", ".join(sorted({broker_group(s.broker, s.queue) for s in found}))
+        raise ParamError("ambiguous_sequence", f"sequence {sequence} of brokerGroup {group!r} is in several queues: "
+                         f"give brokerGroup with its queue, as /api/message lists it ({choices})")
+    return await _trace_of(request, subject, ids.pop()) if ids else None
 
 
 def _tags(tags: str) -> list[str]:
@@ -138,7 +151,7 @@ async def message_detail(request: web.Request) -> web.Response:
     return web.json_response({
         "subject": str(doc.get("topic") or ""),
         "messageId": str(doc.get("msg_id") or ""),
-        "brokerGroup": str(doc.get("broker") or ""),
+        "brokerGroup": broker_group(str(doc.get("broker") or ""), int(doc.get("queue", -1))),
         "sequence": str(doc.get("offset", -1)),
         "queue": doc.get("queue", -1),
         "createTime": str(doc.get("born_ms") or 0),

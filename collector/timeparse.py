@@ -11,7 +11,8 @@ Accepted forms (all give epoch milliseconds)::
     parse_time("+10m", now_ms=now)           # in the future (rarely useful, but unambiguous)
 
 Anything else raises :class:`collector.errors.BadTimeError` (HTTP 400, reason
-``bad_time``) naming the parameter.
+``bad_time``) naming the parameter.  The query API's parameters go through
+:func:`collector.params.parse_time`, which calls this and adds its range checks.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ SECONDS_LIMIT = 10_000_000_000
 """Epoch numbers below this are seconds, not milliseconds (10**10 s is the year 2286)."""
 
 UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 7 * 86_400_000}
-_PART = r"(\d+)(ms|s|m|h|d|w)"
+# ASCII digits only: \d also matches digits such as "\u0661" that nobody means as a time.
+_PART = r"([0-9]+)(ms|s|m|h|d|w)"
 _RELATIVE = re.compile(rf"^([+-]?)((?:{_PART})+)$")
 _PARTS = re.compile(_PART)
 _MAX_TEXT = 64
@@ -55,7 +57,7 @@ def parse_time(value: Any, *, now_ms: int | None = None, name: str = "time") -> 
     if not isinstance(value, str):
         raise BadTimeError(f"{name} must be a string or an integer")
     text = value.strip()
-    if re.fullmatch(r"\d{1,19}", text):
+    if re.fullmatch(r"[0-9]{1,19}", text):
         return _epoch(int(text), name)
     base = now_ms if now_ms is not None else current_ms()
     if text.lower() == "now":

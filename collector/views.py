@@ -6,26 +6,20 @@
                                               ?begin=&end=&limit=&cursor=
     GET /v1/topics/{topic}/dead               dead letters; ?group=&begin=&end=&limit=&cursor=
 
-Times are epoch ms, ISO-8601, or a duration ago (``begin=1h``); a missing
-window means the last 30 days.  Pages carry ``next_cursor`` (null at the end).
+Times are read by :func:`collector.params.request_window` (epoch ms, ISO-8601,
+``now``, ``-1h``, ``1h30m`` ago); a missing window means the last 30 days.  Pages carry ``next_cursor`` (null at the end).
 Offsets at a time, reset plans and the replay list are in :mod:`collector.backtrack_api`.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from aiohttp import web
 
 from collector.api import error_response, query_route, run_query
-from collector.params import ParamError, page_size, parse_time, text_param, time_window
+from collector.params import ParamError, page_size, request_window, text_param
 from collector.timeline import build_timeline
-
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def as_dict(result: Any) -> dict[str, Any]:
@@ -45,13 +39,6 @@ def trace_document(trace: Any) -> dict[str, Any]:
     doc = as_dict(trace)
     doc["timeline"] = build_timeline(doc)
     return doc
-
-
-def _window(request: web.Request) -> tuple[int, int]:
-    now = now_ms()
-    begin = parse_time("begin", request.query.get("begin"), now_ms=now)
-    end = parse_time("end", request.query.get("end"), now_ms=now)
-    return time_window(begin, end, now_ms=now)
 
 
 @query_route
@@ -79,7 +66,7 @@ async def topic_messages(request: web.Request) -> web.Response:
     """GET /v1/topics/{topic}/messages: by key (newest first) or by time range."""
     topic = request.match_info["topic"]
     key = text_param("key", request.query.get("key"))
-    begin, end = _window(request)
+    begin, end = request_window(request.query)
     limit = page_size(request.query.get("limit"))
     cursor = text_param("cursor", request.query.get("cursor"))
     order = request.query.get("order", "newest")
@@ -98,7 +85,7 @@ async def topic_dead(request: web.Request) -> web.Response:
     """GET /v1/topics/{topic}/dead: dead letters, optionally of one consumer group."""
     topic = request.match_info["topic"]
     group = text_param("group", request.query.get("group"))
-    begin, end = _window(request)
+    begin, end = request_window(request.query)
     limit = page_size(request.query.get("limit"))
     cursor = text_param("cursor", request.query.get("cursor"))
     page = await run_query(

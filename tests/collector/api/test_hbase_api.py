@@ -33,7 +33,8 @@ async def test_queries_over_hbase(hbase_client):
     by_time = await collect_pages(client, f"/v1/topics/{TOPIC}/messages", {"limit": "7", "order": "oldest"})
     assert len({i["msg_id"] for i in by_time}) == len(by_time) == SHARED_KEY_COUNT + 6
 
-    dead = await (await client.get("/api/message/dead", params={"backupQuery": json.dumps({"subject": TOPIC})})).json()
+    dead = await (await client.get("/api/message/dead", params={"backupQuery": json.dumps(
+        {"subject": TOPIC, "isDelay": False, "len": 10})})).json()
     assert [i["messageId"] for i in dead["list"]] == [ids.dead]
     records = await (await client.get("/api/message/records", params={"recordQuery": json.dumps(
         {"subject": TOPIC, "brokerGroup": "broker-a", "sequence": 20, "recordCode": 1})})).json()
@@ -41,3 +42,27 @@ async def test_queries_over_hbase(hbase_client):
 
     bad = await client.get(f"/v1/topics/{TOPIC}/messages", params={"cursor": "k.AAAA"})
     assert bad.status == 400 and (await bad.json())["error"] == "bad_cursor"
+
+
+async def test_qmq_broker_group_names_one_partition_over_hbase(hbase_client, hbase_url, now_ms):
+    from collector.sample import send
+    from collector.store import open_store
+    from collector.store.indexer import index_records
+
+    client, _ = hbase_client
+    broker = "kafka-1:9092"
+    records = [send(f"p{q}", now_ms - 1000 + q, dict(topic="k", broker=broker, queue=q, offset=5, born_ms=now_ms,
+                                                        store_ms=now_ms - 1000 + q)) for q in (0, 1)]
+    store = open_store(hbase_url)
+    index_records(store, records)
+    store.close()
+
+    async def detail(group: str, status: int = 200) -> dict:
+        response = await client.get("/api/message/detail", params={"backupQuery": json.dumps(
+            {"subject": "k", "brokerGroup": group, "sequence": 5})})
+        assert response.status == status, await response.text()
+        return await response.json()
+
+    assert (await detail(f"{broker}/0"))["messageId"] == "p0"
+    assert (await detail(f"{broker}/1"))["messageId"] == "p1"
+    assert (await detail(broker, status=400))["error"] == "ambiguous_sequence"

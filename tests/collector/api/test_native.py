@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import pytest
 
@@ -175,3 +176,69 @@ async def test_ids_and_topics_with_reserved_characters(client, config, now_ms):
     body = await (await client.get(f"/v1/topics/{quote(topic, safe='')}/messages", params={"key": "k/1"})).json()
     assert [i["msg_id"] for i in body["items"]] == [msg_id]
 
+
+
+async def test_by_key_with_more_than_64_results_pages_to_the_end(client, config, now_ms):
+    from collector.sample import send
+    from collector.store import open_store
+    from collector.store.indexer import index_records
+
+    count = 150  # RocketMQ's key query stops at 64
+    records = []
+    for n in range(count):
+        t = now_ms - 600_000 + n
+        records.append(send(f"hot-{n:03d}", t, dict(topic="hot", keys=f"k-hot order-{n}", broker="b", queue=n % 3,
+                                                    offset=n // 3, born_ms=t, store_ms=t)))
+    store = open_store(config.store_url)
+    index_records(store, records)
+    store.close()
+    expected = [f"hot-{n:03d}" for n in reversed(range(count))]
+    paged = await collect_pages(client, "/v1/topics/hot/messages", {"key": "k-hot", "limit": "20"})
+    assert [i["msg_id"] for i in paged] == expected  # newest first, no overlap, no gap
+    one_page = await (await client.get("/v1/topics/hot/messages", params={"key": "k-hot", "limit": "500"})).json()
+    assert [i["msg_id"] for i in one_page["items"]] == expected and one_page["next_cursor"] is None
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+async def _ok(client, path: str, params: dict[str, str]) -> dict:
+    response = await client.get(path, params=params)
+    assert response.status == 200, f"{path} {params}: {await response.text()}"
+    return await response.json()
+
+
+@pytest.mark.parametrize("form", ["-2h", "2h", "iso", "epoch ms"])
+async def test_every_route_reads_a_time_the_same_way(client, ids, now_ms, form):
+    # The web page's dead-letter mode sends one begin to /dead and to /dead/counts: both must take it.
+    two_hours_ago = now_ms - 7_200_000
+    begin = {"iso": _iso(two_hours_ago), "epoch ms": str(two_hours_ago)}.get(form, form)
+    window = {"begin": begin, "end": "now"}
+    messages = await collect_pages(client, f"/v1/topics/{TOPIC}/messages", dict(window, limit="500"))
+    assert len(messages) == SHARED_KEY_COUNT + 6
+    dead = await _ok(client, f"/v1/topics/{TOPIC}/dead", window)
+    assert [i["msg_id"] for i in dead["items"]] == [ids.dead]
+    counts = await _ok(client, f"/v1/topics/{TOPIC}/dead/counts", window)
+    assert counts["totals"] == {"shipping": 1}
+    replay = await _ok(client, f"/v1/topics/{TOPIC}/unconsumed", dict(window, group="shipping", limit="500"))
+    assert ids.dead in [i["msg_id"] for i in replay["items"]] and ids.normal not in [i["msg_id"] for i in replay["items"]]
+    offsets = await _ok(client, f"/v1/topics/{TOPIC}/offsets", {"time": begin})
+    assert offsets["queues"] == [{"queue": q, "offset": 10 * (q + 1)} for q in range(4)]  # each queue's first
+    qmq = {"subject": TOPIC, "isDelay": False, "len": 500, "msgCreateTimeBegin": begin, "msgCreateTimeEnd": "now"}
+    listed = await _ok(client, "/api/message", {"backupQuery": json.dumps(qmq)})
+    assert len(listed["list"]) == SHARED_KEY_COUNT + 6
+    qmq_dead = await _ok(client, "/api/message/dead", {"backupQuery": json.dumps(qmq)})
+    assert [i["messageId"] for i in qmq_dead["list"]] == [ids.dead]
+
+
+@pytest.mark.parametrize("begin", ["now", "-10m", "10m"])
+async def test_a_window_after_every_message_is_empty_on_every_route(client, begin):
+    window = {"begin": begin}
+    assert (await _ok(client, f"/v1/topics/{TOPIC}/messages", window))["items"] == []
+    assert (await _ok(client, f"/v1/topics/{TOPIC}/dead", window))["items"] == []
+    assert (await _ok(client, f"/v1/topics/{TOPIC}/dead/counts", window))["totals"] == {}
+    assert (await _ok(client, f"/v1/topics/{TOPIC}/unconsumed", dict(window, group="shipping")))["items"] == []
+    qmq = {"subject": TOPIC, "isDelay": False, "len": 10, "msgCreateTimeBegin": begin}
+    assert (await _ok(client, "/api/message", {"backupQuery": json.dumps(qmq)}))["list"] == []
+    assert (await _ok(client, "/api/message/dead", {"backupQuery": json.dumps(qmq)}))["list"] == []

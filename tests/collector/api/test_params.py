@@ -11,8 +11,8 @@ from collector.params import (
     ParamError,
     field_str,
     page_size,
-    parse_duration,
     parse_time,
+    request_window,
     text_param,
     time_window,
     to_int,
@@ -30,6 +30,12 @@ NOW = 1_795_341_600_000  # 2026-11-22T10:00:00Z
     ("2026-11-22 10:00:00", NOW),  # QMQ's date format, UTC
     ("1h", NOW - 3_600_000),
     ("7d", NOW - 7 * 86_400_000),
+    # The forms collector.timeparse reads for the backtracking routes: one parser for every route.
+    ("-1h", NOW - 3_600_000),
+    ("1h30m", NOW - 5_400_000),
+    ("now", NOW),
+    ("+10m", NOW + 600_000),
+    (float(NOW), NOW),  # QMQ clients may send longs as JSON floats
     (None, None),
     ("", None),
 ])
@@ -81,7 +87,21 @@ def test_text_that_utf8_cannot_encode_is_refused():
         text_param("key", "\udfff")
 
 
-def test_parse_duration():
-    assert parse_duration("since", "90s") == 90_000
-    with pytest.raises(ParamError):
-        parse_duration("since", "90")
+def test_parse_time_is_timeparse_plus_range_checks():
+    from collector import timeparse
+
+    for value in ("-2h", "now", "2026-11-22T10:00:00Z", str(NOW), "1w2d"):
+        assert parse_time("t", value, now_ms=NOW) == timeparse.parse_time(value, now_ms=NOW)
+    # timeparse takes any signed 64-bit time; the query API refuses what it cannot file.
+    assert timeparse.parse_time(str(MAX_TIME_MS + 1)) == MAX_TIME_MS + 1
+    with pytest.raises(ParamError, match="year 9999"):
+        parse_time("t", str(MAX_TIME_MS + 1))
+
+
+def test_request_window_reads_a_query_or_a_json_object():
+    assert request_window({"begin": "-1h", "end": "now"}, now_ms=NOW) == (NOW - 3_600_000, NOW)
+    assert request_window({}, now_ms=NOW) == (NOW - DEFAULT_WINDOW_MS, NOW)
+    assert request_window({"b": NOW - 5, "e": ""}, "b", "e", now_ms=NOW) == (NOW - 5, NOW)
+    with pytest.raises(ParamError) as info:
+        request_window({"end": "soon"}, now_ms=NOW)
+    assert info.value.reason == "bad_time" and "end" in info.value.detail

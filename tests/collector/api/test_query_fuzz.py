@@ -99,9 +99,10 @@ def test_hostile_names_are_found_exactly_over_http(live_collector: LiveCollector
     assert [i["msg_id"] for i in by_key.json()["items"]] == [msg_id]
     by_time = live_collector.get(f"/v1/topics/{segment(topic)}/messages", begin="1h")
     assert [i["msg_id"] for i in by_time.json()["items"]] == [m for t, _, m in HOSTILE if t == topic]
-    qmq = live_collector.get("/api/message", backupQuery=json.dumps({"subject": topic, "len": 10}))
+    qmq = live_collector.get("/api/message", backupQuery=json.dumps({"subject": topic, "isDelay": False, "len": 10}))
     assert [i["messageId"] for i in qmq.json()["list"]] == [m for t, _, m in HOSTILE if t == topic]
-    by_id = live_collector.get("/api/message", backupQuery=json.dumps({"subject": topic, "messageId": msg_id}))
+    by_id = live_collector.get("/api/message", backupQuery=json.dumps({"subject": topic, "messageId": msg_id,
+                                                                           "isDelay": False, "len": 1}))
     assert [i["messageId"] for i in by_id.json()["list"]] == [msg_id]
 
 
@@ -169,8 +170,8 @@ FIELD_VALUES = {
     "recordCode": st.one_of(st.integers(-1, 3), huge_ints, odd_strings, json_values),
 }
 VALID = {
-    "/api/message": {"subject": TOPIC, "len": 5},
-    "/api/message/dead": {"subject": TOPIC, "len": 5},
+    "/api/message": {"subject": TOPIC, "isDelay": False, "len": 5},
+    "/api/message/dead": {"subject": TOPIC, "isDelay": False, "len": 5},
     "/api/message/detail": {"subject": TOPIC, "brokerGroup": "broker-a", "sequence": 10},
     "/api/message/records": {"subject": TOPIC, "messageId": "msg-normal", "recordCode": 0},
 }
