@@ -8,8 +8,8 @@ an index store (``--store local:PATH`` or ``--store hbase://...``)::
     tracehook offsets orders --time 1795341600000 --group billing --force --json
     tracehook replay-list orders --group billing --begin=-6h --end=-1h --format csv > replay.csv
 
-Times: epoch ms, ISO-8601, ``now`` or relative like ``-2h`` (:mod:`collector.timeparse`); write
-a relative time with ``=`` (``--time=-2h``): argparse takes a bare ``-2h`` for an option.
+Times: epoch ms, ISO-8601, ``now`` or relative like ``-2h`` (:mod:`collector.timeparse`);
+``--time -2h`` and ``--time=-2h`` both work (:mod:`tracehook.cli` joins the first form).
 Exit status: 0 answered, 1 nothing indexed for the topic (offsets), 2 bad arguments or
 unreachable source.
 """
@@ -27,11 +27,11 @@ from typing import Any, Iterator, Protocol, TextIO
 from collector import backtrack
 from collector.api import query_errors
 from collector.errors import CollectorError
-from collector.params import DEFAULT_WINDOW_MS
+from collector.params import ParamError, parse_time, time_window
 from collector.query_cli import (
-    DEFAULT_COLLECTOR, ENV_COLLECTOR, ENV_TOKEN, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, HttpSource, QueryFailed, table,
+    EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, HttpSource, QueryFailed, StoreSource, add_source_arguments, table,
 )
-from collector.timeparse import current_ms, parse_time
+from collector.timeparse import current_ms
 
 FORMATS = ("jsonl", "csv")
 # What a command reports as "error: ..." with exit status 2.
@@ -45,31 +45,6 @@ class Source(Protocol):
     def offsets(self, topic: str, params: dict[str, Any]) -> dict[str, Any]: ...
 
     def replay(self, topic: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]: ...
-
-
-class StoreSource:
-    """The index store read directly."""
-
-    def __init__(self, store_url: str) -> None:
-        from collector.store import open_store
-        from collector.store.query import TraceQuery
-
-        self.query = TraceQuery(open_store(store_url))
-
-    def offsets(self, topic: str, params: dict[str, Any]) -> dict[str, Any]:
-        time_ms, queue, group = params["time"], params.get("queue"), params.get("group")
-        if group is None:
-            offsets = backtrack.offsets_at(self.query, topic, time_ms, queue)
-            return {"topic": topic, "time_ms": time_ms,
-                    "queues": [{"queue": q, "offset": offsets[q]} for q in sorted(offsets)]}
-        return backtrack.reset_plan(self.query, topic, group, time_ms, force=params["force"], queue=queue).to_json()
-
-    def replay(self, topic: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        for item in backtrack.iter_replay(self.query, topic, params["group"], params["begin"], params["end"]):
-            yield item.to_json()
-
-    def close(self) -> None:
-        self.query.store.close()
 
 
 class CollectorSource:
@@ -106,15 +81,6 @@ class CollectorSource:
 
     def close(self) -> None:
         pass
-
-
-def add_source_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--collector URL`` or ``--store URL``, and ``--token``: where a command reads the index."""
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--collector", default=os.environ.get(ENV_COLLECTOR, DEFAULT_COLLECTOR),
-                        help=f"collector URL (env {ENV_COLLECTOR}; default {DEFAULT_COLLECTOR})")
-    source.add_argument("--store", help="read the index store directly: local:PATH or hbase://host:port?namespace=NS")
-    parser.add_argument("--token", default=os.environ.get(ENV_TOKEN), help=f"query token (env {ENV_TOKEN})")
 
 
 def add_offsets_arguments(parser: argparse.ArgumentParser) -> None:
@@ -171,8 +137,10 @@ def write_replay(items: Iterator[dict[str, Any]], fmt: str, out: TextIO) -> int:
 def run_offsets(args: argparse.Namespace) -> int:
     """Print offsets at a time, or a group's reset plan."""
     try:
-        params = {"time": parse_time(args.time, name="--time"), "queue": args.queue, "group": args.group,
-                  "force": args.force}
+        time_ms = parse_time("--time", args.time)
+        if time_ms is None:
+            raise ParamError("bad_time", "--time is required")
+        params = {"time": time_ms, "queue": args.queue, "group": args.group, "force": args.force}
         if args.force and not args.group:
             print("error: --force needs --group", file=sys.stderr)
             return EXIT_ERROR
@@ -192,11 +160,8 @@ def run_replay_list(args: argparse.Namespace) -> int:
     """Print the replay list; a summary line goes to stderr."""
     try:
         now = current_ms()
-        end = parse_time(args.end, now_ms=now, name="--end") if args.end else now
-        begin = parse_time(args.begin, now_ms=now, name="--begin") if args.begin else max(end - DEFAULT_WINDOW_MS, 0)
-        if begin > end:
-            print("error: --begin is after --end", file=sys.stderr)
-            return EXIT_ERROR
+        begin, end = time_window(parse_time("--begin", args.begin, now_ms=now), parse_time("--end", args.end, now_ms=now),
+                                 now_ms=now)
         source = open_source(args)
         try:
             count = write_replay(source.replay(args.topic, {"group": args.group, "begin": begin, "end": end}),

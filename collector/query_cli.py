@@ -5,10 +5,12 @@ against an index store (``--store local:PATH`` or ``--store hbase://...``)::
 
     tracehook query id MSG_ID
     tracehook query key orders order-42 --since 7d
-    tracehook query topic orders --since 1h --limit 50
+    tracehook query topic orders --since 1h30m --limit 50
+    tracehook query topic orders --begin -6h --end -1h
     tracehook query dead orders --group billing --json
 
 Tables by default; ``--json`` prints the API's JSON documents for scripts.
+``--json``, ``--collector``, ``--store`` and ``--token`` go before or after WHAT.
 Exit status: 0 found, 1 nothing found, 2 bad query or unreachable source.
 """
 
@@ -22,12 +24,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from datetime import datetime, timezone
-from typing import Any, Protocol, Sequence
+from typing import Any, Iterator, Protocol, Sequence
 
 from collector.errors import CollectorError
 from collector.api import query_errors
-from collector.params import page_size, parse_time, time_window
+from collector.params import ParamError, page_size, parse_time, time_window
 from collector.timeline import status_name
+from collector.timeparse import current_ms, parse_duration
 
 ENV_COLLECTOR = "TRACEHOOK_QUERY_URL"
 ENV_TOKEN = "TRACEHOOK_QUERY_TOKEN"
@@ -46,6 +49,8 @@ class Source(Protocol):
     def trace(self, msg_id: str) -> dict[str, Any] | None: ...
 
     def page(self, kind: str, topic: str, params: dict[str, Any]) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
 
 
 class HttpSource:
@@ -83,16 +88,18 @@ class HttpSource:
         path = f"/v1/topics/{urllib.parse.quote(topic, safe='')}/{kind}"
         return self._get(path, params) or {"items": [], "next_cursor": None}
 
+    def close(self) -> None:
+        pass
+
 
 class StoreSource:
-    """The index store read directly (no collector needed)."""
+    """The index store read directly (no collector needed): the HTTP API's documents, for every CLI."""
 
     def __init__(self, store_url: str) -> None:
         from collector.store import open_store
         from collector.store.query import TraceQuery
 
-        self.store = open_store(store_url)
-        self.query = TraceQuery(self.store)
+        self.query = TraceQuery(open_store(store_url))
 
     def trace(self, msg_id: str) -> dict[str, Any] | None:
         from collector.views import trace_document
@@ -111,6 +118,27 @@ class StoreSource:
         else:
             page = self.query.by_time(topic, *args, cursor=params.get("cursor"))
         return page_dict(page)
+
+    def offsets(self, topic: str, params: dict[str, Any]) -> dict[str, Any]:
+        """``GET /v1/topics/{topic}/offsets``: offsets at a time, or a group's reset plan."""
+        from collector import backtrack
+
+        time_ms, queue, group = params["time"], params.get("queue"), params.get("group")
+        if group is None:
+            offsets = backtrack.offsets_at(self.query, topic, time_ms, queue)
+            return {"topic": topic, "time_ms": time_ms,
+                    "queues": [{"queue": q, "offset": offsets[q]} for q in sorted(offsets)]}
+        return backtrack.reset_plan(self.query, topic, group, time_ms, force=params["force"], queue=queue).to_json()
+
+    def replay(self, topic: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """Every item of the replay list (``GET /v1/topics/{topic}/unconsumed``, all pages)."""
+        from collector import backtrack
+
+        for item in backtrack.iter_replay(self.query, topic, params["group"], params["begin"], params["end"]):
+            yield item.to_json()
+
+    def close(self) -> None:
+        self.query.store.close()
 
 
 def _fmt_time(ms: Any) -> str:
@@ -167,38 +195,61 @@ def format_page(page: dict[str, Any]) -> str:
     return text
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments of ``tracehook query``."""
+def add_source_arguments(parser: argparse.ArgumentParser, *, suppress: bool = False) -> None:
+    """``--collector URL`` or ``--store URL``, and ``--token``: where a command reads the index.
+
+    With ``suppress`` an option left out adds nothing to the namespace, so on a subcommand
+    it does not overwrite the value (or default) parsed before the subcommand.
+    """
+    def default(value: Any) -> Any:
+        return argparse.SUPPRESS if suppress else value
+
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--collector", default=os.environ.get(ENV_COLLECTOR, DEFAULT_COLLECTOR),
+    source.add_argument("--collector", default=default(os.environ.get(ENV_COLLECTOR, DEFAULT_COLLECTOR)),
                         help=f"collector URL (env {ENV_COLLECTOR}; default {DEFAULT_COLLECTOR})")
-    source.add_argument("--store", help="read the index store directly: local:PATH or hbase://host:port?namespace=NS")
-    parser.add_argument("--token", default=os.environ.get(ENV_TOKEN), help=f"query token (env {ENV_TOKEN})")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    source.add_argument("--store", default=default(None),
+                        help="read the index store directly: local:PATH or hbase://host:port?namespace=NS")
+    parser.add_argument("--token", default=default(os.environ.get(ENV_TOKEN)), help=f"query token (env {ENV_TOKEN})")
+
+
+def _common_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    add_source_arguments(parser, suppress=suppress)
+    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS if suppress else False,
+                        help="print JSON instead of tables")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``tracehook query``: the common options go before or after WHAT."""
+    _common_options(parser, suppress=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _common_options(common, suppress=True)
     sub = parser.add_subparsers(dest="what", required=True, metavar="WHAT")
-    by_id = sub.add_parser("id", help="a message's full trace")
+    by_id = sub.add_parser("id", parents=[common], help="a message's full trace")
     by_id.add_argument("msg_id")
-    by_key = sub.add_parser("key", help="messages of a topic with a business key, newest first")
+    by_key = sub.add_parser("key", parents=[common], help="messages of a topic with a business key, newest first")
     by_key.add_argument("topic")
     by_key.add_argument("key")
-    by_topic = sub.add_parser("topic", help="messages of a topic in a time window")
+    by_topic = sub.add_parser("topic", parents=[common], help="messages of a topic in a time window")
     by_topic.add_argument("topic")
-    dead = sub.add_parser("dead", help="dead letters of a topic")
+    dead = sub.add_parser("dead", parents=[common], help="dead letters of a topic")
     dead.add_argument("topic")
     dead.add_argument("--group", help="only this consumer group")
     for listing in (by_key, by_topic, dead):
-        listing.add_argument("--since", help="window start as a duration ago: 15m, 1h, 7d")
-        listing.add_argument("--begin", help="window start: epoch ms or ISO-8601")
-        listing.add_argument("--end", help="window end: epoch ms or ISO-8601 (default now)")
+        listing.add_argument("--since", help="window start as a duration ago: 15m, 1h30m, 7d (not with --begin/--end)")
+        listing.add_argument("--begin", help="window start: epoch ms, ISO-8601, now or relative like -6h")
+        listing.add_argument("--end", help="window end: epoch ms, ISO-8601, now or relative like -1h (default now)")
         listing.add_argument("--limit", default="20", help="page size (default 20)")
         listing.add_argument("--cursor", help="continue after a previous page")
 
 
 def _listing_params(args: argparse.Namespace, now_ms: int) -> dict[str, Any]:
-    begin = parse_time("--begin", args.begin) if args.begin else None
+    if args.since and (args.begin or args.end):
+        raise ParamError("bad_window", "--since cannot be combined with --begin or --end")
     if args.since:
-        begin = parse_time("--since", args.since, now_ms=now_ms)
-    end = parse_time("--end", args.end)
+        begin: int | None = now_ms - parse_duration(args.since, name="--since")
+    else:
+        begin = parse_time("--begin", args.begin, now_ms=now_ms)
+    end = parse_time("--end", args.end, now_ms=now_ms)
     begin, end = time_window(begin, end, now_ms=now_ms)
     return {
         "begin": begin, "end": end, "limit": page_size(args.limit), "cursor": args.cursor,
@@ -208,18 +259,20 @@ def _listing_params(args: argparse.Namespace, now_ms: int) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Run one query and print the answer."""
-    now_ms = int(datetime.now(timezone.utc).timestamp() * 1000)
     try:
         source: Source = StoreSource(args.store) if args.store else HttpSource(args.collector, args.token)
-        if args.what == "id":
-            doc = source.trace(args.msg_id)
-            if doc is None:
-                print(f"no trace for message {args.msg_id!r}", file=sys.stderr)
-                return EXIT_NOT_FOUND
-            print(json.dumps(doc, indent=2) if args.json else format_trace(doc))
-            return EXIT_OK
-        params = _listing_params(args, now_ms)
-        page = source.page("dead" if args.what == "dead" else "messages", args.topic, params)
+        try:
+            if args.what == "id":
+                doc = source.trace(args.msg_id)
+                if doc is None:
+                    print(f"no trace for message {args.msg_id!r}", file=sys.stderr)
+                    return EXIT_NOT_FOUND
+                print(json.dumps(doc, indent=2) if args.json else format_trace(doc))
+                return EXIT_OK
+            params = _listing_params(args, current_ms())
+            page = source.page("dead" if args.what == "dead" else "messages", args.topic, params)
+        finally:
+            source.close()
     except (QueryFailed, CollectorError, *query_errors()) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR

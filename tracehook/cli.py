@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import re
 import sys
 from typing import Sequence
 
@@ -24,6 +25,33 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "kafka-reset": ("tracehook.adapters.kafka_reset", "commit a reset plan's offsets on a real Kafka"),
     "demo": ("collector.demo", "run a collector, traffic and the index job on the embedded store"),
 }
+
+
+TIME_OPTIONS = frozenset(("--time", "--begin", "--end", "--since"))
+"""Options whose value may be a relative time with a leading '-' (``--begin -6h``); ``--since -1h``
+is joined too, so that it gets the time parser's error rather than argparse's."""
+_RELATIVE_VALUE = re.compile(r"-[0-9]")
+
+
+def join_relative_times(argv: Sequence[str]) -> list[str]:
+    """``--begin -6h`` as ``--begin=-6h``.
+
+    argparse reads a word starting with '-' (other than a plain negative number) as an
+    option, so ``--begin -6h`` would fail with "expected one argument".
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":  # everything after it is positional
+            return out + list(argv[i:])
+        if arg in TIME_OPTIONS and i + 1 < len(argv) and _RELATIVE_VALUE.match(argv[i + 1]):
+            out.append(f"{arg}={argv[i + 1]}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
 
 
 def _exists(module: str) -> bool:
@@ -52,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tracehook COMMAND ...``; returns the process exit code."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(join_relative_times(argv))
     module = importlib.import_module(args._module)
     name = args._command.replace("-", "_")
     # run_<name> only pairs with add_<name>_arguments: spark_jobs.index_job.run_index is a Python API.

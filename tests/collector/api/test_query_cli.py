@@ -7,7 +7,7 @@ import json
 
 from collector.app import create_app
 from collector.config import CollectorConfig
-from collector.sample import SHARED_KEY, TOPIC
+from collector.sample import SHARED_KEY, SHARED_KEY_COUNT, TOPIC
 from tracehook.cli import main
 
 from api_helpers import QUERY_TOKEN, fill_store
@@ -65,3 +65,56 @@ async def test_against_a_collector_with_a_query_token(aiohttp_server, tmp_path, 
 def test_unreachable_collector(capsys):
     code, _, err = run_cli(capsys, "--collector", "http://127.0.0.1:9", "id", "x")
     assert code == 2 and "cannot reach" in err
+
+
+def test_common_options_after_the_subcommand(config, ids, capsys):
+    # The module docstring's own example: `tracehook query dead orders --group billing --json`.
+    code, out, _ = run_cli(capsys, "dead", TOPIC, "--group", "shipping", "--json", "--store", config.store_url)
+    assert code == 0 and [i["msg_id"] for i in json.loads(out)["items"]] == [ids.dead]
+    code, out, _ = run_cli(capsys, "id", ids.dead, "--store", config.store_url, "--json")
+    assert code == 0 and json.loads(out)["msg_id"] == ids.dead
+    # Before the subcommand still works, and a subcommand that does not repeat it keeps it.
+    code, out, _ = run_cli(capsys, "--json", "--store", config.store_url, "id", ids.dead)
+    assert code == 0 and json.loads(out)["msg_id"] == ids.dead
+
+
+def test_common_options_after_the_subcommand_over_http(capsys):
+    code, _, err = run_cli(capsys, "id", "x", "--collector", "http://127.0.0.1:9", "--token", "t")
+    assert code == 2 and "127.0.0.1:9" in err
+
+
+def _listed(capsys, config, *argv: str) -> tuple[int, list[str], str]:
+    code, out, err = run_cli(capsys, "--store", config.store_url, "--json", "topic", TOPIC, "--limit", "500", *argv)
+    return code, [i["msg_id"] for i in json.loads(out)["items"]] if code in (0, 1) else [], err
+
+
+def test_relative_begin_and_end_with_a_space_or_an_equals_sign(config, ids, capsys):
+    everything = SHARED_KEY_COUNT + 6  # all stored between 1 h and 59.5 min ago
+    assert len(_listed(capsys, config, "--begin", "-2h")[1]) == everything
+    assert len(_listed(capsys, config, "--begin=-2h", "--end=now")[1]) == everything
+    assert len(_listed(capsys, config, "--begin", "-2h", "--end", "-1s")[1]) == everything
+    code, found, _ = _listed(capsys, config, "--begin", "-2h", "--end", "-90m")
+    assert code == 1 and found == []
+    code, found, _ = _listed(capsys, config, "--begin", "-2h", "--end", "-3599s")
+    assert ids.normal in found and ids.failed_send not in found  # the first ones only: end is relative too
+
+
+def test_since_takes_compound_durations_and_excludes_begin_and_end(config, ids, capsys):
+    assert len(_listed(capsys, config, "--since", "1h30m")[1]) == SHARED_KEY_COUNT + 6
+    code, found, _ = _listed(capsys, config, "--since", "30m")
+    assert code == 1 and found == []
+    for other in (["--begin", "-2h"], ["--end", "now"]):
+        code, _, err = _listed(capsys, config, "--since", "1h", *other)
+        assert code == 2 and "--since" in err
+    code, _, err = _listed(capsys, config, "--since", "-1h")  # a duration, not a time
+    assert code == 2 and "--since" in err
+
+
+def test_join_relative_times():
+    from tracehook.cli import join_relative_times
+
+    assert join_relative_times(["q", "--begin", "-6h", "--end", "-1h", "--time", "-2h"]) == [
+        "q", "--begin=-6h", "--end=-1h", "--time=-2h"]
+    assert join_relative_times(["--begin", "2026-01-01", "--since", "1h", "--begin", "--json", "-1"]) == [
+        "--begin", "2026-01-01", "--since", "1h", "--begin", "--json", "-1"]
+    assert join_relative_times(["--", "--begin", "-6h"]) == ["--", "--begin", "-6h"]

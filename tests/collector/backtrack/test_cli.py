@@ -53,6 +53,17 @@ def test_offsets_table_and_json(config, capsys) -> None:
     assert [q["planned"] for q in json.loads(out)["queues"]] == [3, 3]
 
 
+def test_relative_times_with_a_space_or_an_equals_sign(config, capsys) -> None:
+    store = ["--store", config.store_url]
+    spaced = run(capsys, "offsets", TOPIC, "--time", "-2h", "--json", *store)
+    joined = run(capsys, "offsets", TOPIC, "--time=-2h", "--json", *store)
+    assert spaced[0] == joined[0] == 0 and json.loads(spaced[1])["queues"] == json.loads(joined[1])["queues"]
+    code, out, err = run(capsys, "replay-list", TOPIC, "--group", GROUP, "--begin", "-100000d", *store)
+    assert code == 2 and "--begin" in err  # parsed as a time (before 1970), not taken for an option
+    code, out, err = run(capsys, "replay-list", TOPIC, "--group", GROUP, "--begin", "-2s", "--end", "-1s", *store)
+    assert code == 0 and out == "" and "0 message(s)" in err  # a window after every message
+
+
 def test_offsets_exit_codes(config, capsys) -> None:
     assert run(capsys, "offsets", "unknown-topic", "--time=now", "--store", config.store_url)[0] == 1
     code, _, err = run(capsys, "offsets", TOPIC, "--time=whenever", "--store", config.store_url)
@@ -94,17 +105,18 @@ async def test_same_answers_through_a_collector(aiohttp_server, config, capsys) 
     assert code == 2
 
 
-@pytest.mark.parametrize("module_name", ["collector.backtrack_cli", "tracehook.adapters.kafka_reset"])
+@pytest.mark.parametrize("module_name", ["collector.backtrack_cli", "collector.query_cli",
+                                         "tracehook.adapters.kafka_reset"])
 def test_docstring_examples_parse(module_name: str) -> None:
-    # The examples are what users copy; argparse rejects a bare "--time -2h", so they must use "=".
+    # The examples are what users copy, parsed as main() parses them ("--time -2h" joined first).
     import importlib
     import shlex
 
-    from tracehook.cli import build_parser
+    from tracehook.cli import build_parser, join_relative_times
 
     doc = importlib.import_module(module_name).__doc__ or ""
     examples = [shlex.split(line, comments=True) for line in doc.splitlines() if line.strip().startswith("tracehook ")]
     assert examples
     for words in examples:
         words = words[1:words.index(">")] if ">" in words else words[1:]
-        build_parser().parse_args(words)  # SystemExit (a failed test) on an argument argparse rejects
+        build_parser().parse_args(join_relative_times(words))  # SystemExit (a failed test) on a rejected argument
