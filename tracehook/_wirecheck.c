@@ -76,12 +76,43 @@ static inline int has(const Reader *r, size_t n) { return (size_t)(r->end - r->p
 /* A declared length over a limit (limits are >= 0; compared unsigned on every platform). */
 static inline int over(uint32_t n, Py_ssize_t limit) { return (size_t)n > (size_t)limit; }
 
+/* A big-endian unsigned integer of n = 1, 2, 4 or 8 bytes (the caller checked the bounds). */
 static inline uint64_t be(const unsigned char *s, int n)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = (v << 8) | s[i];
-    return v;
+    switch (n) {
+    case 1:
+        return s[0];
+    case 2:
+        return (uint64_t)s[0] << 8 | s[1];
+    case 4:
+        return (uint64_t)s[0] << 24 | (uint64_t)s[1] << 16 | (uint64_t)s[2] << 8 | s[3];
+    default:
+        return (uint64_t)s[0] << 56 | (uint64_t)s[1] << 48 | (uint64_t)s[2] << 40 | (uint64_t)s[3] << 32 |
+               (uint64_t)s[4] << 24 | (uint64_t)s[5] << 16 | (uint64_t)s[6] << 8 | s[7];
+    }
+}
+
+/* Most strings on the wire are short ASCII: one OR over the bytes settles them. */
+static inline int ascii_only(const unsigned char *s, size_t n)
+{
+    uint64_t acc = 0, w;
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 <= n; i += 8) {
+            memcpy(&w, s + i, 8);
+            acc |= w;
+        }
+        memcpy(&w, s + n - 8, 8); /* the tail, overlapping what was read */
+        acc |= w;
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        acc = a | b;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            acc |= s[i];
+    }
+    return !(acc & 0x8080808080808080ULL);
 }
 
 /* Python's strict UTF-8 decoder: no overlong forms, no surrogates, nothing above U+10FFFF. */
@@ -276,7 +307,7 @@ payload:
     r->p += it->len;
     if (it->kind == K_BIN)
         return over(it->len, R.max_bin_len) ? REJECT : OK;
-    if (over(it->len, R.max_str_len) || !utf8_valid(it->ptr, it->len))
+    if (over(it->len, R.max_str_len) || (!ascii_only(it->ptr, it->len) && !utf8_valid(it->ptr, it->len)))
         return REJECT;
     return OK;
 }
@@ -399,8 +430,23 @@ static int check_event(Reader *r)
     for (uint32_t i = 0; i < ev.len; i++) {
         const Column *col = &R.columns[i];
         Item it;
-        if (read_item(r, &it) != OK)
+        /* The usual encodings of the usual values first (this loop runs for every field
+           of every event); anything else takes the general reader. */
+        unsigned c = has(r, 1) ? *r->p : 0xc1;
+        if (col->kind == COL_INT && c <= 0x7f) {
+            it.kind = K_INT;
+            it.neg = 0;
+            it.uval = c;
+            r->p++;
+        } else if (col->kind == COL_STR && (c & 0xe0) == 0xa0 && has(r, 1 + (c & 0x1f)) &&
+                   !over(c & 0x1f, R.max_str_len) && ascii_only(r->p + 1, c & 0x1f)) {
+            it.kind = K_STR;
+            it.len = c & 0x1f;
+            it.ptr = r->p + 1;
+            r->p += 1 + it.len;
+        } else if (read_item(r, &it) != OK) {
             return REJECT;
+        }
         if (it.kind == K_NIL && col->nullable)
             continue;
         switch (col->kind) {
