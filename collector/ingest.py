@@ -34,7 +34,7 @@ from collector.errors import (
 from collector.metrics import CollectorMetrics
 from collector.ratelimit import RateLimiter
 from collector.tracelog import TraceLog
-from tracehook.wire import BatchHeader, WireError, check_batch
+from tracehook.wire import BatchHeader, WireError, check_batch, fast_check_batch
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +196,11 @@ class Ingestor:
     async def _check(self, body: bytes) -> CheckResult:
         if self._decoders is None or len(body) <= INLINE_DECODE_BYTES:
             return check_body(body)
+        # The C validator (when built) costs less than shipping the body to a worker, so
+        # only what it does not accept goes there, for the Python path to name the problem.
+        checked = fast_check_batch(body)
+        if checked is not None:
+            return CheckResult(*checked)
         return await asyncio.get_running_loop().run_in_executor(self._decoders, check_body, body)
 
     # -- appending ------------------------------------------------------------------------

@@ -215,12 +215,17 @@ def check_batch(data: bytes) -> tuple[BatchHeader, int]:
 
     Uses the C validator (:data:`FAST_PATH`) when it is built; it only answers "valid",
     so anything else goes through the Python path below, which names the problem."""
-    if _fast_check is not None:
-        checked = _fast_check(data)
-        if checked is not None:
-            client_id, seq, app, host, sent_ms, stats, count = checked
-            return BatchHeader(client_id, seq, app, host, sent_ms, stats), count
-    return _check_batch_py(data)
+    return fast_check_batch(data) or _check_batch_py(data)
+
+
+def fast_check_batch(data: bytes) -> tuple[BatchHeader, int] | None:
+    """:func:`check_batch`'s result if the C validator is built and accepts ``data``, else
+    None (then only :func:`check_batch` can say what is wrong)."""
+    checked = _fast_check(data) if _fast_check is not None else None
+    if checked is None:
+        return None
+    client_id, seq, app, host, sent_ms, stats, count = checked
+    return BatchHeader(client_id, seq, app, host, sent_ms, stats), count
 
 
 def _check_batch_py(data: bytes) -> tuple[BatchHeader, int]:
