@@ -160,8 +160,8 @@ def run_replay_list(args: argparse.Namespace) -> int:
     """Print the replay list; a summary line goes to stderr."""
     try:
         now = current_ms()
-        begin, end = time_window(parse_time("--begin", args.begin, now_ms=now), parse_time("--end", args.end, now_ms=now),
-                                 now_ms=now)
+        begin = parse_time("--begin", args.begin, now_ms=now)
+        begin, end = time_window(begin, parse_time("--end", args.end, now_ms=now), now_ms=now)
         source = open_source(args)
         try:
             count = write_replay(source.replay(args.topic, {"group": args.group, "begin": begin, "end": end}),

@@ -7,7 +7,8 @@
     GET /v1/topics/{topic}/dead               dead letters; ?group=&begin=&end=&limit=&cursor=
 
 Times are read by :func:`collector.params.request_window` (epoch ms, ISO-8601,
-``now``, ``-1h``, ``1h30m`` ago); a missing window means the last 30 days.  Pages carry ``next_cursor`` (null at the end).
+``now``, ``-1h``, ``1h30m`` ago); a missing window means the last 30 days.
+Pages carry ``next_cursor`` (null at the end).
 Offsets at a time, reset plans and the replay list are in :mod:`collector.backtrack_api`.
 """
 

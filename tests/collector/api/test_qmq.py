@@ -42,7 +42,8 @@ async def test_message_list_by_id(client, ids):
     body = await qmq(client, "/api/message", "backupQuery",
                      {"subject": TOPIC, "messageId": ids.retried, "isDelay": False, "len": 10})
     assert body["next"] is None
-    assert [(i["messageId"], i["brokerGroup"], i["sequence"]) for i in body["list"]] == [(ids.retried, "broker-a/1", "20")]
+    listed = [(i["messageId"], i["brokerGroup"], i["sequence"]) for i in body["list"]]
+    assert listed == [(ids.retried, "broker-a/1", "20")]
     body = await qmq(client, "/api/message", "backupQuery",
                      {"subject": "other", "messageId": ids.retried, "isDelay": False, "len": 10})
     assert body["list"] == []
