@@ -222,11 +222,14 @@ def print_traces(collector_url: str | None, store_url: str, ids: DemoIds) -> Non
     from collector.query_cli import HttpSource, StoreSource, format_trace
 
     source = HttpSource(collector_url) if collector_url else StoreSource(store_url)
-    for title, msg_id in (("a normal message", ids.normal), ("retried by shipping", ids.retried),
-                          ("dead letter in shipping", ids.dead), ("transactional", ids.transactional)):
-        doc = source.trace(msg_id)
-        print(f"\n== {title}: tracehook query id {msg_id}")
-        print(format_trace(doc) if doc else "(not indexed)")
+    try:
+        for title, msg_id in (("a normal message", ids.normal), ("retried by shipping", ids.retried),
+                              ("dead letter in shipping", ids.dead), ("transactional", ids.transactional)):
+            doc = source.trace(msg_id)
+            print(f"\n== {title}: tracehook query id {msg_id}")
+            print(format_trace(doc) if doc else "(not indexed)")
+    finally:
+        source.close()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
