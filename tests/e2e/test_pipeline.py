@@ -11,13 +11,13 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import requests
+from fixtures.relay import Relay
 
 import tracehook
 from collector.store import open_store
@@ -168,55 +168,6 @@ def test_pipeline_lookups_return_exactly_what_was_sent(spark: Any, traced_log: A
     assert snapshot(store_url, sent) == first  # ...changes nothing
 
 
-class CuttingRelay:
-    """Forwards to ``upstream_port`` and drops every connection once ``limit`` bytes went upstream."""
-
-    def __init__(self, upstream_port: int, limit: int) -> None:
-        self.upstream_port, self.limit, self.sent = upstream_port, limit, 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = int(self.listener.getsockname()[1])
-        self.lock = threading.Lock()
-        self.sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-            with self.lock:
-                self.sockets += [client, upstream]
-            threading.Thread(target=self._pump, args=(client, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False), daemon=True).start()
-
-    def _pump(self, src: socket.socket, dst: socket.socket, counted: bool) -> None:
-        try:
-            while data := src.recv(65536):
-                if counted:
-                    with self.lock:
-                        self.sent += len(data)
-                        dead = self.sent > self.limit
-                    if dead:
-                        self.kill()
-                        return
-                dst.sendall(data)
-        except OSError:
-            pass
-
-    def kill(self) -> None:
-        """HBase is gone: every connection, now and later, is refused or reset."""
-        self.listener.close()
-        with self.lock:
-            for s in self.sockets:
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                s.close()
-
-
 @pytest.mark.hbase
 def test_hbase_dying_mid_run_keeps_the_checkpoint_and_the_next_run_converges(
     spark: Any, traced_log: Any, make_hbase_url: Callable[..., str], hbase_port: int, tmp_path: Any
@@ -224,13 +175,13 @@ def test_hbase_dying_mid_run_keeps_the_checkpoint_and_the_next_run_converges(
     source, sent = traced_log
     log_dir = _copy_log(source, tmp_path)
     url = make_hbase_url()
-    relay = CuttingRelay(hbase_port, limit=64 * 1024)  # table setup passes, the puts do not
+    relay = Relay(hbase_port, cut_after_bytes=64 * 1024)  # table setup passes, the puts do not
     try:
         with pytest.raises(IndexJobError, match="^indexing 2 segment"):  # the tasks failed, not the setup
             index_once(spark, log_dir, url.replace(f":{hbase_port}?", f":{relay.port}?"))
     finally:
-        relay.kill()
-    assert relay.sent > relay.limit  # the cut happened while data was flowing
+        relay.close()
+    assert relay.sent > 64 * 1024  # the cut happened while data was flowing
     assert read_checkpoint(log_dir) == set()
 
     report = index_once(spark, log_dir, url)  # HBase is back

@@ -6,11 +6,10 @@ so the shared HBase other tests use keeps running.
 
 from __future__ import annotations
 
-import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
+from fixtures.relay import Relay
 from index_helpers import consumed, message, unique
 
 from collector.store import open_store
@@ -18,66 +17,6 @@ from collector.store.errors import StoreUnavailableError
 from collector.store.indexer import index_records
 
 pytestmark = [pytest.mark.hbase, pytest.mark.slow]
-
-
-class Relay:
-    """Forwards 127.0.0.1:<port> to the Thrift server until :meth:`cut`."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.sockets: list[socket.socket] = []
-        self.open = True
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            with self.lock:
-                if not self.open:
-                    client.close()
-                    continue
-                upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-                self.sockets += [client, upstream]
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def cut(self) -> None:
-        with self.lock:
-            self.open = False
-            for s in self.sockets:
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                s.close()
-            self.sockets.clear()
-
-    def restore(self) -> None:
-        with self.lock:
-            self.open = True
-
-    def close(self) -> None:
-        self.cut()
-        self.listener.close()
 
 
 @pytest.fixture
