@@ -23,7 +23,7 @@ import random
 import subprocess
 import sys
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from collector import backtrack
 from collector.sample import BILLING_HEADER, Record, consume, send

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from typing import Callable
+from collections.abc import Callable
 
 from collector.demo import free_port, start_collector, stop_collector
 from collector.sample import bulk

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import pathlib
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 

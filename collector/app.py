@@ -16,7 +16,8 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-from typing import Any, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 

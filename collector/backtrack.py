@@ -24,8 +24,9 @@ same): the *next* offset the group will read, so a group that finished offset 41
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from collector.store import keys, schema
 from collector.store.errors import BadRangeError

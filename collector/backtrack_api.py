@@ -13,7 +13,8 @@ are the query API's (:func:`collector.api.query_route`).
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from aiohttp import web
 

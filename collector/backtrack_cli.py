@@ -22,14 +22,22 @@ import json
 import os
 import sys
 import urllib.parse
-from typing import Any, Iterator, Protocol, TextIO
+from collections.abc import Iterator
+from typing import Any, Protocol, TextIO
 
 from collector import backtrack
 from collector.api import query_errors
 from collector.errors import CollectorError
 from collector.params import ParamError, parse_time, time_window
 from collector.query_cli import (
-    EXIT_ERROR, EXIT_NOT_FOUND, EXIT_OK, HttpSource, QueryFailed, StoreSource, add_source_arguments, table,
+    EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    HttpSource,
+    QueryFailed,
+    StoreSource,
+    add_source_arguments,
+    table,
 )
 from collector.timeparse import current_ms
 

@@ -16,8 +16,9 @@ import dataclasses
 import logging
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from collector.errors import ConfigError
 from collector.tracelog import DEFAULT_SEGMENT_AGE_S, DEFAULT_SEGMENT_BYTES, DURABILITY_MODES

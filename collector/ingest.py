@@ -19,16 +19,24 @@ import multiprocessing
 import signal
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from aiohttp import web
 
 from collector.auth import require_ingest_token
 from collector.config import CollectorConfig
 from collector.errors import (
-    Backpressure, BadBatch, ClientGone, CollectorError, DiskFull, PayloadTooLarge, ShuttingDown, StorageError,
+    Backpressure,
+    BadBatch,
+    ClientGone,
+    CollectorError,
+    DiskFull,
+    PayloadTooLarge,
+    ShuttingDown,
+    StorageError,
     UnsupportedMediaType,
 )
 from collector.metrics import CollectorMetrics

@@ -12,7 +12,8 @@ import json
 import os
 import struct
 import threading
-from typing import Iterable, Iterator, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 import crc32c
 
@@ -123,7 +124,7 @@ def scan_segment(path: str) -> SegmentScan:
     records: list[LogRecord] = []
     valid = 0
     try:
-        for record, valid in _iter_frames(_read_file(path), path):
+        for record, valid in _iter_frames(_read_file(path), path):  # noqa: B007 - read after the loop
             records.append(record)
     except CorruptSegmentError as exc:
         return SegmentScan(records, valid, exc)

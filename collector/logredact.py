@@ -12,7 +12,7 @@ message and the traceback with ``[redacted]``::
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from collections.abc import Iterable
 
 REDACTED = "[redacted]"
 

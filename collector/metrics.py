@@ -13,7 +13,7 @@ collector's own set is :class:`CollectorMetrics`::
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 MAX_REPORTING_CLIENTS = 10_000
 """Clients whose reported counters are remembered; the least recently heard from go first."""

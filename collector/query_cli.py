@@ -23,11 +23,12 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from datetime import datetime, timezone
-from typing import Any, Iterator, Protocol, Sequence
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
-from collector.errors import CollectorError
 from collector.api import query_errors
+from collector.errors import CollectorError
 from collector.params import ParamError, page_size, parse_time, time_window
 from collector.timeline import status_name
 from collector.timeparse import current_ms, parse_duration
@@ -144,7 +145,7 @@ class StoreSource:
 def _fmt_time(ms: Any) -> str:
     if not ms or int(ms) <= 0:
         return "-"
-    return datetime.fromtimestamp(int(ms) / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    return datetime.fromtimestamp(int(ms) / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def _fmt_cost(us: Any) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 from collector.errors import RateLimited
 

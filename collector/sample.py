@@ -16,8 +16,9 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from tracehook.wire import BatchHeader, Event, EventType, Status, TxState, make_event
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from collector.errors import BadTimeError
@@ -78,7 +78,7 @@ def parse_time(value: Any, *, now_ms: int | None = None, name: str = "time") -> 
             f"{name}: {text[:_MAX_TEXT]!r} is not epoch ms, ISO-8601, now or a relative time like -2h"
         ) from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return _epoch(int(parsed.timestamp() * 1000), name)
 
 

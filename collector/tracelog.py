@@ -39,14 +39,28 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from collector.errors import CorruptSegmentError, DiskFull, StorageError
 from collector.logformat import (
-    CHECKPOINT, MANIFEST, MAX_RECORD_BYTES, SEGMENT_SUFFIX, LogRecord, SegmentInfo, SegmentScan,
-    _fsync_dir, _load_manifest, _write_manifest, encode_record, read_checkpoint, read_segment,
-    scan_segment, sealed_segments, segment_name, write_checkpoint,
+    CHECKPOINT,
+    MANIFEST,
+    MAX_RECORD_BYTES,
+    SEGMENT_SUFFIX,
+    LogRecord,
+    SegmentInfo,
+    SegmentScan,
+    _fsync_dir,
+    _load_manifest,
+    _write_manifest,
+    encode_record,
+    read_checkpoint,
+    read_segment,
+    scan_segment,
+    sealed_segments,
+    segment_name,
+    write_checkpoint,
 )
 
 __all__ = [

@@ -13,7 +13,7 @@ import importlib
 import importlib.util
 import re
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {

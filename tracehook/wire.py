@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import logging
 import operator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import msgpack
 

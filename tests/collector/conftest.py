@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pathlib
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
+from collector_service_helpers import CollectorProcess
 
 from collector.config import CollectorConfig
-from collector_service_helpers import CollectorProcess
 
 
 @pytest.fixture

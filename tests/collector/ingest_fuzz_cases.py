@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 import struct
-from typing import Any, Callable, NamedTuple, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 import msgpack
 from hypothesis import strategies as st

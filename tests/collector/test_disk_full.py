@@ -11,16 +11,16 @@ import os
 import pathlib
 import subprocess
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 import requests
+from collector_service_helpers import make_batch
 
 import tracehook
 from collector import tracelog
 from collector.errors import DiskFull
 from collector.tracelog import TraceLog
-from collector_service_helpers import make_batch
 from tracehook import wire
 
 MSGPACK = {"Content-Type": "application/msgpack"}

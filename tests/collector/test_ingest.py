@@ -8,12 +8,12 @@ import os
 
 import msgpack
 from aiohttp import web
+from collector_service_helpers import make_batch, read_log
 
 from collector import tracelog
 from collector.app import INGESTOR_KEY, STORE_KEY, create_app
 from collector.auth import require_query_token
 from collector.config import CollectorConfig
-from collector_service_helpers import make_batch, read_log
 
 MSGPACK = {"Content-Type": "application/msgpack"}
 

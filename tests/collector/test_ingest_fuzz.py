@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 import requests
+from collector_service_helpers import make_batch
 from hypothesis import HealthCheck, given, settings
+from ingest_fuzz_cases import WIRE_REASONS, Case, cases, hostile_bodies, wire_verdict
+from test_disk_full import _assert_log_is_clean
 
 from collector.app import create_app
 from collector.ingest import check_body
-from collector_service_helpers import make_batch
-from ingest_fuzz_cases import WIRE_REASONS, Case, cases, hostile_bodies, wire_verdict
-from test_disk_full import _assert_log_is_clean
 
 pytestmark = pytest.mark.slow
 

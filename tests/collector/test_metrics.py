@@ -7,11 +7,11 @@ import math
 import os
 
 import pytest
+from collector_service_helpers import make_batch
 
 from collector import tracelog
 from collector.app import INGESTOR_KEY, create_app
 from collector.config import CollectorConfig
-from collector_service_helpers import make_batch
 
 MSGPACK = {"Content-Type": "application/msgpack"}
 HISTOGRAMS = ("tracehook_collector_append_seconds", "tracehook_collector_fsync_seconds")

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 import requests
-
 from collector_service_helpers import make_batch, read_log
+
 from tracehook import wire
 
 MSGPACK = {"Content-Type": "application/msgpack"}

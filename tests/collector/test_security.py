@@ -13,13 +13,13 @@ import sys
 
 import pytest
 import requests
+from collector_service_helpers import ROOT, make_batch, read_log
 
 import tracehook
 from collector.app import create_app
 from collector.config import load_config
 from collector.errors import ConfigError
 from collector.tls import server_ssl_context
-from collector_service_helpers import ROOT, make_batch, read_log
 from tracehook import wire
 
 MSGPACK = {"Content-Type": "application/msgpack"}

@@ -6,10 +6,10 @@ import os
 
 import pytest
 import requests
+from collector_service_helpers import read_log
 
 import tracehook
 from collector import tracelog
-from collector_service_helpers import read_log
 from tracehook import wire
 
 

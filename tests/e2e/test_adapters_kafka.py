@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from adapter_helpers import collect_and_index, trace_query
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 import tracehook
-from adapter_helpers import collect_and_index, trace_query
 from collector.demo import free_port
 from tracehook import HEADER_MSG_ID
 from tracehook.adapters import kafka_python

@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 

@@ -15,7 +15,6 @@ import sysconfig
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -5,12 +5,11 @@ from __future__ import annotations
 import time
 
 import pytest
+from api_helpers import INGEST_TOKEN, QUERY_TOKEN, fill_store
 
 from collector.app import create_app
 from collector.config import CollectorConfig
 from collector.sample import ScenarioIds
-
-from api_helpers import INGEST_TOKEN, QUERY_TOKEN, fill_store
 
 
 @pytest.fixture

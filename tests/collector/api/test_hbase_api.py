@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from api_helpers import collect_pages, fill_store
 
 from collector.app import create_app
 from collector.config import CollectorConfig
 from collector.sample import SHARED_KEY, SHARED_KEY_COUNT, TOPIC
-
-from api_helpers import collect_pages, fill_store
 
 pytestmark = [pytest.mark.hbase, pytest.mark.slow]
 

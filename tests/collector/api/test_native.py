@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
+from api_helpers import INGEST_TOKEN, QUERY_TOKEN, collect_pages
 
 from collector.api import OPENAPI_PATH
 from collector.sample import SHARED_KEY, SHARED_KEY_COUNT, TOPIC
-from api_helpers import INGEST_TOKEN, QUERY_TOKEN, collect_pages
 
 
 def rows_by_group(doc: dict) -> dict[str, dict]:
@@ -200,7 +200,7 @@ async def test_by_key_with_more_than_64_results_pages_to_the_end(client, config,
 
 
 def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 async def _ok(client, path: str, params: dict[str, str]) -> dict:

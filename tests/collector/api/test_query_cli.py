@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 
+from api_helpers import QUERY_TOKEN, fill_store
+
 from collector.app import create_app
 from collector.config import CollectorConfig
 from collector.sample import SHARED_KEY, SHARED_KEY_COUNT, TOPIC
 from tracehook.cli import main
-
-from api_helpers import QUERY_TOKEN, fill_store
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import pytest
 import requests
+from api_helpers import fill_store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,8 +25,6 @@ from collector.demo import free_port, start_collector, stop_collector
 from collector.sample import TOPIC, send
 from collector.store import open_store
 from collector.store.indexer import index_records
-
-from api_helpers import fill_store
 
 schemathesis = pytest.importorskip("schemathesis")
 

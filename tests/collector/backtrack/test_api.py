@@ -5,13 +5,12 @@ from __future__ import annotations
 import pathlib
 
 import pytest
+from backtrack_helpers import BASE_MS, EXPECTED_STATUS, GROUP, Record, dead, message, outcome_records
 
 from collector.app import create_app
 from collector.config import CollectorConfig
 from collector.store import open_store
 from collector.store.indexer import index_records
-
-from backtrack_helpers import BASE_MS, EXPECTED_STATUS, GROUP, Record, dead, message, outcome_records
 
 TOPIC = "orders"
 QUERY_TOKEN = "q-secret"

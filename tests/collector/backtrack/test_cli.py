@@ -9,14 +9,13 @@ import json
 import pathlib
 
 import pytest
+from backtrack_helpers import BASE_MS, GROUP, message, outcome_records
 
 from collector.app import create_app
 from collector.config import CollectorConfig
 from collector.store import open_store
 from collector.store.indexer import index_records
 from tracehook.cli import main
-
-from backtrack_helpers import BASE_MS, GROUP, message, outcome_records
 
 TOPIC = "orders"
 OUTCOMES = ["ok", "timeout", "ok", "pending", "never", "ok"]  # queue i % 2, offset i // 2, stored i seconds in

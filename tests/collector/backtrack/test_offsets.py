@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from backtrack_helpers import BASE_MS, GROUP, Record, attempt, message, new_topic, pub
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -9,8 +10,6 @@ from collector import backtrack
 from collector.store.indexer import index_records
 from collector.store.query import TraceQuery
 from tracehook.wire import Status
-
-from backtrack_helpers import BASE_MS, GROUP, Record, attempt, message, new_topic, pub
 
 # Per queue: (time step >= 0, offset step >= 1) per message, so store time never goes back within a queue.
 QUEUES = st.dictionaries(

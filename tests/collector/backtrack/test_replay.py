@@ -3,6 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from backtrack_helpers import (
+    BASE_MS,
+    EXPECTED_STATUS,
+    GROUP,
+    OTHER_GROUP,
+    OUTCOMES,
+    Record,
+    dead,
+    message,
+    new_topic,
+    outcome_records,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -10,10 +22,6 @@ from collector import backtrack
 from collector.store.errors import BadRangeError
 from collector.store.indexer import index_records
 from collector.store.query import TraceQuery
-
-from backtrack_helpers import (
-    BASE_MS, EXPECTED_STATUS, GROUP, OTHER_GROUP, OUTCOMES, Record, dead, message, new_topic, outcome_records,
-)
 
 QUEUES = 3
 
