@@ -17,11 +17,11 @@ import uuid
 from typing import Any, NamedTuple
 
 import pytest
+from adapter_helpers import collect_and_index
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 import tracehook
-from collector.demo import free_port, index_in_process, seal_log, start_collector, stop_collector
 from tracehook.adapters import kafka_python
 from tracehook.adapters.kafka_reset import apply_plan, committed_offsets, replay_items
 from tracehook.cli import main as cli_main
@@ -59,15 +59,13 @@ def world(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dic
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
     admin.close()
     base = (int(time.time()) - 3600) * 1000
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = start_collector(str(data_dir), port)
-    try:
-        tracer = tracehook.Tracer(tracehook.TracerConfig(app="shop", collectors=(url,), linger_s=0.02))
+    traced: list[Rec] = []
+
+    def run(tracer: tracehook.Tracer) -> None:
         producer = kafka_python.TracedProducer(KafkaProducer(bootstrap_servers=kafka_bootstrap), tracer)
         futures = [producer.send(topic, b"m%d" % i, key=b"k%d" % i, partition=i % PARTITIONS,
                                  timestamp_ms=base + i * STEP_MS) for i in range(N)]
-        traced = [Rec(i, m.partition, m.offset, m.timestamp) for i, m in enumerate(f.get(10) for f in futures)]
+        traced.extend(Rec(i, m.partition, m.offset, m.timestamp) for i, m in enumerate(f.get(10) for f in futures))
         producer.close()
 
         consumer = kafka_python.TracedConsumer(KafkaConsumer(
@@ -82,12 +80,8 @@ def world(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dic
         consumer.close()
         assert seen == N
         assert tracer.flush(10) and tracer.stats()["dropped_total"] == 0
-        tracer.close()
-        seal_log(url, str(data_dir / "log"))
-    finally:
-        stop_collector(proc)
-    store = f"local:{data_dir / 'index.sqlite3'}"
-    index_in_process(str(data_dir / "log"), store)
+
+    store = collect_and_index(data_dir, run)
 
     # Produced after indexing and untraced: the index lags behind these.
     plain = KafkaProducer(bootstrap_servers=kafka_bootstrap)
