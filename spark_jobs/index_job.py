@@ -187,6 +187,21 @@ def _prepare_store(store_url: str) -> None:
         raise IndexJobError(f"store {store_url} unavailable; checkpoint not advanced: {exc}") from exc
 
 
+def _finish_batch(store_url: str) -> None:
+    """Run :func:`collector.store.indexer.finish_batch` on the driver once the batch's partitions are written."""
+    from collector.store import StoreError, open_store
+    from collector.store.indexer import finish_batch
+
+    try:
+        store = open_store(store_url, create_tables=False)
+        try:
+            finish_batch(store)
+        finally:
+            store.close()
+    except (StoreError, OSError) as exc:
+        raise IndexJobError(f"store {store_url} unavailable; checkpoint not advanced: {exc}") from exc
+
+
 def index_once(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAULT_BATCH_SIZE, *,
                writers: int = DEFAULT_WRITERS, purge: bool = False) -> IndexReport:
     """Index every sealed segment not yet in the checkpoint, then advance the checkpoint.
@@ -219,6 +234,7 @@ def index_once(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAU
         results = df.rdd.mapPartitions(index_partition(store_url, batch_size, writers)).collect()
     except Exception as exc:  # Py4J/Spark wrap task errors in their own types
         raise IndexJobError(f"indexing {len(todo)} segment(s) failed; checkpoint not advanced: {exc}") from exc
+    _finish_batch(store_url)
     bad: Counter[str] = Counter()
     for _, _, reasons, damage in results:
         bad.update(reasons)

@@ -153,6 +153,15 @@ class _Counted:
             yield record
 
 
+def finish_batch(store: Store) -> int:
+    """Driver-side work after every index batch (one-shot run or streaming micro-batch) is written.
+
+    Call it once per batch, after every partition's rows are in the store; it files what
+    could only be placed once other partitions were written.  Returns the rows it fixed.
+    """
+    return 0
+
+
 def index_batches(store: Store, batches: Iterable[Batch], batch_size: int = DEFAULT_BATCH_SIZE) -> int:
     """:func:`index_records` for decoded batches."""
     return index_records(store, ((b.header, e) for b in batches for e in b.events), batch_size)
