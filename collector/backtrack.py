@@ -30,9 +30,10 @@ from typing import Any
 
 from collector.store import keys, schema
 from collector.store.errors import BadRangeError
-from collector.store.model import MessageSummary, MessageTrace, build_trace
+from collector.store.model import CONSUMED, GroupOutcome, MessageSummary, MessageTrace
+from collector.store.model import DEAD as DEAD_OUTCOME
 from collector.store.query import MAX_LIMIT, TraceQuery
-from tracehook.wire import EventType, Status
+from tracehook.wire import EventType
 
 DEFAULT_SLACK_MS = 5 * 60_000
 """How far past the newest consume of every queue the position scan reads on.
@@ -227,42 +228,29 @@ class ReplayPage:
 
 def group_outcome(trace: MessageTrace, group: str) -> tuple[str, str, int, int] | None:
     """``(status, error, attempts, last attempt ms)`` of ``group`` on a message; ``None`` if consumed OK."""
-    attempts = trace.consumes.get(group, [])
-    if any(a["status"] == Status.OK for a in attempts):
-        return None
-    dead = [d for d in trace.dead if d["group"] == group]
-    last = attempts[-1] if attempts else None
-    last_ms = max([a["time_ms"] for a in attempts] + [d["time_ms"] for d in dead], default=0)
-    error = (last["after"] or {}).get("error", "") if last else ""
-    if dead:
-        return DEAD, dead[-1]["error"] or error, len(attempts), last_ms
-    if last is None:
+    return _replay_status(trace.outcomes.get(group))
+
+
+def _replay_status(outcome: GroupOutcome | None) -> tuple[str, str, int, int] | None:
+    if outcome is None:
         return NOT_RECEIVED, "", 0, 0
-    return (PENDING if last["status"] is None else last["status_name"]), error, len(attempts), last_ms
+    if outcome.outcome == CONSUMED:
+        return None
+    status = DEAD if outcome.outcome == DEAD_OUTCOME else outcome.last_status
+    return status, outcome.error, outcome.attempts, outcome.last_ms
 
 
-def _never_stored(trace: MessageTrace) -> bool:
-    """Only failed sends and nobody received it: the broker never had it, nothing to replay."""
-    return trace.send is not None and trace.send["status"] != Status.OK and not trace.consumes and not trace.dead
-
-
-def _replay_items(query: TraceQuery, group: str, summaries: Iterable[MessageSummary]) -> list[ReplayItem]:
-    """Check each candidate against its full trace (one multi-get) and describe the group's outcome."""
-    unique = list({s.msg_id: s for s in summaries}.values())
-    rows = query.store.get_rows(schema.MESSAGES, [schema.message_row(s.msg_id) for s in unique])
+def _replay_items(group: str, summaries: Iterable[MessageSummary]) -> list[ReplayItem]:
+    """Describe the group's outcome on each message of a replay page."""
     items = []
-    for summary, columns in zip(unique, rows, strict=True):
-        trace = build_trace(summary.msg_id, [schema.decode_event_value(v) for v in columns.values()])
-        # The time index may list a message the group consumed under another filing time; the trace decides.
-        if trace is None or _never_stored(trace):
-            continue
-        outcome = group_outcome(trace, group)
+    for summary in summaries:
+        outcome = _replay_status(summary.groups.get(group))
         if outcome is None:
             continue
         status, error, attempts, last_ms = outcome
         items.append(ReplayItem(
-            msg_id=summary.msg_id, topic=summary.topic, keys=trace.keys, tags=trace.tags, queue=trace.queue,
-            offset=trace.offset, born_ms=trace.born_ms, store_ms=trace.store_ms, time_ms=summary.time_ms,
+            msg_id=summary.msg_id, topic=summary.topic, keys=summary.keys, tags=summary.tags, queue=summary.queue,
+            offset=summary.offset, born_ms=summary.born_ms, store_ms=summary.store_ms, time_ms=summary.time_ms,
             status=status, error=error, attempts=attempts, last_attempt_ms=last_ms,
         ))
     return items
@@ -278,7 +266,7 @@ def replay_list(
     than ``limit`` (candidates the full trace shows as consumed are dropped).
     """
     page = query.unconsumed(topic, group, begin_ms, end_ms, limit, cursor)
-    return ReplayPage(_replay_items(query, group, page.items), page.next_cursor)
+    return ReplayPage(_replay_items(group, page.items), page.next_cursor)
 
 
 def iter_replay(

@@ -14,11 +14,13 @@ Example::
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from collector.store import schema
+from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
 from tracehook.wire import Batch, BatchHeader, Event, EventType
 
@@ -31,11 +33,21 @@ DEFAULT_WRITERS = 2
 
 IndexRow = tuple[str, bytes, Columns]
 
-# Events that file the message under its keys, time, queue offset and broker position.  SUB_BEFORE too, so
-# messages from producers without tracehook are still found; SUB_AFTER repeats SUB_BEFORE.
-_SUMMARY_TYPES = frozenset((EventType.PUB, EventType.SUB_BEFORE, EventType.DEAD))
-_QUEUE_TYPES = frozenset((EventType.PUB, EventType.SUB_BEFORE))
+# Events that file the message under its keys (SUB_BEFORE and DEAD too: a message whose send was never
+# traced is still found by the keys its consumers saw; SUB_AFTER repeats SUB_BEFORE).
+_KEY_TYPES = frozenset((EventType.PUB, EventType.SUB_BEFORE, EventType.DEAD))
 _CONSUME_TYPES = frozenset((EventType.SUB_BEFORE, EventType.SUB_AFTER))
+PENDING_MAX_AGE_MS = 24 * 3600 * 1000
+"""How long a dead letter waits in ``pending`` for its send; after that it stays filed under its own time."""
+
+
+def _places(event: Event) -> bool:
+    """Whether ``event`` files the message in the time, queue and position indexes.
+
+    The send does; a consume or dead event only when it carries the broker's store time
+    (an adapter read it from the record), so a message is never placed at a consume time.
+    """
+    return event.type == EventType.PUB or (event.type in _KEY_TYPES and event.store_ms > 0)
 
 
 ROW_KEY_TOO_LONG = "row_key_too_long"
@@ -57,19 +69,22 @@ def rows_for(
     topic, msg_id = event.topic, event.msg_id
     if event.type in _CONSUME_TYPES:
         rows.append((schema.RECORDS, schema.records_row(topic, event.group, time_ms, msg_id), {event_col: value}))
-    if event.type in _SUMMARY_TYPES:
+    if event.type in _KEY_TYPES:
         summary = {schema.summary_column(event): schema.encode_summary(event, time_ms)}
-        bucket = schema.salt(msg_id, salt_buckets)
-        rows.append((schema.TIMEIDX, schema.time_row(bucket, topic, time_ms, msg_id), summary))
         # Split on spaces only (RocketMQ's KEY_SEPARATOR): str.split() would also cut a key at
         # tabs, \x1c..\x1f or U+00A0, and a message would never be found by its whole key.
         for key in {k for k in event.keys.split(KEY_SEPARATOR) if k}:
             rows.append((schema.KEYIDX, schema.key_row(topic, key, time_ms, msg_id), summary))
         if event.type == EventType.DEAD:
             rows.extend((schema.DEAD, row, summary) for row in schema.dead_rows(topic, event.group, time_ms, msg_id))
-        if event.type in _QUEUE_TYPES and event.queue >= 0 and event.offset >= 0:
-            rows.append((schema.QUEUEIDX, schema.queue_row(topic, event.queue, time_ms, event.offset), summary))
-        if event.type in _QUEUE_TYPES and event.broker and event.offset >= 0:
+            # Placed under the send's time later, by finish_batch (the send may be in another partition).
+            rows.append((schema.PENDING, schema.message_row(msg_id), {event_col: value}))
+        if _places(event):
+            bucket = schema.salt(msg_id, salt_buckets)
+            rows.append((schema.TIMEIDX, schema.time_row(bucket, topic, time_ms, msg_id), summary))
+            if event.type != EventType.DEAD and event.queue >= 0 and event.offset >= 0:
+                rows.append((schema.QUEUEIDX, schema.queue_row(topic, event.queue, time_ms, event.offset), summary))
+        if event.type != EventType.DEAD and event.broker and event.offset >= 0:
             row = schema.seq_row(topic, event.broker, event.offset, event.queue, msg_id)
             rows.append((schema.SEQIDX, row, summary))
     # HBase refuses a whole put with one over-long row key: leave such a row out of that
@@ -153,13 +168,48 @@ class _Counted:
             yield record
 
 
-def finish_batch(store: Store) -> int:
+def finish_batch(store: Store, *, now_ms: int | None = None, chunk: int = DEFAULT_BATCH_SIZE) -> int:
     """Driver-side work after every index batch (one-shot run or streaming micro-batch) is written.
 
-    Call it once per batch, after every partition's rows are in the store; it files what
-    could only be placed once other partitions were written.  Returns the rows it fixed.
+    Call it once per batch, after every partition's rows are in the store.  It files each
+    pending dead letter under its message's placement time, now that the send may have been
+    indexed (by another partition, or a later batch), and removes the rows it had under its
+    own time.  Dead letters whose send is still unknown stay pending up to
+    :data:`PENDING_MAX_AGE_MS`.  Idempotent; returns the dead letters it placed.
     """
-    return 0
+    from collector.store.model import build_trace  # the model imports the schema, not the indexer
+
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    placed = 0
+    start, stop = keys.prefix_range(())
+    pending = store.scan(schema.PENDING, start, stop)
+    while chunk_rows := list(itertools.islice(pending, chunk)):
+        messages = store.get_rows(schema.MESSAGES, [row for row, _ in chunk_rows])
+        puts: list[Row] = []
+        stale: list[bytes] = []
+        done: list[bytes] = []
+        for (row, columns), message in zip(chunk_rows, messages, strict=True):
+            deads = [schema.decode_event_value(v).event for v in columns.values()]
+            trace = build_trace(deads[0].msg_id, [schema.decode_event_value(v) for v in message.values()])
+            if trace is None or trace.placed_ms is None:
+                if all(now_ms - d.time_ms > PENDING_MAX_AGE_MS for d in deads):
+                    done.append(row)
+                continue
+            for dead in deads:
+                summary = {schema.summary_column(dead): schema.encode_summary(dead, trace.placed_ms)}
+                puts += [(r, summary) for r in schema.dead_rows(dead.topic, dead.group, trace.placed_ms, dead.msg_id)]
+                filed = schema.message_time(dead)
+                if filed != trace.placed_ms:
+                    stale += schema.dead_rows(dead.topic, dead.group, filed, dead.msg_id)
+                placed += 1
+            done.append(row)
+        if puts:
+            store.put_rows(schema.DEAD, puts)
+        if stale:
+            store.delete_rows(schema.DEAD, stale)
+        if done:
+            store.delete_rows(schema.PENDING, done)
+    return placed
 
 
 def index_batches(store: Store, batches: Iterable[Batch], batch_size: int = DEFAULT_BATCH_SIZE) -> int:

@@ -10,17 +10,51 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from collector.store.schema import StoredEvent
+from collector.store.schema import StoredEvent, message_time
 from tracehook.wire import EventType, Status
 
 Json = dict[str, Any]
 
 _CONSUME_TYPES = (EventType.SUB_BEFORE, EventType.SUB_AFTER)
+_FILING_TYPES = (EventType.PUB, EventType.SUB_BEFORE, EventType.DEAD)
+
+
+# A consumer group's outcome on one message (``GroupOutcome.outcome``).
+CONSUMED, RETRYING, FAILED, DEAD, PENDING = "consumed", "retrying", "failed", "dead", "pending"
+NOT_TRACED = "NOT_TRACED"
+"""``status_name`` of a message whose send was never traced (found through its consume events)."""
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """How one consumer group fared with one message.
+
+    ``outcome``: ``dead`` (sent to a dead-letter queue), ``consumed`` (an attempt finished OK),
+    ``retrying`` (the last attempt asked for a redelivery, or a redelivery is under way),
+    ``failed`` (the last attempt finished with an error) or ``pending`` (received, not finished:
+    not yet consumed).  ``last_status`` is the last attempt's status name (``PENDING`` while unfinished).
+    """
+
+    outcome: str
+    attempts: int
+    last_status: str
+    error: str
+    last_ms: int
+
+    def to_json(self) -> Json:
+        return asdict(self)
 
 
 @dataclass(frozen=True)
 class MessageSummary:
-    """One message as an index row lists it (no consume details: use the trace for those)."""
+    """One message as every listing shows it: its send, its placement, and each consumer group's outcome.
+
+    Placement (``topic``, ``queue``, ``offset``, ``broker``, ``store_ms``, ``keys``, ``tags``) comes from
+    the send event; ``send_traced`` is False when only consume events are known (then placement is
+    what they carried).  ``time_ms`` is the time the message is listed under.  In dead-letter
+    listings ``group`` is the consumer group that dead-lettered it (one row per group), elsewhere
+    the producer group.
+    """
 
     msg_id: str
     topic: str
@@ -32,17 +66,16 @@ class MessageSummary:
     born_ms: int
     store_ms: int
     status: int
-    time_ms: int  # the time the message is filed under (store, else born, else event time)
-    group: str = ""  # producer group, or the consumer group for dead letters
+    time_ms: int
+    group: str = ""
     error: str = ""
-
-    @classmethod
-    def from_dict(cls, d: Json) -> MessageSummary:
-        return cls(**{name: d[name] for name in cls.__dataclass_fields__ if name in d})
+    send_traced: bool = True
+    groups: dict[str, GroupOutcome] = field(default_factory=dict)
 
     def to_json(self) -> Json:
         out = asdict(self)
-        out["status_name"] = Status(self.status).name
+        out["status_name"] = Status(self.status).name if self.send_traced else NOT_TRACED
+        out["groups"] = {g: o.to_json() for g, o in sorted(self.groups.items())}
         return out
 
 
@@ -78,13 +111,51 @@ class MessageTrace:
     born_ms: int
     store_ms: int
     send: Json | None
+    placed_ms: int | None = None
+    """The time the message is placed at (its send's store, else born, else event time); None: unplaced."""
+    time_ms: int = 0
+    """The time it is listed under: ``placed_ms``, else its earliest event's message time."""
+    outcomes: dict[str, GroupOutcome] = field(default_factory=dict)
     consumes: dict[str, list[Json]] = field(default_factory=dict)
     tx: list[Json] = field(default_factory=list)
     dead: list[Json] = field(default_factory=list)
     events: list[Json] = field(default_factory=list)
 
+    @property
+    def send_traced(self) -> bool:
+        return self.send is not None
+
     def to_json(self) -> Json:
-        return asdict(self)
+        out = asdict(self)
+        out["send_traced"] = self.send_traced
+        out["status_name"] = self.send["status_name"] if self.send else NOT_TRACED
+        return out
+
+    def summary(self, dead_group: str | None = None) -> MessageSummary:
+        """This message as a listing row (a dead-letter row of ``dead_group`` when given)."""
+        send = self.send or {}
+        group, error = send.get("group", ""), send.get("error", "")
+        if dead_group is not None:
+            dead = [d for d in self.dead if d["group"] == dead_group]
+            group, error = dead_group, (dead[-1]["error"] if dead else "")
+        return MessageSummary(
+            msg_id=self.msg_id, topic=self.topic, keys=self.keys, tags=self.tags, broker=self.broker,
+            queue=self.queue, offset=self.offset, born_ms=self.born_ms, store_ms=self.store_ms,
+            status=send.get("status", Status.UNKNOWN), time_ms=self.time_ms, group=group, error=error,
+            send_traced=self.send is not None, groups=dict(self.outcomes),
+        )
+
+    def dead_time(self, group: str) -> int | None:
+        """The time a dead letter of ``group`` is listed under: ``placed_ms``, else when it died first."""
+        if self.placed_ms is not None:
+            return self.placed_ms
+        times = [message_time_of(d) for d in self.dead if d["group"] == group]
+        return min(times) if times else None
+
+
+def message_time_of(event: Json) -> int:
+    """An event dict's message time: its store, else born, else own time (as the index files it)."""
+    return event["store_ms"] if event["store_ms"] > 0 else event["born_ms"] if event["born_ms"] > 0 else event["time_ms"]
 
 
 def _sort_key(ev: StoredEvent) -> tuple[int, int, str]:
@@ -99,8 +170,14 @@ def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | No
     pubs = [e for e in events if e.event.type == EventType.PUB]
     ok_pubs = [e for e in pubs if e.event.status == Status.OK]
     send = ok_pubs[0] if ok_pubs else (pubs[-1] if pubs else None)
-    # Message attributes come from the producer's event when there is one.
-    meta = (send or events[0]).event
+    # Only the send places a message; without one, a consume or dead event that knew the
+    # broker's store time does (an adapter read it from the record), never a consume time.
+    placing = send or next((e for e in events if e.event.type in _FILING_TYPES and e.event.store_ms > 0), None)
+    meta = (placing or events[0]).event
+    placed_ms = message_time(placing.event) if placing else None
+    filed = [message_time(e.event) for e in events if e.event.type in _FILING_TYPES]
+    consumes = _attempts(e for e in events if e.event.type in _CONSUME_TYPES)
+    dead = [e.to_dict() for e in events if e.event.type == EventType.DEAD]
     return MessageTrace(
         msg_id=msg_id,
         topic=meta.topic,
@@ -113,11 +190,38 @@ def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | No
         born_ms=meta.born_ms,
         store_ms=meta.store_ms,
         send=send.to_dict() if send else None,
-        consumes=_attempts(e for e in events if e.event.type in _CONSUME_TYPES),
+        placed_ms=placed_ms,
+        time_ms=placed_ms if placed_ms is not None else min(filed, default=message_time(events[0].event)),
+        outcomes=group_outcomes(consumes, dead),
+        consumes=consumes,
         tx=[e.to_dict() for e in events if e.event.type == EventType.END_TX],
-        dead=[e.to_dict() for e in events if e.event.type == EventType.DEAD],
+        dead=dead,
         events=[e.to_dict() for e in events],
     )
+
+
+def group_outcomes(consumes: dict[str, list[Json]], dead: list[Json]) -> dict[str, GroupOutcome]:
+    """Each consumer group's :class:`GroupOutcome` from its attempts and dead letters."""
+    out: dict[str, GroupOutcome] = {}
+    for group in sorted(set(consumes) | {d["group"] for d in dead}):
+        attempts = consumes.get(group, [])
+        dead_letters = [d for d in dead if d["group"] == group]
+        last = attempts[-1] if attempts else None
+        last_status = last["status_name"] if last else "NOT_RECEIVED"
+        error = (last["after"] or {}).get("error", "") if last else ""
+        last_ms = max([a["time_ms"] for a in attempts] + [d["time_ms"] for d in dead_letters], default=0)
+        if dead_letters:
+            outcome, error = DEAD, dead_letters[-1]["error"] or error
+        elif any(a["status"] == Status.OK for a in attempts):
+            outcome, error = CONSUMED, ""
+        elif last is not None and last["status"] == Status.RETRY_LATER:
+            outcome = RETRYING
+        elif last is not None and last["status"] is None:
+            outcome = RETRYING if last["retry"] > 0 else PENDING
+        else:
+            outcome = FAILED
+        out[group] = GroupOutcome(outcome, len(attempts), last_status, error, last_ms)
+    return out
 
 
 def _attempts(consume_events: Iterable[StoredEvent]) -> dict[str, list[Json]]:

@@ -18,19 +18,23 @@ from __future__ import annotations
 import base64
 import binascii
 import heapq
+import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from collector.store import keys, schema
-from collector.store.base import Row, Store
+from collector.store.base import Columns, Store
 from collector.store.errors import BadCursorError, BadRangeError, KeyEncodingError
-from collector.store.model import MessageSummary, MessageTrace, Page, build_trace
+from collector.store.model import CONSUMED, MessageSummary, MessageTrace, Page, build_trace
 from tracehook.wire import EventType, Status
 
 MAX_LIMIT = 1000
 """Largest page a query returns."""
+
+_Candidate = tuple[bytes, Columns]
+"""An index row as a page reads it: its key after the query's prefix, and its columns."""
 
 _RECORD_ACTIONS = {EventType.SUB_BEFORE: 0, EventType.SUB_AFTER: 1, EventType.DEAD: 1}  # QMQ: 0 pull, 1 ack
 
@@ -99,6 +103,12 @@ class TraceQuery:
         return records
 
     # --- pages of messages -----------------------------------------------------
+    #
+    # An index row only points at a message: the page is built from the message rows (one
+    # multi-get per chunk), and a row is kept only when its time is the message's listing
+    # time (MessageTrace.time_ms, or dead_time for dead letters).  Rows a consume event or
+    # an older indexer filed elsewhere are skipped, so each message is listed once, at the
+    # place its send gave it, with its outcome per consumer group.
 
     def by_key(
         self, topic: str, key: str, begin_ms: int, end_ms: int, limit: int, cursor: str | None = None
@@ -110,17 +120,32 @@ class TraceQuery:
         stop = prefix + keys.pack_one(keys.reverse_int(begin_ms)) + keys.STOP
         if cursor is not None:
             start = max(start, keys.successor(prefix + _decode_cursor("k", cursor, (int, str))))
-        rows = self.store.scan(schema.KEYIDX, start, stop, limit=limit + 1)
-        return self._page("k", rows, len(prefix), limit)
+
+        def fetch(after: bytes | None, n: int) -> list[_Candidate]:
+            lo = start if after is None else max(start, keys.successor(prefix + after))
+            return [(row[len(prefix):], cols) for row, cols in self.store.scan(schema.KEYIDX, lo, stop, limit=n)]
+
+        return self._message_page("k", fetch, limit, lambda s, t: t.time_ms == s["time_ms"])
 
     def by_time(
         self, topic: str, begin_ms: int, end_ms: int, limit: int, cursor: str | None = None,
-        *, newest_first: bool = False,
+        *, newest_first: bool = True,
     ) -> Page:
-        """Messages of ``topic`` filed within the range, oldest first (or newest first)."""
+        """Messages of ``topic`` placed within the range, newest first (or oldest first)."""
         _check_range(begin_ms, end_ms, limit)
         kind = "tn" if newest_first else "t"
-        after = _decode_cursor(kind, cursor, (int, str)) if cursor is not None else None
+        after0 = _decode_cursor(kind, cursor, (int, str)) if cursor is not None else None
+
+        def fetch(after: bytes | None, n: int) -> list[_Candidate]:
+            after = after0 if after is None else after
+            return self._time_rows(topic, begin_ms, end_ms, n, after, newest_first)
+
+        return self._message_page(kind, fetch, limit, lambda s, t: t.placed_ms == s["time_ms"])
+
+    def _time_rows(
+        self, topic: str, begin_ms: int, end_ms: int, n: int, after: bytes | None, newest_first: bool,
+    ) -> list[_Candidate]:
+        """The next ``n`` time-index rows after suffix ``after``, merged over the salt buckets."""
         ranges = []
         for bucket in range(self.salt_buckets):
             prefix = keys.pack(schema.time_prefix(bucket, topic))
@@ -132,23 +157,23 @@ class TraceQuery:
                 start = max(start, keys.successor(prefix + after))
             ranges.append((len(prefix), start, stop))
 
-        def scan_bucket(r: tuple[int, bytes, bytes]) -> list[tuple[bytes, Row]]:
+        def scan_bucket(r: tuple[int, bytes, bytes]) -> list[_Candidate]:
             prefix_len, start, stop = r
-            rows = self.store.scan(schema.TIMEIDX, start, stop, limit=limit + 1, reverse=newest_first)
-            # Tag rows with their suffix: buckets differ only in the prefix, so suffixes merge globally.
-            return [(row[prefix_len:], (row, cols)) for row, cols in rows]
+            rows = self.store.scan(schema.TIMEIDX, start, stop, limit=n, reverse=newest_first)
+            # Buckets differ only in the prefix, so suffixes (time, msg_id) merge globally.
+            return [(row[prefix_len:], cols) for row, cols in rows]
 
         # The bucket scans are independent round trips: side by side where the store overlaps them.
         parallel = getattr(self.store, "concurrent_reads", False)
         scans = list(_scan_pool().map(scan_bucket, ranges) if parallel else map(scan_bucket, ranges))
         merged = heapq.merge(*scans, key=lambda item: item[0], reverse=newest_first)
-        return self._page(kind, (pair for _, pair in merged), None, limit)
+        return list(itertools.islice(merged, n))
 
     def dead_letters(
         self, topic: str, group: str | None = None, begin_ms: int = 0, end_ms: int = keys.INT_MAX,
         limit: int = 100, cursor: str | None = None,
     ) -> Page:
-        """Messages of ``topic`` that went to a dead-letter queue (of one consumer group or any), newest first."""
+        """Dead letters of ``topic`` (of one consumer group, or one row per group that dead-lettered), newest first."""
         _check_range(begin_ms, end_ms, limit)
         prefix = keys.pack(schema.dead_prefix(topic, group))
         shape: tuple[type, ...] = (int, str) if group is not None else (int, str, str)
@@ -156,60 +181,77 @@ class TraceQuery:
         stop = prefix + keys.pack_one(keys.reverse_int(begin_ms)) + keys.STOP
         if cursor is not None:
             start = max(start, keys.successor(prefix + _decode_cursor("d", cursor, shape)))
-        rows = self.store.scan(schema.DEAD, start, stop, limit=limit + 1)
-        return self._page("d", rows, len(prefix), limit)
+
+        def fetch(after: bytes | None, n: int) -> list[_Candidate]:
+            lo = start if after is None else max(start, keys.successor(prefix + after))
+            return [(row[len(prefix):], cols) for row, cols in self.store.scan(schema.DEAD, lo, stop, limit=n)]
+
+        return self._message_page("d", fetch, limit, lambda s, t: t.dead_time(s["group"]) == s["time_ms"], dead=True)
 
     def unconsumed(
         self, topic: str, group: str, begin_ms: int, end_ms: int, limit: int, cursor: str | None = None
     ) -> Page:
-        """Messages filed in the range that ``group`` never consumed successfully (the replay list), oldest first.
+        """Messages placed in the range that ``group`` never consumed successfully (the replay list), oldest first.
 
-        Walks the time index and the group's consume records side by side: both are
-        ordered by (message time, msg_id).
+        Messages whose every send failed are left out (the broker never stored them).  A page
+        may be shorter than ``limit`` while ``next_cursor`` is set.
         """
         _check_range(begin_ms, end_ms, limit)
-        prefix = keys.pack(schema.records_prefix(topic, group))
-        start = prefix + keys.pack_one(begin_ms)
-        stop = prefix + keys.pack_one(end_ms) + keys.STOP
-        if cursor is not None:
-            start = max(start, keys.successor(prefix + _decode_cursor("t", cursor, (int, str))))
-        consumed = ((row[len(prefix):], cols) for row, cols in self.store.scan(schema.RECORDS, start, stop))
-        done = next(consumed, None)
-        items: list[MessageSummary] = []
-        page_cursor = cursor
-        while len(items) < limit:
-            page = self.by_time(topic, begin_ms, end_ms, MAX_LIMIT, page_cursor)
-            for summary in page.items:
-                suffix = keys.pack((summary.time_ms, summary.msg_id))
-                while done is not None and done[0] < suffix:
-                    done = next(consumed, None)
-                if not (done is not None and done[0] == suffix and _consumed_ok(done[1])):
-                    items.append(summary)
-                    if len(items) == limit:
-                        break
-            if page.next_cursor is None or len(items) == limit:
-                break
-            page_cursor = page.next_cursor
-        if len(items) < limit:
-            return Page(items, None)
-        return Page(items, _encode_cursor("t", keys.pack((items[-1].time_ms, items[-1].msg_id))))
+        after0 = _decode_cursor("t", cursor, (int, str)) if cursor is not None else None
 
-    def _page(self, kind: str, rows: Iterator[Row], prefix_len: int | None, limit: int) -> Page:
-        """The first ``limit`` summaries of ``rows`` (a scan of at most ``limit + 1`` rows)."""
+        def fetch(after: bytes | None, n: int) -> list[_Candidate]:
+            return self._time_rows(topic, begin_ms, end_ms, n, after0 if after is None else after, False)
+
+        def keep(summary: dict[str, Any], trace: MessageTrace) -> bool:
+            outcome = trace.outcomes.get(group)
+            stored = trace.send is None or trace.send["status"] == Status.OK or bool(trace.consumes or trace.dead)
+            return trace.placed_ms == summary["time_ms"] and stored and (outcome is None or outcome.outcome != CONSUMED)
+
+        return self._message_page("t", fetch, limit, keep)
+
+    def _message_page(
+        self, kind: str, fetch: Callable[[bytes | None, int], list[_Candidate]], limit: int,
+        keep: Callable[[dict[str, Any], MessageTrace], bool], *, dead: bool = False,
+    ) -> Page:
+        """Up to ``limit`` messages from the index rows ``fetch`` yields, each checked against its message row.
+
+        ``fetch(after, n)`` returns the next ``n`` ``(suffix, columns)`` index rows after suffix
+        ``after`` (``None``: from the start); the cursor is the suffix of the last row used.
+        """
         items: list[MessageSummary] = []
-        seen: set[str] = set()
-        last_suffix, consumed = b"", 0
-        for row, columns in rows:
+        after: bytes | None = None
+        rounds = 0
+        while True:
+            # One row past the page tells whether there is more; rows that fail ``keep`` widen the next read.
+            want = min(MAX_LIMIT + 1, (limit - len(items) + 1) << rounds)
+            rounds += 1
+            rows = fetch(after, want)
+            summaries = [schema.decode_summary(cols) for _, cols in rows]
+            traces = self._traces({s["msg_id"] for s in summaries})
+            for (suffix, _), summary in zip(rows, summaries):
+                if len(items) == limit:
+                    return Page(items, _encode_cursor(kind, after or b""))
+                after = suffix
+                trace = traces.get(summary["msg_id"])
+                if trace is None or trace.topic != summary["topic"] or not keep(summary, trace):
+                    continue
+                items.append(trace.summary(dead_group=summary["group"] if dead else None))
+            if len(rows) < want:
+                return Page(items, None)
             if len(items) == limit:
-                return Page(items, _encode_cursor(kind, last_suffix))
-            consumed += 1
-            summary = MessageSummary.from_dict(schema.decode_summary(columns))
-            last_suffix = row[prefix_len:] if prefix_len is not None else keys.pack((summary.time_ms, summary.msg_id))
-            if summary.msg_id not in seen:  # a message filed under two times (no store/born time) shows once
-                seen.add(summary.msg_id)
-                items.append(summary)
-        # Duplicates may have used up the scan's limit: then there can be more after it.
-        return Page(items, _encode_cursor(kind, last_suffix) if consumed > limit else None)
+                # The scan read one row past the page: there may be more.
+                return Page(items, _encode_cursor(kind, after or b""))
+
+    def _traces(self, msg_ids: set[str]) -> dict[str, MessageTrace]:
+        """The traces of ``msg_ids`` (one multi-get); unknown ids are left out."""
+        ids = sorted(msg_ids)
+        rows = self.store.get_rows(schema.MESSAGES, [schema.message_row(i) for i in ids])
+        out = {}
+        for msg_id, columns in zip(ids, rows, strict=True):
+            trace = build_trace(msg_id, [schema.decode_event_value(v) for v in columns.values()])
+            if trace is not None:
+                out[msg_id] = trace
+        return out
 
     # --- offsets ---------------------------------------------------------------
 
@@ -256,8 +298,9 @@ class TraceQuery:
         ``offset``; the caller decides what an ambiguous answer means.
         """
         start, stop = keys.prefix_range(schema.seq_prefix(topic, broker, offset, queue))
-        return [MessageSummary.from_dict(schema.decode_summary(cols))
-                for _, cols in self.store.scan(schema.SEQIDX, start, stop, limit=limit)]
+        ids = [schema.decode_summary(cols)["msg_id"] for _, cols in self.store.scan(schema.SEQIDX, start, stop, limit=limit)]
+        traces = self._traces(set(ids))
+        return [traces[i].summary() for i in dict.fromkeys(ids) if i in traces and traces[i].topic == topic]
 
 
 _pool: ThreadPoolExecutor | None = None
@@ -283,11 +326,3 @@ def _offset(queue_row: bytes) -> int:
     value = keys.unpack(queue_row)[3]
     assert isinstance(value, int)
     return value
-
-
-def _consumed_ok(columns: dict[bytes, bytes]) -> bool:
-    for value in columns.values():
-        ev = schema.decode_event_value(value).event
-        if ev.type == EventType.SUB_AFTER and ev.status == Status.OK:
-            return True
-    return False

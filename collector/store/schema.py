@@ -18,11 +18,18 @@ dead       (topic, ALL, reversed msg time, msg_id, group)  ``i:<event type>`` su
 records    (topic, group, msg time, msg_id)                ``c:<event id>`` the group's consume events
 queueidx   (topic, queue, msg time, offset)                ``i:<event type>`` message summary
 seqidx     (topic, broker, offset, queue, msg_id)          ``i:<event type>`` message summary
+pending    (hash4(msg_id), msg_id)                         ``s:<event id>`` DEAD events not yet placed
 ========== =============================================== ==========================================
 
 "msg time" is the broker's store time when known, else the born time, else the
-event's own time (:func:`message_time`): every event of one message normally
-carries the same store/born time, so they all land on the same index rows.
+event's own time (:func:`message_time`).  Only a message's send places it (the
+message model, collector/store/model.py): the time, queue and position indexes are
+written by PUB events, and by consume events only when they carry the broker's store
+time.  A dead letter cannot know its message's placement, so it is filed under its own
+time and parked in ``pending``; :func:`collector.store.indexer.finish_batch` moves it
+to the placement time once the send is indexed.  Queries keep an index row only when
+its time is the message's listing time (:class:`collector.store.model.MessageTrace`),
+so a stray row never lists a message twice or in the wrong window.
 Event ids are a hash of the stored value, so a duplicate event overwrites itself.
 """
 
@@ -48,8 +55,8 @@ MAX_ROW_KEY_BYTES = 32767
 DEFAULT_SALT_BUCKETS = 8
 """Buckets of the time index: spreads one busy topic's writes over regions."""
 
-MESSAGES, KEYIDX, TIMEIDX, DEAD, RECORDS, QUEUEIDX, SEQIDX = (
-    "messages", "keyidx", "timeidx", "dead", "records", "queueidx", "seqidx",
+MESSAGES, KEYIDX, TIMEIDX, DEAD, RECORDS, QUEUEIDX, SEQIDX, PENDING = (
+    "messages", "keyidx", "timeidx", "dead", "records", "queueidx", "seqidx", "pending",
 )
 SEND_FAMILY, CONSUME_FAMILY, INDEX_FAMILY = "s", "c", "i"
 
@@ -70,6 +77,7 @@ TABLES: tuple[Table, ...] = (
     Table(RECORDS, (CONSUME_FAMILY,)),
     Table(QUEUEIDX, (INDEX_FAMILY,)),
     Table(SEQIDX, (INDEX_FAMILY,)),
+    Table(PENDING, (SEND_FAMILY,)),
 )
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 

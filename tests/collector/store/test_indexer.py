@@ -32,7 +32,7 @@ def test_consume_and_dead_events_rows() -> None:
     assert tables_of(rows_for(*before)) == ["messages", "queueidx", "records", "timeidx"]
     assert tables_of(rows_for(*after)) == ["messages", "records"]
     dead = ev(EventType.DEAD, 5000, "g1", "t", "m1", store_ms=1000, keys="k")
-    assert tables_of(rows_for(CONSUMER, dead)) == ["dead", "dead", "keyidx", "messages", "timeidx"]
+    assert tables_of(rows_for(CONSUMER, dead)) == ["dead", "dead", "keyidx", "messages", "pending", "timeidx"]
 
 
 def test_row_keys_do_not_depend_on_batch_seq_but_on_the_sender() -> None:

@@ -124,14 +124,14 @@ def test_by_time_merges_salt_buckets_in_time_order(q: TraceQuery) -> None:
     records += message(unique("other"), "id-x", 50_500)
     index(q, records)
     times = sorted(50_000 + (i * 7919) % 40 * 100 for i in range(40))
-    page = q.by_time(topic, 0, END, 1000)
+    page = q.by_time(topic, 0, END, 1000, newest_first=False)
     assert [i.time_ms for i in page.items] == times and page.next_cursor is None
-    ids, pages = all_pages(lambda **kw: q.by_time(topic, 0, END, **kw), limit=6)
+    ids, pages = all_pages(lambda **kw: q.by_time(topic, 0, END, newest_first=False, **kw), limit=6)
     assert ids == [i.msg_id for i in page.items] and pages == 7
-    newest, _ = all_pages(lambda **kw: q.by_time(topic, 0, END, newest_first=True, **kw), limit=6)
+    newest, _ = all_pages(lambda **kw: q.by_time(topic, 0, END, **kw), limit=6)  # the default order
     assert newest == ids[::-1]
     window = q.by_time(topic, 50_100, 50_300, 100)
-    assert [i.time_ms for i in window.items] == [50_100, 50_200, 50_300]
+    assert [i.time_ms for i in window.items] == [50_300, 50_200, 50_100]
 
 
 def test_dead_letters_all_groups_or_one(q: TraceQuery) -> None:
