@@ -89,13 +89,18 @@ def field_int(obj: dict[str, Any], name: str, *, required: bool = False) -> int 
     return to_int(name, value)
 
 
+_BOOL_STRINGS = frozenset(("true", "false", "True", "False", "TRUE", "FALSE"))
+
+
 def field_bool(obj: dict[str, Any], name: str, default: bool = False, *, required: bool = False) -> bool:
-    """A boolean field (true/false only)."""
+    """A boolean field: JSON true/false, or the strings "true"/"false" in any case (QMQ's parser coerces them)."""
     value = obj.get(name)
     if value is None:
         if required:
             raise ParamError("missing_field", f"{name} is required (true or false)")
         return default
+    if isinstance(value, str) and value in _BOOL_STRINGS:
+        return value.lower() == "true"
     if not isinstance(value, bool):
         raise ParamError("bad_type", f"{name} must be true or false")
     return value
@@ -137,32 +142,37 @@ def parse_time(name: str, value: Any, *, now_ms: int | None = None) -> int | Non
     return time_ms
 
 
-def time_window(begin_ms: int | None, end_ms: int | None, *, now_ms: int) -> tuple[int, int]:
-    """Fill in a missing end (now) or begin (end - 30 days) and check the window."""
+def time_window(
+    begin_ms: int | None, end_ms: int | None, *, now_ms: int, max_window_ms: int | None = MAX_WINDOW_MS,
+) -> tuple[int, int]:
+    """Fill in a missing end (now) or begin (end - 30 days) and check the window (``max_window_ms=None``: any length)."""
     end = now_ms if end_ms is None else end_ms
     begin = end - DEFAULT_WINDOW_MS if begin_ms is None else begin_ms
     begin = max(begin, 0)
     if begin > end:
         raise ParamError("bad_window", "begin is after end")
-    if end - begin > MAX_WINDOW_MS:
-        raise ParamError("bad_window", f"the window is longer than {MAX_WINDOW_MS // 86_400_000} days")
+    if max_window_ms is not None and end - begin > max_window_ms:
+        raise ParamError("bad_window", f"the window is longer than {max_window_ms // 86_400_000} days")
     return begin, end
 
 
 def request_window(
-    query: Mapping[str, Any], begin: str = "begin", end: str = "end", *, now_ms: int | None = None
+    query: Mapping[str, Any], begin: str = "begin", end: str = "end", *, now_ms: int | None = None,
+    max_window_ms: int | None = MAX_WINDOW_MS,
 ) -> tuple[int, int]:
     """The checked window named by ``query[begin]`` and ``query[end]`` (a query string or a JSON object)."""
     now = timeparse.current_ms() if now_ms is None else now_ms
     return time_window(parse_time(begin, query.get(begin), now_ms=now), parse_time(end, query.get(end), now_ms=now),
-                       now_ms=now)
+                       now_ms=now, max_window_ms=max_window_ms)
 
 
-def page_size(value: Any, default: int = DEFAULT_PAGE_SIZE, name: str = "limit") -> int:
-    """A page size between 1 and MAX_PAGE_SIZE."""
+def page_size(value: Any, default: int = DEFAULT_PAGE_SIZE, name: str = "limit", *, clamp: bool = False) -> int:
+    """A page size between 1 and MAX_PAGE_SIZE; with ``clamp`` a larger one gives MAX_PAGE_SIZE (QMQ's ``len``)."""
     if value is None or value == "":
         return default
     size = to_int(name, value)
+    if clamp and size > MAX_PAGE_SIZE:
+        return MAX_PAGE_SIZE
     if not 1 <= size <= MAX_PAGE_SIZE:
         raise ParamError("bad_limit", f"{name} must be between 1 and {MAX_PAGE_SIZE}")
     return size

@@ -74,9 +74,9 @@ async def _message_list(request: web.Request, *, dead: bool) -> web.Response:
     query = _backup_query(request)
     subject = field_str(query, "subject", required=True)
     is_delay = field_bool(query, "isDelay", required=True)
-    limit = page_size(field_int(query, "len", required=True), name="len")
+    limit = page_size(field_int(query, "len", required=True), name="len", clamp=True)
     msg_id = field_str(query, "messageId")
-    begin, end = request_window(query, "msgCreateTimeBegin", "msgCreateTimeEnd")
+    begin, end = request_window(query, "msgCreateTimeBegin", "msgCreateTimeEnd", max_window_ms=None)
     start = field_str(query, "start")
     if is_delay:
         # Only delayed messages are asked for, and no event records a delay.
@@ -89,7 +89,7 @@ async def _message_list(request: web.Request, *, dead: bool) -> web.Response:
         page = await run_query(request, "dead_letters", subject, None, begin_ms=begin, end_ms=end,
                                limit=limit, cursor=start)
     else:
-        page = await run_query(request, "by_time", subject, begin, end, limit, cursor=start, newest_first=True)
+        page = await run_query(request, "by_time", subject, begin, end, limit, cursor=start)
     items = [_list_item(s.to_json()) for s in page.items]
     return web.json_response({"list": items, "next": page.next_cursor or None})
 

@@ -183,14 +183,26 @@ def format_trace(doc: dict[str, Any]) -> str:
     return "\n".join(head) + table(["row", "group", "what", "time", "status", "cost", "retry", "host", "error"], rows)
 
 
+def format_outcomes(groups: dict[str, Any]) -> str:
+    """Each consumer group's outcome, as the web page shows it: ``billing: consumed, audit: dead (3 attempts)``."""
+    parts = []
+    for group in sorted(groups):
+        o = groups[group]
+        attempts = f" ({o['attempts']} attempts)" if o.get("attempts", 0) > 1 else ""
+        parts.append(f"{group}: {o['outcome']}{attempts}")
+    return ", ".join(parts) or "-"
+
+
 def format_page(page: dict[str, Any]) -> str:
-    """A result page as a table, with the cursor for the next page."""
+    """A result page as a table (the web page's columns), with the cursor for the next page."""
     rows = [
-        [i.get("msg_id"), i.get("keys") or "", i.get("tags") or "", i.get("queue"), i.get("offset"),
-         _fmt_time(i.get("store_ms") or i.get("born_ms")), status_name(i.get("status"))]
+        [i.get("msg_id"), i.get("keys") or "", i.get("tags") or "", i.get("broker") or "", i.get("queue"),
+         i.get("offset"), _fmt_time(i.get("time_ms")),
+         "not traced" if i.get("send_traced") is False else status_name(i.get("status")),
+         format_outcomes(i.get("groups") or {})]
         for i in page["items"]
     ]
-    text = table(["msg_id", "keys", "tags", "queue", "offset", "stored", "status"], rows)
+    text = table(["msg_id", "keys", "tags", "broker", "queue", "offset", "stored", "send", "consumer groups"], rows)
     if page.get("next_cursor"):
         text += f"\n(more: --cursor {page['next_cursor']})"
     return text

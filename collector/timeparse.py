@@ -9,6 +9,7 @@ Accepted forms (all give epoch milliseconds)::
     parse_time("-2h", now_ms=now)            # relative: -90s, -15m, -1h30m, -7d, -1w, -500ms
     parse_time("2h", now_ms=now)             # a bare duration means "that long ago", like -2h
     parse_time("+10m", now_ms=now)           # in the future (rarely useful, but unambiguous)
+    parse_time("Jun 3, 2019 3:42:39 PM")     # Gson's default Date format (QMQ clients), in UTC
 
 Anything else raises :class:`collector.errors.BadTimeError` (HTTP 400, reason
 ``bad_time``) naming the parameter.  The query API's parameters go through
@@ -71,6 +72,9 @@ def parse_time(value: Any, *, now_ms: int | None = None, name: str = "time") -> 
         if result > 2**63 - 1:
             raise BadTimeError(f"{name} is out of range")
         return result
+    gson = parse_gson_date(text)
+    if gson is not None:
+        return _epoch(gson, name)
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -80,6 +84,25 @@ def parse_time(value: Any, *, now_ms: int | None = None, name: str = "time") -> 
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return _epoch(int(parsed.timestamp() * 1000), name)
+
+
+_GSON_DATE = re.compile(r"^([A-Z][a-z]{2}) ([0-9]{1,2}), ([0-9]{4}),? ([0-9]{1,2}):([0-9]{2}):([0-9]{2})[ \u202f\u00a0]([AP]M)$")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def parse_gson_date(text: str) -> int | None:
+    """Epoch ms of a date in Gson's default format (``Jun 3, 2019 3:42:39 PM``; JDK 9+ puts a comma
+    after the year and a narrow space before PM), read as UTC; None when ``text`` is not one."""
+    match = _GSON_DATE.match(text.strip())
+    if match is None or match.group(1) not in _MONTHS:
+        return None
+    month, day, year, hour, minute, second, half = match.groups()
+    hour_24 = int(hour) % 12 + (12 if half == "PM" else 0)
+    try:
+        parsed = datetime(int(year), _MONTHS.index(month) + 1, int(day), hour_24, int(minute), int(second), tzinfo=UTC)
+    except ValueError:
+        return None
+    return int(parsed.timestamp() * 1000)
 
 
 def _epoch(number: int, name: str) -> int:

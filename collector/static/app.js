@@ -161,14 +161,30 @@ function renderResults(page, append) {
       el("td", {}, link),
       el("td", { text: item.keys || "" }), el("td", { text: item.tags || "" }),
       el("td", { text: item.broker || "" }), el("td", { text: String(item.queue ?? "") }),
-      el("td", { text: String(item.offset ?? "") }), el("td", { text: fmtTime(item.store_ms) }),
-      el("td", { text: nameOf(STATUS_NAMES, item.status) })));
+      el("td", { text: String(item.offset ?? "") }), el("td", { text: fmtTime(item.time_ms) }),
+      el("td", { class: "send-status", text: sendStatus(item) }),
+      el("td", { class: "outcomes" }, ...outcomeBadges(item.groups || {}))));
   }
   nextCursor = page.next_cursor;
   $("more").hidden = !nextCursor;
   $("results").hidden = false;
   $("trace").hidden = true;
   setStatus(tbody.children.length + " message(s)" + (nextCursor ? ", more available" : ""));
+}
+
+// The send's status, or that no send was traced (the message was found through its consumers).
+function sendStatus(item) {
+  return item.send_traced === false ? "not traced" : nameOf(STATUS_NAMES, item.status);
+}
+
+// One badge per consumer group: "billing: consumed", "audit: dead (3 attempts)".
+function outcomeBadges(groups) {
+  return Object.keys(groups).sort().map((group) => {
+    const o = groups[group];
+    const attempts = o.attempts > 1 ? " (" + o.attempts + " attempts)" : "";
+    return el("span", { class: "outcome outcome-" + o.outcome, "data-group": group, "data-outcome": o.outcome,
+      title: o.error || "", text: group + ": " + o.outcome + attempts });
+  });
 }
 
 async function showTrace(msgId) {
