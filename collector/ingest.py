@@ -46,7 +46,10 @@ from tracehook.wire import BatchHeader, WireError, check_batch, fast_check_batch
 
 log = logging.getLogger(__name__)
 
-ACCEPTED_CONTENT_TYPES = frozenset({"application/msgpack", "application/x-msgpack", "application/octet-stream"})
+ACCEPTED_CONTENT_TYPES = frozenset({"application/msgpack", "application/x-msgpack", "application/vnd.msgpack"})
+"""The msgpack types only.  A body without a Content-Type, or a generic ``application/octet-stream``,
+is refused with 415: it is usually something else sent to the wrong place (an OTLP protobuf, a file
+posted with curl), and a clear 415 beats a 400 about msgpack."""
 DEFAULT_MAX_GROUP_BYTES = 32 * 1024 * 1024
 """Upper bound on one group commit's write; a bigger backlog of requests spans several groups."""
 INLINE_DECODE_BYTES = 16 * 1024
@@ -165,8 +168,10 @@ class Ingestor:
             require_ingest_token(request)
             if self._closing:
                 raise ShuttingDown("the collector is shutting down")
-            if request.content_type not in ACCEPTED_CONTENT_TYPES:
-                raise UnsupportedMediaType(f"expected application/msgpack, got {request.content_type}")
+            # aiohttp reports a missing header as application/octet-stream: look at the header itself.
+            given = request.headers.get("Content-Type")
+            if given is None or request.content_type not in ACCEPTED_CONTENT_TYPES:
+                raise UnsupportedMediaType(f"Content-Type must be application/msgpack, not {given or 'missing'}")
             limit = self.config.max_body_bytes
             if request.content_length is not None and request.content_length > limit:
                 raise PayloadTooLarge(f"body of {request.content_length} bytes is over the {limit} byte limit")

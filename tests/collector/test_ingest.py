@@ -7,6 +7,7 @@ import dataclasses
 import os
 
 import msgpack
+import pytest
 from aiohttp import web
 from collector_service_helpers import make_batch, read_log
 
@@ -97,6 +98,19 @@ async def test_one_bad_event_rejects_the_whole_batch_with_its_reason(aiohttp_cli
     assert resp.status == 415
     assert read_log(collector_config.log_dir) == []
     assert await _metric(client, 'tracehook_collector_rejected_total{reason="missing_field"}') == 1
+
+
+@pytest.mark.parametrize("content_type", [None, "application/octet-stream", "text/plain", "application/x-protobuf"])
+async def test_only_msgpack_content_types_are_accepted(aiohttp_client, collector_config, content_type) -> None:
+    """docs/collector.md: anything but a msgpack type (or no Content-Type at all) is 415, and nothing is written."""
+    client = await aiohttp_client(create_app(collector_config))
+    headers = {} if content_type is None else {"Content-Type": content_type}
+    resp = await client.post("/v1/batches", data=make_batch(), headers=headers, skip_auto_headers=["Content-Type"])
+    assert resp.status == 415 and (await resp.json())["error"] == "unsupported_media_type"
+    assert read_log(collector_config.log_dir) == []
+    for accepted in ("application/msgpack", "application/x-msgpack", "application/vnd.msgpack"):
+        resp = await client.post("/v1/batches", data=make_batch(), headers={"Content-Type": accepted})
+        assert resp.status == 200, accepted
 
 
 async def test_backlog_over_the_limit_gets_429_until_indexed(aiohttp_client, collector_config) -> None:
