@@ -35,12 +35,20 @@ from tracehook.wire import Event, EventType, Status, make_event
 DEFAULT_MESSAGES = 100_000
 DEFAULT_REPEATS = 20
 TOPIC, GROUP, QUEUES = "bt-bench", "billing", 8
+NEVER_TOPIC = "bt-never"
+"""A topic whose messages ``GROUP`` never received: its replay list is every message (paging row)."""
+DEFAULT_NEVER = 20_000
 SPAN_MS, WINDOW_MS = 24 * 3_600_000, 3_600_000
 FAILED_EVERY, NEVER_EVERY, DEAD_EVERY = 100, 200, 500  # 1 % failed, 0.5 % never received, 0.2 % dead
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def records(messages: int, start_ms: int) -> Iterator[Record]:
+def records(messages: int, start_ms: int, never: int = 0) -> Iterator[Record]:
+    """``messages`` on TOPIC with the shares above, and ``never`` messages on NEVER_TOPIC nobody consumed."""
+    for n in range(never):
+        t = start_ms + n * (SPAN_MS // max(never, 1))
+        yield send(f"nv-{n:09d}", t, dict(topic=NEVER_TOPIC, keys=f"n{n}", queue=n % QUEUES, offset=n // QUEUES,
+                                         born_ms=t - 1, store_ms=t))
     step = SPAN_MS // messages
     for n in range(messages):
         t = start_ms + n * step
@@ -76,7 +84,7 @@ def naive_replay(query: TraceQuery, begin: int, end: int) -> list[str]:
     """Every message of the window by time, then its full trace: one Get per message."""
     out, cursor = [], None
     while True:
-        page = query.by_time(TOPIC, begin, end, MAX_LIMIT, cursor)
+        page = query.by_time(TOPIC, begin, end, MAX_LIMIT, cursor, newest_first=False)
         for summary in page.items:
             trace = query.get_trace(summary.msg_id)
             if trace is not None and backtrack.group_outcome(trace, GROUP) is not None:
@@ -101,7 +109,7 @@ def bench(store_url: str, args: argparse.Namespace) -> dict[str, str]:
     query = TraceQuery(store)
     start_ms = int(time.time() * 1000) - SPAN_MS - 60_000
     started = time.monotonic()
-    index_records(store, records(args.messages, start_ms), batch_size=5000)
+    index_records(store, records(args.messages, start_ms, args.never_consumed), batch_size=5000)
     load_s = time.monotonic() - started
     rng = random.Random(7)
     probe = start_ms + rng.randrange(SPAN_MS - WINDOW_MS)
@@ -118,6 +126,10 @@ def bench(store_url: str, args: argparse.Namespace) -> dict[str, str]:
         naive_ms, naive = timed(lambda: naive_replay(query, probe, end), 3)
         assert ours == naive, (len(ours), len(naive))
         out["replay 1h: ours (ms)"], out["replay 1h: naive (ms)"] = f"{ours_ms:.0f}", f"{naive_ms:.0f}"
+        pages = replay_page_times(query, start_ms, start_ms + SPAN_MS, REPLAY_PAGE)
+        out[f"replay pages of {REPLAY_PAGE} ({args.never_consumed:,} items)"] = f"{len(pages)}"
+        out[f"replay page of {REPLAY_PAGE}: median (ms)"] = f"{pages[len(pages) // 2]:.1f}"
+        out[f"replay page of {REPLAY_PAGE}: p99 (ms)"] = f"{pages[min(len(pages) - 1, len(pages) * 99 // 100)]:.1f}"
         in_window = sum(1 for _ in iter_window(query, probe, end))
         out["1h rewind re-consumes"] = f"{in_window:,}"
         out["1h replay list"] = f"{len(ours):,}"
@@ -129,6 +141,22 @@ def bench(store_url: str, args: argparse.Namespace) -> dict[str, str]:
         if store_url.startswith("local:"):
             os.remove(store_url[len("local:"):])
     return out
+
+
+REPLAY_PAGE = 50
+"""The page size of the replay-list paging row: what the web page and the API page by."""
+
+
+def replay_page_times(query: TraceQuery, begin: int, end: int, size: int) -> list[float]:
+    """Milliseconds per page while paging the whole replay list ``size`` items at a time, sorted."""
+    samples, cursor = [], None
+    while True:
+        started = time.perf_counter()
+        page = backtrack.replay_list(query, NEVER_TOPIC, GROUP, begin, end, size, cursor)
+        samples.append((time.perf_counter() - started) * 1000)
+        if page.next_cursor is None:
+            return sorted(samples)
+        cursor = page.next_cursor
 
 
 def iter_window(query: TraceQuery, begin: int, end: int) -> Iterator[str]:
@@ -160,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=DEFAULT_MESSAGES)
     parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS)
+    parser.add_argument("--never-consumed", type=int, default=DEFAULT_NEVER,
+                        help="messages of a second topic nobody consumed: the replay-list paging row")
     parser.add_argument("--stores", default="local,hbase")
     parser.add_argument("--data-dir", default=os.path.join(ROOT, "data", "bench-backtrack"))
     args = parser.parse_args(argv)

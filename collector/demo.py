@@ -199,7 +199,7 @@ def run_index(log_dir: str, store_url: str) -> str:
 def index_in_process(log_dir: str, store_url: str) -> str:
     """Index the sealed segments not yet checkpointed without Spark (same indexer, same checkpoint)."""
     from collector.store import open_store
-    from collector.store.indexer import index_records
+    from collector.store.indexer import finish_batch, index_records
     from collector.tracelog import read_checkpoint, read_segment, sealed_segments, write_checkpoint
     from tracehook.wire import decode_batch
 
@@ -211,6 +211,7 @@ def index_in_process(log_dir: str, store_url: str) -> str:
         for segment in todo:
             batches = (decode_batch(record.payload) for record in read_segment(segment.path))
             events += index_records(store, ((b.header, e) for b in batches for e in b.events))
+        finish_batch(store)
     finally:
         store.close()
     write_checkpoint(log_dir, done | {s.base for s in todo})

@@ -75,7 +75,19 @@ class LocalStore:
             return {bytes(col): bytes(value) for col, value in cur}
 
     def get_rows(self, table: str, rows: Sequence[bytes]) -> list[Columns]:
-        return [self.get_row(table, row) for row in rows]
+        found: dict[bytes, Columns] = {}
+        unique = list(dict.fromkeys(rows))
+        for i in range(0, len(unique), _IN_CHUNK):
+            chunk = unique[i:i + _IN_CHUNK]
+            marks = ",".join("?" * len(chunk))
+            with self._lock:
+                cur = self._db.execute(
+                    f'SELECT row, col, value FROM "{_name(table)}" WHERE row IN ({marks}) AND ts >= ?',
+                    (*chunk, self._oldest_live_ms()),
+                )
+                for row, col, value in cur:
+                    found.setdefault(bytes(row), {})[bytes(col)] = bytes(value)
+        return [dict(found.get(row, {})) for row in rows]
 
     def scan(
         self, table: str, start: bytes, stop: bytes, *, limit: int | None = None, reverse: bool = False
@@ -138,6 +150,10 @@ def _group_cells(cells: list[tuple[bytes, bytes, bytes]]) -> list[Row]:
             rows.append((row, {}))
         rows[-1][1][bytes(col)] = bytes(value)
     return rows
+
+
+_IN_CHUNK = 500
+"""Rows per ``IN (...)`` lookup: below SQLite's default limit of bound parameters."""
 
 
 def _name(table: str) -> str:

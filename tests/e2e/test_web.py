@@ -66,7 +66,7 @@ def dead_letters(begin_ms: int) -> list:
                 t = begin_ms + bucket * BUCKET_MS + 1000 + i * 60_000
                 msg = dict(keys=f"refund-{n}", queue=0, offset=n, born_ms=t - 2, store_ms=t)
                 msg_id = f"refund-{n}"
-                records.append(send(msg_id, t, msg))
+                records.append(send(msg_id, t, dict(msg, topic=DLQ_TOPIC)))  # sent to the topic it died on
                 records.append((SHIPPING_HEADER, Event._make(make_event(
                     EventType.DEAD, t + 50, group, DLQ_TOPIC, msg_id, retry=3, error="max retries", **msg))))
                 n += 1
