@@ -130,7 +130,7 @@ def _start(cmd: list[str], port: int) -> subprocess.Popen[bytes]:
 
 
 def _collector_cmd(data_dir: str, port: int, durability: str, workers: int) -> list[str]:
-    return [sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(port), "--store-url", "none",
+    return [sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(port), "--store", "none",
             "--durability", durability, "--backlog-limit-bytes", "0", "--log-level", "WARNING",
             "--decode-workers", str(workers)]
 

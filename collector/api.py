@@ -50,7 +50,7 @@ def query_route(handler: Handler) -> Handler:
 
     @functools.wraps(handler)
     async def wrapped(request: web.Request) -> web.StreamResponse:
-        from collector.app import STORE_KEY
+        from collector.app import CONFIG_KEY, STORE_KEY
         from collector.auth import require_query_token
 
         require_query_token(request)
@@ -62,7 +62,10 @@ def query_route(handler: Handler) -> Handler:
             # QueryError and ParamError are 400; an unreachable HBase is 503.
             status = int(getattr(exc, "status", 400))
             detail = getattr(exc, "detail", None) or str(exc)
-            return error_response(str(getattr(exc, "reason", "bad_query")), str(detail), status=status)
+            response = error_response(str(getattr(exc, "reason", "bad_query")), str(detail), status=status)
+            if status == 503:  # the store is retried in the background (collector.storelink)
+                response.headers["Retry-After"] = str(request.app[CONFIG_KEY].retry_after_s)
+            return response
 
     return wrapped
 

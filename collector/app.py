@@ -8,11 +8,14 @@
     web.run_app(create_app(CollectorConfig(data_dir="data", port=7070)), host="127.0.0.1", port=7070)
 
 Resources live in ``cleanup_ctx``: the trace log (opened and recovered at start, its
-queue drained and synced at stop) and the index store (``collector.store.open_store``).
+queue drained and synced at stop) and the index store (a ``collector.storelink.StoreLink``:
+opened in the background and reopened after outages, so ingest never depends on it).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import logging
 import os
@@ -32,8 +35,8 @@ log = logging.getLogger(__name__)
 
 CONFIG_KEY = web.AppKey("config", CollectorConfig)
 STORE_KEY = web.AppKey("store", Any)
-"""The opened index store (a ``collector.store.Store``); unset when the store package is missing
-or ``store_url`` is ``none``."""
+"""The index store (a ``collector.storelink.StoreLink``, which is a ``collector.store.Store`` that
+reconnects by itself); unset when the store package is missing or ``store_url`` is ``none``."""
 METRICS_KEY = web.AppKey("metrics", CollectorMetrics)
 INGESTOR_KEY = web.AppKey("ingestor", Ingestor)
 TRACELOG_KEY = web.AppKey("tracelog", TraceLog)
@@ -86,6 +89,10 @@ async def _begin_shutdown(app: web.Application) -> None:
         app[INGESTOR_KEY].begin_shutdown()
 
 
+STORE_START_WAIT_S = 5.0
+"""How long start-up waits for the first store connection before serving without it."""
+
+
 async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG_KEY]
     # The store package belongs to another part of the project; a collector without it
@@ -93,28 +100,47 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     if not config.store_enabled or importlib.util.find_spec("collector.store") is None:
         yield
         return
-    from collector.store import open_store
+    from collector.storelink import StoreLink, keep_connected
 
     if config.store_url.startswith("local:"):
         os.makedirs(os.path.dirname(os.path.abspath(config.store_url[len("local:"):])), exist_ok=True)
-    store = open_store(config.store_url)
-    app[STORE_KEY] = store
+    # Ingest never waits for the store: a store that is down (or slow to answer) at start
+    # is opened in the background, and reopened whenever a query finds it gone.
+    link = StoreLink(config.store_url)
+    app[STORE_KEY] = link
+    first_attempt = asyncio.Event()
+    task = asyncio.create_task(keep_connected(link, config.retry_after_s, first_attempt))
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(first_attempt.wait(), STORE_START_WAIT_S)
     try:
         yield
     finally:
-        store.close()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        link.close()
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """Liveness plus the numbers an operator looks at first."""
+    """Liveness plus the numbers an operator looks at first.
+
+    ``store`` is ``ok``, ``unavailable`` (with ``store_error``: queries answer 503, ingest goes
+    on), ``connecting`` (at start) or ``none`` (no index store configured).
+    """
     ingestor = request.app[INGESTOR_KEY]
-    return web.json_response({
+    body: dict[str, Any] = {
         "status": "ok",
         "backlog_bytes": ingestor.backlog_bytes,
         "log_bytes": ingestor.log_bytes,
         "segments": ingestor.segments,
-        "store": STORE_KEY in request.app,
-    })
+        "store": "none",
+    }
+    link = request.app.get(STORE_KEY)
+    if link is not None:
+        body["store"] = link.state
+        if link.error:
+            body["store_error"] = link.error
+    return web.json_response(body)
 
 
 async def metrics(request: web.Request) -> web.Response:

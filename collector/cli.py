@@ -3,6 +3,7 @@
 ::
 
     tracehook collector --data-dir /var/lib/tracehook --port 7070
+    tracehook collector --store hbase://hbase-1:9090?namespace=trace   # starts even when HBase is down
     TRACEHOOK_COLLECTOR_INGEST_TOKEN=s3cret tracehook collector --config collector.toml
 
 Flags override env vars (``TRACEHOOK_COLLECTOR_*``), which override the TOML file.
@@ -29,7 +30,8 @@ _FLAGS: list[tuple[str, str, type, str]] = [
     ("--port", "port", int, "port to listen on (default 7070)"),
     ("--ingest-token", "ingest_token", str, "bearer token required to POST batches"),
     ("--query-token", "query_token", str, "bearer token required for queries"),
-    ("--store-url", "store_url", str, "index store: local:PATH or hbase://host:port?namespace=NS, or none"),
+    ("--store", "store_url", str, "index store: local:PATH or hbase://host:port?namespace=NS, or none "
+                                  "(alias: --store-url)"),
     ("--segment-bytes", "segment_bytes", int, "seal a segment at this size"),
     ("--segment-age", "segment_age_s", float, "seal a non-empty segment after this many seconds"),
     ("--durability", "durability", str, "fsync: fsync every commit group (default); os: leave it to the OS"),
@@ -43,13 +45,15 @@ _FLAGS: list[tuple[str, str, type, str]] = [
     ("--rate-limit-batches", "rate_limit_batches_s", float, "batches per second per client id (0: unlimited)"),
     ("--rate-limit-burst", "rate_limit_burst_s", float, "seconds of its rate a client may send at once (default 2)"),
 ]
+FLAG_ALIASES = {"--store": ["--store-url"]}
+"""Older names that still work (every command names the index store ``--store``)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``tracehook collector``."""
     parser.add_argument("--config", metavar="TOML", help="TOML config file (keys are the config field names)")
     for flag, dest, kind, help_ in _FLAGS:
-        parser.add_argument(flag, dest=dest, type=kind, default=None, help=help_)
+        parser.add_argument(flag, *FLAG_ALIASES.get(flag, []), dest=dest, type=kind, default=None, help=help_)
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -67,6 +71,15 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"tracehook collector: {exc}", file=sys.stderr)
         return 2
+    if config.store_enabled:
+        from collector.store import check_store_url
+        from collector.store.errors import BadStoreUrlError
+
+        try:
+            check_store_url(config.store_url)
+        except BadStoreUrlError as exc:
+            print(f"tracehook collector: store: {exc}", file=sys.stderr)
+            return 2
     from collector.app import create_app
     from collector.logredact import install_redaction
     from collector.tls import server_ssl_context

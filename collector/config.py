@@ -3,7 +3,8 @@
 Precedence, highest first: explicit values (command-line flags), environment variables
 ``TRACEHOOK_COLLECTOR_<FIELD>`` (e.g. ``TRACEHOOK_COLLECTOR_INGEST_TOKEN``), the TOML file
 (``--config`` or ``TRACEHOOK_COLLECTOR_CONFIG``; keys are the field names, at the top level
-or under ``[collector]``), then the ``DEFAULT_*`` constants::
+or under ``[collector]``), then the ``DEFAULT_*`` constants.  The store URL's key is ``store``
+(``TRACEHOOK_COLLECTOR_STORE``, like ``--store``); ``store_url`` is kept as an alias::
 
     from collector.config import CollectorConfig, load_config
     cfg = CollectorConfig(data_dir="/var/lib/tracehook", port=7070, ingest_token="s3cret")
@@ -40,6 +41,8 @@ DEFAULT_RETRY_AFTER_S = 5
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 DEFAULT_DECODE_WORKERS = 0
 DEFAULT_RATE_LIMIT_BURST_S = 2.0
+KEY_ALIASES = {"store": "store_url"}
+"""Names a TOML key or env var may use for a field (``store``, as the ``--store`` flag of every command)."""
 STORE_DISABLED = "none"
 """``store_url`` value for an ingest-only collector that opens no index store."""
 
@@ -128,15 +131,16 @@ def _convert(name: str, value: Any) -> Any:
 
 def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
     values: dict[str, Any] = {}
-    for name in FIELDS:
-        raw = env.get(env_name(name))
+    names = [(name, name) for name in FIELDS] + list(KEY_ALIASES.items())  # aliases last: they win
+    for key, name in names:
+        raw = env.get(env_name(key))
         if raw is None:
             continue
         try:
             values[name] = _convert(name, raw)
         except ValueError:
             # As OpenTelemetry does: a bad env value is logged and the default kept.
-            log.warning("ignoring %s=%r: not a valid %s", env_name(name), raw, FIELDS[name].type)
+            log.warning("ignoring %s=%r: not a valid %s", env_name(key), raw, FIELDS[name].type)
     return values
 
 
@@ -147,10 +151,17 @@ def _from_toml(path: str) -> dict[str, Any]:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from exc
     doc = doc.get("collector", doc)
-    unknown = set(doc) - set(FIELDS)
+    unknown = set(doc) - set(FIELDS) - set(KEY_ALIASES)
     if unknown:
         raise ConfigError(f"{path}: unknown keys {sorted(unknown)}")
-    return {name: _convert(name, value) for name, value in doc.items()}
+    values: dict[str, Any] = {}
+    for key, value in doc.items():
+        name = KEY_ALIASES.get(key, key)
+        if name in values:
+            same = sorted(k for k in doc if KEY_ALIASES.get(k, k) == name)
+            raise ConfigError(f"{path}: {' and '.join(same)} are the same setting; give one of them")
+        values[name] = _convert(name, value)
+    return values
 
 
 def load_config(

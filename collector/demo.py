@@ -67,7 +67,7 @@ def start_collector(data_dir: str, port: int, store_url: str | None = None) -> s
         "TRACEHOOK_COLLECTOR_DURABILITY": "os",
     })
     if store_url:
-        env["TRACEHOOK_COLLECTOR_STORE_URL"] = store_url
+        env["TRACEHOOK_COLLECTOR_STORE"] = store_url
     with open(os.path.join(data_dir, "collector.log"), "ab") as log:  # the child keeps its own copy
         proc = subprocess.Popen([sys.executable, "-m", "tracehook", "collector"], env=env, stdout=log, stderr=log)
     deadline = time.monotonic() + START_TIMEOUT_S

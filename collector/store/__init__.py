@@ -18,12 +18,14 @@ named ``NS_messages`` and so on).  Both take ``ttl_days=N`` (retention, default 
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from collector.store.base import Store, StoreOptions
 from collector.store.errors import BadStoreUrlError, QueryError, StoreError, StoreUnavailableError
 
-__all__ = ["QueryError", "Store", "StoreError", "StoreOptions", "StoreUnavailableError", "open_store"]
+__all__ = ["QueryError", "Store", "StoreError", "StoreOptions", "StoreUnavailableError", "check_store_url",
+           "open_store"]
 
 
 def _options(query: dict[str, list[str]], known: set[str]) -> dict[str, str]:
@@ -45,20 +47,14 @@ def _store_options(opts: dict[str, str]) -> StoreOptions:
     return StoreOptions(ttl_s=max(1, int(days * 86400)))
 
 
-def open_store(url: str, *, create_tables: bool = True) -> Store:
-    """Open (and create on first use) the store a URL names.
-
-    ``create_tables=False`` skips the HBase table check and creation (index tasks: the
-    driver created them); the SQLite store's ``CREATE TABLE IF NOT EXISTS`` costs nothing.
-    """
+def _parse(url: str) -> tuple[str, dict[str, Any]]:
+    """The backend a URL names and its constructor arguments; ``BadStoreUrlError`` when it names none."""
     if url.startswith("local:"):
         path, _, query = url[len("local:"):].partition("?")
         if not path:
             raise BadStoreUrlError("local: needs a file path, e.g. local:/var/lib/tracehook/index.sqlite3")
         opts = _options(parse_qs(query), {"ttl_days"})
-        from collector.store.local import LocalStore
-
-        return LocalStore(path, _store_options(opts))
+        return "local", {"path": path, "options": _store_options(opts)}
     if url.startswith("hbase://"):
         parts = urlsplit(url)
         opts = _options(parse_qs(parts.query), {"ttl_days", "namespace"})
@@ -66,10 +62,28 @@ def open_store(url: str, *, create_tables: bool = True) -> Store:
             port = parts.port or 9090
         except ValueError:
             raise BadStoreUrlError(f"bad port in {url!r}") from None
-        from collector.store.hbase import DEFAULT_NAMESPACE, HBaseStore
-
-        return HBaseStore(
-            parts.hostname or "127.0.0.1", port, opts.get("namespace", DEFAULT_NAMESPACE), _store_options(opts),
-            create_tables=create_tables,
-        )
+        return "hbase", {"host": parts.hostname or "127.0.0.1", "port": port, "namespace": opts.get("namespace"),
+                         "options": _store_options(opts)}
     raise BadStoreUrlError(f"unknown store URL {url!r}: use local:PATH or hbase://HOST:PORT?namespace=NS")
+
+
+def check_store_url(url: str) -> None:
+    """Raise ``BadStoreUrlError`` when ``url`` names no store or has bad options; opens nothing."""
+    _parse(url)
+
+
+def open_store(url: str, *, create_tables: bool = True) -> Store:
+    """Open (and create on first use) the store a URL names.
+
+    ``create_tables=False`` skips the HBase table check and creation (index tasks: the
+    driver created them); the SQLite store's ``CREATE TABLE IF NOT EXISTS`` costs nothing.
+    """
+    kind, args = _parse(url)
+    if kind == "local":
+        from collector.store.local import LocalStore
+
+        return LocalStore(args["path"], args["options"])
+    from collector.store.hbase import DEFAULT_NAMESPACE, HBaseStore
+
+    namespace = DEFAULT_NAMESPACE if args["namespace"] is None else args["namespace"]
+    return HBaseStore(args["host"], args["port"], namespace, args["options"], create_tables=create_tables)

@@ -59,7 +59,7 @@ class CollectorProcess:
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(self.port),
-                 "--store-url", "none", *extra],
+                 "--store", "none", *extra],
                 cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
                 start_new_session=True,  # its own process group: a test can "press Ctrl-C" on it alone
             )

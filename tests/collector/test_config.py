@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
+from collector.cli import add_arguments, config_from_args
 from collector.config import CollectorConfig, load_config
 from collector.errors import ConfigError
 
@@ -55,3 +59,34 @@ def test_defaults_and_derived_paths() -> None:
         CollectorConfig(data_dir="d", ingest_token="same", query_token="same")
     with pytest.raises(ConfigError):
         CollectorConfig(data_dir="d", segment_bytes=0)
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_store_is_the_key_everywhere_and_store_url_an_alias(tmp_path: pathlib.Path) -> None:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    for flag in ("--store", "--store-url"):
+        args = parser.parse_args(["--data-dir", str(tmp_path), flag, "hbase://h:9090?namespace=t"])
+        assert config_from_args(args).store_url == "hbase://h:9090?namespace=t"
+    for key in ("store", "store_url"):
+        toml = tmp_path / f"{key}.toml"
+        toml.write_text(f'[collector]\n{key} = "local:/x.sqlite3"\n')
+        assert load_config({}, env={}, config_file=str(toml)).store_url == "local:/x.sqlite3"
+    both = tmp_path / "both.toml"
+    both.write_text('store = "local:/a"\nstore_url = "local:/b"\n')
+    with pytest.raises(ConfigError, match="store and store_url are the same setting"):
+        load_config({}, env={}, config_file=str(both))
+    assert load_config({}, env={"TRACEHOOK_COLLECTOR_STORE": "none"}).store_url == "none"
+    assert load_config({}, env={"TRACEHOOK_COLLECTOR_STORE_URL": "none"}).store_url == "none"
+
+
+def test_bad_store_url_stops_the_collector_with_one_line(tmp_path: pathlib.Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "collector", "--data-dir", str(tmp_path), "--port", "0",
+         "--store", "hbase://h:9090?nmespace=t"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr == "tracehook collector: store: unknown store option(s): nmespace\n"

@@ -74,7 +74,7 @@ def test_tls_cert_and_key_come_together_from_env_or_toml(tmp_path, tls_files) ->
 def test_unreadable_certificate_stops_the_collector_at_start(tmp_path, tls_files) -> None:
     missing = str(tmp_path / "missing-cert.pem")
     done = subprocess.run(
-        [sys.executable, "-m", "collector", "--data-dir", str(tmp_path / "data"), "--port", "0", "--store-url", "none",
+        [sys.executable, "-m", "collector", "--data-dir", str(tmp_path / "data"), "--port", "0", "--store", "none",
          "--tls-cert", missing, "--tls-key", tls_files.key],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )

@@ -55,7 +55,7 @@ def traced_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str,
     url = f"http://127.0.0.1:{port}"
     with open(os.path.join(data_dir, "collector.out"), "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(port), "--store-url", "none",
+            [sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(port), "--store", "none",
              "--ingest-token", TOKEN, "--segment-age", "3600"], stdout=out, stderr=subprocess.STDOUT)
     sent: dict[str, tuple[str, str]] = {}
     try:
