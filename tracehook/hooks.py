@@ -126,8 +126,8 @@ class Tracer:
                     msg_id = new_msg_id()
                 trace_id, span_id = recorded_trace(traceparent, msg_id)
             elif headers is not None:
-                msg_id, trace_id, span_id = inject_context(headers, msg_id,
-                                                           sample_ratio=self.config.trace_sample_ratio)
+                msg_id, trace_id, span_id, _ = inject_context(headers, msg_id,
+                                                              sample_ratio=self.config.trace_sample_ratio)
             else:
                 if msg_id is None:
                     msg_id = new_msg_id()
@@ -197,7 +197,10 @@ class Tracer:
         """
         span = ConsumeSpan(self)
         try:
-            msg_id, trace_id, span_id = _consumed_ids(topic, msg_id, headers, queue, offset)
+            if headers is None and msg_id:
+                trace_id = span_id = ""  # an id and no headers: the message's own trace, nothing propagated
+            else:
+                msg_id, trace_id, span_id = _consumed_ids(topic, msg_id, headers, queue, offset)
             if not topic or type(topic) is not str or not msg_id or type(msg_id) is not str:
                 self._misuse("start_consume", "topic and msg_id must be non-empty strings")
                 return span
