@@ -44,6 +44,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import wire
+from .context import DEFAULT_SAMPLE_RATIO
 from .errors import ConfigError
 
 log = logging.getLogger("tracehook")
@@ -59,7 +60,7 @@ DEFAULT_MAX_BACKOFF_S = 10.0
 DEFAULT_FAILOVER_S = 30.0
 DEFAULT_EXIT_TIMEOUT_S = 5.0
 DEFAULT_MAX_BODY_BYTES = 1024
-DEFAULT_TRACE_SAMPLE_RATIO = 1.0
+DEFAULT_TRACE_SAMPLE_RATIO = DEFAULT_SAMPLE_RATIO  # see TracerConfig.trace_sample_ratio
 BATCHES_PATH = "/v1/batches"
 
 ENV_COLLECTORS = "TRACEHOOK_COLLECTORS"
