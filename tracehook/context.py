@@ -193,10 +193,13 @@ def active_otel_span() -> tuple[str, int] | None:
     if otel_trace is None:
         return None
     try:
-        context = otel_trace.get_current_span().get_span_context()
+        span = otel_trace.get_current_span()
+        if span is otel_trace.INVALID_SPAN:  # no span active: the common case, skip the rest
+            return None
+        context = span.get_span_context()
         if not context.is_valid:
             return None
-        return f"{context.trace_id:032x}", int(context.trace_flags) & (FLAG_SAMPLED | FLAG_RANDOM)
+        return f"{context.trace_id:032x}", context.trace_flags & (FLAG_SAMPLED | FLAG_RANDOM)
     except Exception:  # a broken or partial OpenTelemetry install: behave as if absent
         return None
 
