@@ -6,6 +6,9 @@ process that answers 200 to ``POST /v1/batches`` and ``POST /v1/traces``):
 
 * tracehook ``record_send`` with 8 messaging fields, and a consume span
   (``with tracer.consume(...)``: SUB_BEFORE + SUB_AFTER);
+* the same ``record_send`` with OpenTelemetry in the process: imported but no span
+  active, and inside an active span (the send continues its trace), each with and
+  without headers (message id + ``traceparent`` written);
 * OpenTelemetry ``start_span`` with 8 messaging attributes + ``end``, with a
   BatchSpanProcessor and (a) a no-op exporter, (b) the OTLP/HTTP exporter.
 
@@ -138,6 +141,8 @@ def bench_tracehook(url: str, n_events: int, n_cost: int) -> list[Row]:
 
     c_median, c_p99 = per_call_us(consume, n_cost)
     tracer.flush(60)
+    h_median, h_p99 = per_call_us(lambda i: send("orders", headers={}, **ATTRS), n_cost)
+    tracer.flush(60)
     before = stub_totals(url)
     sent_before = tracer.stats()["sent"]
     t0 = time.perf_counter()
@@ -154,7 +159,35 @@ def bench_tracehook(url: str, n_events: int, n_cost: int) -> list[Row]:
                      delivered=sent, dropped=n_events - sent, emit_rate=n_events / emit_s,
                      e2e_rate=sent / total_s, bytes=wire_bytes / max(sent, 1)))
     rows.append(dict(system="tracehook consume span (2 events)", median=c_median, p99=c_p99))
+    rows.append(dict(system="tracehook record_send + headers", median=h_median, p99=h_p99))
     rows.append(bench_tracehook_default_queue(url, n_events))
+    return rows
+
+
+def bench_tracehook_in_otel_span(url: str, n_cost: int) -> list[Row]:
+    """record_send once the app has imported OpenTelemetry: no span active, then inside one."""
+    assert "opentelemetry.trace" not in sys.modules, "run before anything imports OpenTelemetry"
+    from opentelemetry.sdk.trace import TracerProvider
+
+    otel = TracerProvider().get_tracer("bench")  # no processor: the span only has to be active
+    tracer = tracehook.Tracer(tracehook.TracerConfig(app="bench", collectors=(url,), queue_size=2_000_000,
+                                                     flush_at_exit=False))
+    send = tracer.record_send
+    rows = []
+    for name, call in (("record_send, OTel imported, no span", lambda i: send("orders", f"m{i}", **ATTRS)),
+                       ("record_send + headers, OTel imported, no span",
+                        lambda i: send("orders", headers={}, **ATTRS))):
+        median, p99 = per_call_us(call, n_cost)
+        tracer.flush(60)
+        rows.append(dict(system=f"tracehook {name}", median=median, p99=p99))
+    with otel.start_as_current_span("app"):
+        for name, call in (("record_send in an active OTel span", lambda i: send("orders", f"m{i}", **ATTRS)),
+                           ("record_send + headers in an active span",
+                            lambda i: send("orders", headers={}, **ATTRS))):
+            median, p99 = per_call_us(call, n_cost)
+            tracer.flush(60)
+            rows.append(dict(system=f"tracehook {name}", median=median, p99=p99))
+    tracer.close()
     return rows
 
 
@@ -263,11 +296,11 @@ def _fmt(value: Any, spec: str) -> str:
 
 
 def print_table(rows: list[Row]) -> None:
-    print(f"| {'system':<42} | caller µs/event median | p99 | events | delivered | dropped | "
+    print(f"| {'system':<50} | caller µs/event median | p99 | events | delivered | dropped | "
           f"app emit rate/s | end-to-end events/s | bytes/event |")
     print("|" + "---|" * 9)
     for r in rows:
-        print(f"| {r['system']:<42} | {_fmt(r.get('median'), '.2f')} | {_fmt(r.get('p99'), '.2f')} | "
+        print(f"| {r['system']:<50} | {_fmt(r.get('median'), '.2f')} | {_fmt(r.get('p99'), '.2f')} | "
               f"{_fmt(r.get('events'), ',')} | {_fmt(r.get('delivered'), ',')} | {_fmt(r.get('dropped'), ',')} | "
               f"{_fmt(r.get('emit_rate'), ',.0f')} | {_fmt(r.get('e2e_rate'), ',.0f')} | {_fmt(r.get('bytes'), '.1f')} |")
 
@@ -286,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         rows = bench_tracehook(url, args.events, args.cost_calls)
         try:
+            rows += bench_tracehook_in_otel_span(url, args.cost_calls)
             rows += bench_otel(None, args.otel_events, min(args.cost_calls, 50_000))
             rows += bench_otel(url, args.otel_events, min(args.cost_calls, 50_000))
         except ImportError:

@@ -26,6 +26,8 @@ TRACEHOOK_FAILOVER_MS          how long a failing collector is set aside        
 TRACEHOOK_EXIT_TIMEOUT_MS      how long the exit flush may take                 5000
 TRACEHOOK_CAPTURE_BODY         keep message bodies (1/true or 0/false)          false
 TRACEHOOK_MAX_BODY_BYTES       longest body kept (after redaction)              1024
+TRACEHOOK_TRACE_SAMPLE_RATIO   share of traces tracehook starts whose           1.0
+                               ``traceparent`` says "sampled" (0.0 .. 1.0)
 =============================  ===============================================  ==========
 """
 
@@ -42,6 +44,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from . import wire
+from .context import DEFAULT_SAMPLE_RATIO
 from .errors import ConfigError
 
 log = logging.getLogger("tracehook")
@@ -57,6 +60,7 @@ DEFAULT_MAX_BACKOFF_S = 10.0
 DEFAULT_FAILOVER_S = 30.0
 DEFAULT_EXIT_TIMEOUT_S = 5.0
 DEFAULT_MAX_BODY_BYTES = 1024
+DEFAULT_TRACE_SAMPLE_RATIO = DEFAULT_SAMPLE_RATIO  # see TracerConfig.trace_sample_ratio
 BATCHES_PATH = "/v1/batches"
 
 ENV_COLLECTORS = "TRACEHOOK_COLLECTORS"
@@ -76,6 +80,7 @@ _ENV_NUMBERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "exit_timeout_s": ("TRACEHOOK_EXIT_TIMEOUT_MS", lambda v: float(v) / 1000),
     "capture_body": ("TRACEHOOK_CAPTURE_BODY", lambda v: {"1": True, "true": True, "0": False, "false": False}[v.lower()]),
     "max_body_bytes": ("TRACEHOOK_MAX_BODY_BYTES", int),
+    "trace_sample_ratio": ("TRACEHOOK_TRACE_SAMPLE_RATIO", float),
     "ca_file": ("TRACEHOOK_CA_FILE", str),  # a missing or bad file is logged, and the system CAs used
 }
 
@@ -111,6 +116,12 @@ class TracerConfig:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     redact_body: Callable[[bytes], bytes | None] | None = None
     """Called on each captured body before it is cut to max_body_bytes; return None to keep nothing."""
+    trace_sample_ratio: float = DEFAULT_TRACE_SAMPLE_RATIO
+    """The sampled flag of traces tracehook starts (no active OpenTelemetry span): set when the low 64 bits
+    of the trace id fall below ratio * 2**64, OpenTelemetry's TraceIdRatioBased rule.  tracehook records
+    every message whatever the flag; it only tells parent-based OpenTelemetry consumers whether to record
+    their spans.  1.0 (the default) keeps them joined to every message trace, as tracehook did record the
+    send; lower it when OpenTelemetry consumers should sample, at the ratio their own samplers use."""
 
     def __post_init__(self) -> None:
         if isinstance(self.collectors, str):
@@ -132,6 +143,8 @@ class TracerConfig:
                 raise ConfigError(f"ca_file: cannot load {self.ca_file!r}: {exc}") from None
         if not 0 <= self.max_body_bytes <= wire.MAX_BODY_LEN:
             raise ConfigError(f"max_body_bytes must be within 0..{wire.MAX_BODY_LEN}, got {self.max_body_bytes!r}")
+        if not 0.0 <= self.trace_sample_ratio <= 1.0:  # also rejects NaN
+            raise ConfigError(f"trace_sample_ratio must be within 0.0..1.0, got {self.trace_sample_ratio!r}")
         for name in ("queue_size", "batch_events", "batch_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")

@@ -18,13 +18,26 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
 from . import _lifecycle
 from .config import TracerConfig
-from .context import extract_headers, inject_headers, new_msg_id, new_request_id
+from .context import (
+    HEADER_MSG_ID,
+    HEADER_TRACEPARENT,
+    active_otel_span,
+    derived_msg_id,
+    extract_headers,
+    get_header,
+    inject_context,
+    new_msg_id,
+    new_request_id,
+    new_span_id,
+    recorded_trace,
+)
 from .dispatcher import Dispatcher
 from .wire import EventType, Status
 
@@ -38,6 +51,7 @@ _END_TX, _DEAD = int(EventType.END_TX), int(EventType.DEAD)
 _OK, _EXCEPTION = int(Status.OK), int(Status.EXCEPTION)
 _time_ns = time.time_ns
 _perf_ns = time.perf_counter_ns
+_modules = sys.modules
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,6 +61,28 @@ def _clean_props(props: Any) -> dict[str, str] | None:
     if not props:
         return None
     return {str(k): str(v) for k, v in dict(props).items()}
+
+
+def _otel_imported() -> bool:
+    # The cheap half of active_otel_span(), inlined into record_send's no-headers path.
+    return "opentelemetry.trace" in _modules
+
+
+def _consumed_ids(topic: Any, msg_id: Any, headers: Any, queue: Any, offset: Any) -> tuple[Any, str, str]:
+    """(msg_id, trace_id, span_id) of a consumed message: the id given, else the headers', else one
+    derived from its place (topic, queue, offset); the trace and parent span of its traceparent."""
+    traceparent = None
+    if headers is not None:
+        if not msg_id:
+            msg_id = get_header(headers, HEADER_MSG_ID)
+        traceparent = get_header(headers, HEADER_TRACEPARENT)
+    if not msg_id and type(topic) is str and topic and type(queue) is int and type(offset) is int \
+            and queue >= 0 and offset >= 0:
+        msg_id = derived_msg_id(topic, queue, offset)
+    if traceparent is None or not msg_id or type(msg_id) is not str:
+        return msg_id, "", ""
+    trace_id, span_id = recorded_trace(traceparent, msg_id)
+    return msg_id, trace_id, span_id
 
 
 def _error_text(error: Any) -> str:
@@ -74,19 +110,32 @@ class Tracer:
         broker: str = "", queue: int = -1, offset: int = -1, born_ms: int = 0, store_ms: int = 0,
         cost_us: int = 0, status: int = _OK, error: str = "", body_len: int = 0,
         props: Mapping[str, Any] | None = None, broker_msg_id: str = "", tx_id: str = "", headers: Any = None,
-        body: bytes | None = None,
+        body: bytes | None = None, traceparent: str | None = None,
     ) -> str:
         """Record a send result (PUB); returns the message id (generated when ``msg_id`` is None).
 
         With ``headers`` (a mutable mapping, or a list of (name, bytes) pairs as
-        Kafka uses), the id and a W3C ``traceparent`` are written there if absent.
-        ``body`` is kept only with ``capture_body=True`` (redacted, then capped).
+        Kafka uses), the id and a W3C ``traceparent`` are written there if absent;
+        inside an active OpenTelemetry span the send continues its trace.  Pass
+        ``traceparent`` instead when the headers were written earlier (it names the
+        send's trace and span).  ``body`` is kept only with ``capture_body=True``.
         """
         try:
-            if msg_id is None:
-                msg_id = new_msg_id()
-            if headers is not None:
-                msg_id = inject_headers(headers, msg_id)
+            if traceparent is not None:
+                if msg_id is None:
+                    msg_id = new_msg_id()
+                trace_id, span_id = recorded_trace(traceparent, msg_id)
+            elif headers is not None:
+                msg_id, trace_id, span_id, _ = inject_context(headers, msg_id,
+                                                              sample_ratio=self.config.trace_sample_ratio)
+            else:
+                if msg_id is None:
+                    msg_id = new_msg_id()
+                trace_id = span_id = ""
+                if _otel_imported():  # nothing propagates, but the send still belongs to the app's trace
+                    otel_span = active_otel_span()
+                    if otel_span is not None:
+                        trace_id, span_id = otel_span[0], new_span_id()
             if not topic or type(topic) is not str or type(msg_id) is not str or not msg_id:
                 self._misuse("record_send", "topic and msg_id must be non-empty strings")
                 return msg_id or ""
@@ -94,6 +143,7 @@ class Tracer:
                 _PUB, _time_ns() // 1_000_000, group, topic, msg_id, broker_msg_id, keys, tags, broker,
                 queue, offset, born_ms, store_ms, cost_us, status, error and _error_text(error), 0, body_len,
                 props and _clean_props(props), "", tx_id, 0, body if body is None else self._captured(body),
+                trace_id, span_id,
             ))
         except Exception as exc:  # never into the app
             self._misuse("record_send", repr(exc))
@@ -127,7 +177,7 @@ class Tracer:
             self._put((
                 kind, _time_ns() // 1_000_000, group, topic, msg_id, "", keys, tags, broker, queue, offset,
                 born_ms, store_ms, 0, int(status), _error_text(error), retry, body_len, _clean_props(props), "",
-                tx_id, tx_state, None,
+                tx_id, tx_state, None, "", "",
             ))
         except Exception as exc:
             self._misuse(hook, repr(exc))
@@ -141,17 +191,22 @@ class Tracer:
     ) -> ConsumeSpan:
         """Record SUB_BEFORE now; the returned span's ``finish()`` (or ``with`` exit) records SUB_AFTER.
 
-        ``msg_id`` may be None when ``headers`` carry a ``tracehook-msg-id``.
+        ``msg_id`` may be None when ``headers`` carry a ``tracehook-msg-id``; without one,
+        a message placed by ``queue`` and ``offset`` gets :func:`~tracehook.context.derived_msg_id`.
+        The events keep the trace and parent span of the headers' ``traceparent``.
         """
         span = ConsumeSpan(self)
         try:
-            if not msg_id and headers is not None:
-                msg_id = extract_headers(headers).msg_id
+            if headers is None and msg_id:
+                trace_id = span_id = ""  # an id and no headers: the message's own trace, nothing propagated
+            else:
+                msg_id, trace_id, span_id = _consumed_ids(topic, msg_id, headers, queue, offset)
             if not topic or type(topic) is not str or not msg_id or type(msg_id) is not str:
                 self._misuse("start_consume", "topic and msg_id must be non-empty strings")
                 return span
             span._head = (group, topic, msg_id, "", keys, tags, broker, queue, offset, born_ms, store_ms)
-            span._tail = (retry, body_len, props and _clean_props(props), new_request_id(), "", 0, None)
+            span._tail = (retry, body_len, props and _clean_props(props), new_request_id(), "", 0, None,
+                          trace_id, span_id)
             self._put((_BEFORE, _time_ns() // 1_000_000) + span._head + (0, _OK, "") + span._tail)
             span._started_ns = _perf_ns()
         except Exception as exc:
@@ -168,22 +223,25 @@ class Tracer:
         """Record SUB_BEFORE for each message now, SUB_AFTER for each at exit; one request id, cost divided.
 
         Each message is a mapping with ``msg_id`` and optionally keys, tags, queue,
-        offset, born_ms, store_ms, retry, body_len, props, broker.
+        offset, born_ms, store_ms, retry, body_len, props, broker, headers (read as
+        :meth:`start_consume` reads them).
         """
         span = BatchConsumeSpan(self)
         try:
             request_id = new_request_id()
             now_ms = _time_ns() // 1_000_000
             for message in messages:
-                msg_id = message.get("msg_id")
+                queue, offset = message.get("queue", -1), message.get("offset", -1)
+                msg_id, trace_id, span_id = _consumed_ids(topic, message.get("msg_id"), message.get("headers"),
+                                                          queue, offset)
                 if not topic or type(topic) is not str or not msg_id or type(msg_id) is not str:
                     self._misuse("consume_batch", "topic and every message's msg_id must be non-empty strings")
                     continue
                 head = (group, topic, msg_id, "", message.get("keys", ""), message.get("tags", ""),
-                        message.get("broker", broker), message.get("queue", -1), message.get("offset", -1),
-                        message.get("born_ms", 0), message.get("store_ms", 0))
+                        message.get("broker", broker), queue, offset, message.get("born_ms", 0),
+                        message.get("store_ms", 0))
                 tail = (message.get("retry", 0), message.get("body_len", 0), _clean_props(message.get("props")),
-                        request_id, "", 0, None)
+                        request_id, "", 0, None, trace_id, span_id)
                 span._parts.append((head, tail))
                 self._put((_BEFORE, now_ms) + head + (0, _OK, "") + tail)
             span._started_ns = _perf_ns()

@@ -28,6 +28,8 @@ from typing import Any, NamedTuple
 
 import msgpack
 
+from .context import trace_id_for
+
 SCHEMA_VERSION = 1
 """The newest batch version this code writes; it reads every version from 1 up."""
 
@@ -97,6 +99,9 @@ class Event(NamedTuple):
     tx_id: str = ""
     tx_state: int = TxState.UNKNOWN
     body: bytes | None = None  # optional captured body (off by default)
+    # The W3C trace context (added after body; older events decode with both empty):
+    trace_id: str = ""  # "" = the message's own trace, context.trace_id_for(msg_id); see trace_id_of()
+    span_id: str = ""  # the send's span: on PUB the one it wrote, on consume events the parent they got
 
 
 FIELD_COUNT = len(Event._fields)
@@ -107,7 +112,7 @@ _STR, _INT = str, int
 # The exact Python type of every field as msgpack decodes it; props/body may also be None.
 _TYPES: tuple[type, ...] = (
     _INT, _INT, _STR, _STR, _STR, _STR, _STR, _STR, _STR, _INT, _INT, _INT, _INT, _INT,
-    _INT, _STR, _INT, _INT, dict, _STR, _STR, _INT, bytes,
+    _INT, _STR, _INT, _INT, dict, _STR, _STR, _INT, bytes, _STR, _STR,
 )
 _NULLABLE = {Event._fields.index("props"), Event._fields.index("body")}
 _EVENT_TYPES = frozenset(int(t) for t in EventType)
@@ -155,6 +160,12 @@ class Batch:
     version: int
     header: BatchHeader
     events: list[Event]
+
+
+def trace_id_of(event: Event) -> str:
+    """The event's W3C trace id: its ``trace_id``, or when that is empty (the message's own
+    trace, and every event older than the field) :func:`tracehook.context.trace_id_for` its msg_id."""
+    return event.trace_id or trace_id_for(event.msg_id)
 
 
 def make_event(type: int, time_ms: int, group: str, topic: str, msg_id: str, **fields: Any) -> tuple:

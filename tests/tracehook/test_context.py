@@ -7,7 +7,7 @@ import re
 import tracehook
 from tracehook.context import new_request_id, trace_id_for
 
-TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-01$")
+TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-0[0-3]$")
 
 
 def test_inject_into_a_dict_and_extract():

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracehook import wire
+from tracehook.context import trace_id_for
 from tracehook.wire import Event, EventType, Status, TxState
 
 text = st.text(max_size=40)
@@ -29,6 +30,8 @@ events = st.builds(
     text, text,  # request_id, tx_id
     st.sampled_from([int(s) for s in TxState]),
     st.none() | st.binary(max_size=64),  # body
+    st.sampled_from(["", "0af7651916cd43dd8448eb211c80319c"]) | text,  # trace_id
+    st.sampled_from(["", "b7ad6b7169203331"]) | text,  # span_id
 )
 headers = st.builds(
     wire.BatchHeader, nonempty, st.integers(min_value=0, max_value=wire.MAX_INT), text, text,
@@ -113,3 +116,30 @@ def test_the_dispatchers_fast_packer_matches_encode_event(ev):
     from tracehook.dispatcher import event_packer
 
     assert event_packer()(ev) == wire.encode_event(ev)
+
+
+OLD_FIELD_COUNT = 23  # the event layout before trace_id and span_id were appended
+
+
+@given(headers, st.lists(events, max_size=10))
+def test_old_clients_batches_decode_with_an_empty_trace_context(header, evs):
+    # An older client packs at most 23 fields; its events decode with trace_id/span_id "" and
+    # belong to their message's own trace, as the old client's traceparent said.
+    old = [wire.trim(e[:OLD_FIELD_COUNT]) for e in evs]
+    data = msgpack.packb([1, header.client_id, header.seq, header.app, header.host, header.sent_ms,
+                          header.client_stats, old], use_bin_type=True)
+    batch = wire.decode_batch(data)
+    assert [e[:OLD_FIELD_COUNT] for e in batch.events] == [tuple(e[:OLD_FIELD_COUNT]) for e in evs]
+    assert all(e.trace_id == "" and e.span_id == "" for e in batch.events)
+    assert [wire.trace_id_of(e) for e in batch.events] == [trace_id_for(e[4]) for e in evs]
+    assert wire.check_batch(data) == (header, len(evs))
+
+
+@given(events, st.from_regex(r"[0-9a-f]{32}", fullmatch=True), st.from_regex(r"[0-9a-f]{16}", fullmatch=True))
+def test_new_events_carry_their_trace_context(ev, trace_id, span_id):
+    ev = ev[:OLD_FIELD_COUNT] + (trace_id, span_id)
+    data = wire.encode_batch(wire.BatchHeader("c", 1), [ev])
+    (decoded,) = wire.decode_batch(data).events
+    assert decoded == Event(*ev) and (decoded.trace_id, decoded.span_id) == (trace_id, span_id)
+    assert wire.trace_id_of(decoded) == trace_id
+    assert len(msgpack.unpackb(wire.encode_event(ev), raw=False)) == wire.FIELD_COUNT

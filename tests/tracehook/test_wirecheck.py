@@ -345,7 +345,9 @@ def test_events_with_a_field_out_of_line(event: list[Any], i: int, value: Any, r
 
 
 def test_every_column_with_every_neighbour_value() -> None:
-    full = [1, 1, "g", "t", "m", *[""] * 4, -1, -1, 0, 0, 0, 0, "", 0, 0, None, "", "", 0, None]
+    full = [1, 1, "g", "t", "m", *[""] * 4, -1, -1, 0, 0, 0, 0, "", 0, 0, None, "", "", 0, None,
+            "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"]  # ... body, trace_id, span_id
+    assert len(full) == wire.FIELD_COUNT
     assert _agree(_one(_header([full]))) is not None
     for i in range(wire.FIELD_COUNT):
         for value in _NEAR:
@@ -454,3 +456,18 @@ def test_not_bytes_goes_to_the_python_path() -> None:
         wire.check_batch("not bytes")  # type: ignore[arg-type]
     data = _one(_header())
     assert _wirecheck.check(bytearray(data)) == _wirecheck.check(memoryview(data))
+
+
+def test_the_trace_context_fields_take_the_fast_path() -> None:
+    # trace_id and span_id are the newest columns; the C table comes from wire._TYPES, so both
+    # the old 23-field shape and the 25-field one validate in C, and a non-str there is refused.
+    old = [1, 1, "g", "t", "m", *[""] * 4, -1, -1, 0, 0, 0, 0, "", 0, 0, None, "", "", 0, b"body"]
+    new = old + ["0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"]
+    assert [c[0] for c in wire._fast_path_rules()["columns"][-2:]] == ["str", "str"]
+    for event in (old, new, new[:-1]):
+        data = _one(_header([event]))
+        assert wire.fast_check_batch(data) == (wire.BatchHeader("c", 1, "app", "host", 0, {}), 1)
+        assert _agree(data) is not None
+    for bad in (None, 1, b"0af7651916cd43dd8448eb211c80319c"):
+        assert _wirecheck is not None and _wirecheck.check(_one(_header([[*old, bad]]))) is None
+        assert _agree(_one(_header([[*old, "0af7651916cd43dd8448eb211c80319c", bad]]))) is None

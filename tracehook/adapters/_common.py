@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import tracehook
-from tracehook.context import get_header
+from tracehook.context import HEADER_MSG_ID, get_header
 
 HEADER_KEYS = "tracehook-keys"
 """Header carrying the message keys where the broker has no key field (RabbitMQ)."""
@@ -54,6 +54,16 @@ def rabbitmq_retry(headers: Any, redelivered: bool) -> int:
     """
     deaths = (headers or {}).get("x-death") or []
     return sum(int(d.get("count", 0)) for d in deaths if isinstance(d, dict)) + (1 if redelivered else 0)
+
+
+def amqp_msg_id(headers: Any, message_id: Any) -> str:
+    """A RabbitMQ delivery's message id: tracehook's header, else the AMQP ``message-id`` property ("" if neither).
+
+    A publisher traced only by OpenTelemetry writes no ``tracehook-msg-id``; its AMQP
+    ``message-id`` (OpenTelemetry's ``messaging.message.id``) names the message instead.
+    Unlike a Kafka record, a delivery has no place to derive an id from.
+    """
+    return header_text(headers, HEADER_MSG_ID) or text(message_id)
 
 
 def guarded(what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

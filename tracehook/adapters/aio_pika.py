@@ -27,11 +27,13 @@ from typing import Any
 
 import tracehook
 from tracehook import Status
+from tracehook.context import inject_context
 
 from ._common import (
     HEADER_KEYS,
     HEADER_TAGS,
     Patcher,
+    amqp_msg_id,
     body_len,
     guarded,
     header_text,
@@ -49,7 +51,8 @@ async def traced_publish(tracer: tracehook.Tracer | None, exchange: Any, publish
                          routing_key: str, **kwargs: Any) -> Any:
     """Await the client's own ``publish`` with trace headers added; record PUB (FAILED if it raises)."""
     headers = message.headers if message.headers is not None else {}
-    msg_id = guarded("inject", tracehook.inject_headers, headers, tracehook.new_msg_id())
+    traced = tracer_or_global(tracer)
+    sent = guarded("inject", inject_context, headers, None, sample_ratio=traced.config.trace_sample_ratio)
     message.headers = headers
     started, born_ms = time.perf_counter_ns(), time.time_ns() // 1_000_000
     status, error = Status.OK, ""
@@ -59,11 +62,11 @@ async def traced_publish(tracer: tracehook.Tracer | None, exchange: Any, publish
         status, error = Status.FAILED, repr(exc)
         raise
     finally:
-        if msg_id:
-            guarded("record_send", tracer_or_global(tracer).record_send, exchange.name or routing_key, msg_id,
+        if sent is not None:
+            guarded("record_send", traced.record_send, exchange.name or routing_key, sent.msg_id,
                     keys=header_text(headers, HEADER_KEYS), tags=header_text(headers, HEADER_TAGS),
                     born_ms=born_ms, cost_us=(time.perf_counter_ns() - started) // 1000, status=status,
-                    error=error, body_len=body_len(message.body))
+                    error=error, body_len=body_len(message.body), traceparent=sent.traceparent)
 
 
 def wrap_callback(tracer: tracehook.Tracer | None, queue: Any, callback: Callable[[Any], Awaitable[Any]],
@@ -87,7 +90,7 @@ def wrap_callback(tracer: tracehook.Tracer | None, queue: Any, callback: Callabl
 
 def _start(tracer: tracehook.Tracer | None, group: str, message: Any, dead_letters: bool) -> ChannelTracker | None:
     headers = message.headers or {}
-    msg_id = tracehook.extract_headers(headers).msg_id
+    msg_id = amqp_msg_id(headers, message.message_id)
     if not msg_id:
         return None
     # Open spans live with the AMQP channel, keyed by delivery tag (unique per channel), exactly as
@@ -99,7 +102,7 @@ def _start(tracer: tracehook.Tracer | None, group: str, message: Any, dead_lette
     topic, keys = message.exchange or message.routing_key or "", header_text(headers, HEADER_KEYS)
     span = tracer_or_global(tracer).start_consume(topic, msg_id, group, keys=keys,
                                                   tags=header_text(headers, HEADER_TAGS), retry=retry,
-                                                  body_len=body_len(message.body))
+                                                  body_len=body_len(message.body), headers=headers)
     tracker.open[message.delivery_tag] = (span, topic, msg_id, group, keys, retry)
     message.__class__ = _settling_class(type(message))
     return tracker

@@ -31,8 +31,9 @@ _patcher = Patcher()
 async def traced_send(tracer: tracehook.Tracer | None, producer: Any, send: Any, topic: str, value: Any = None,
                       key: Any = None, partition: Any = None, timestamp_ms: Any = None, headers: Any = None) -> Any:
     """Await the client's own ``send`` with trace headers added; PUB is recorded when its future resolves."""
-    headers, msg_id, tags = with_trace_headers(headers)
-    pending = _PendingSend(tracer_or_global(tracer), producer, topic, msg_id, key, value, tags) if msg_id else None
+    tracer = tracer_or_global(tracer)
+    headers, sent, tags = with_trace_headers(headers, tracer.config.trace_sample_ratio)
+    pending = _PendingSend(tracer, producer, topic, sent, key, value, tags) if sent is not None else None
     future = await send(topic, value=value, key=key, partition=partition, timestamp_ms=timestamp_ms, headers=headers)
     if pending is not None:
         future.add_done_callback(lambda done: guarded("record_send", pending.on_done, done))

@@ -84,14 +84,15 @@ def traced_produce(tracer: tracehook.Tracer | None, client: Any, produce: Any, *
     if bound is None:
         return produce(*args, **kwargs)
     topic, value, key = bound["topic"], bound.get("value"), bound.get("key")
-    headers, msg_id, tags = with_trace_headers(bound.get("headers"))
-    if not msg_id:
+    traced = tracer_or_global(tracer)
+    headers, sent, tags = with_trace_headers(bound.get("headers"), traced.config.trace_sample_ratio)
+    if sent is None:
         return produce(*args, **kwargs)
     # the client takes on_delivery over its alias callback, even when on_delivery is None
     user_callback = bound["on_delivery"] if "on_delivery" in bound else bound.get("callback")
     if user_callback is None:   # the client falls back to the config's callback for such a message
         user_callback = config_callback
-    pending = _PendingSend(tracer_or_global(tracer), client, topic, msg_id, key, value, tags)
+    pending = _PendingSend(traced, client, topic, sent, key, value, tags)
 
     def on_delivery(err: Any, msg: Any) -> None:
         if err is None:

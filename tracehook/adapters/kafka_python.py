@@ -20,8 +20,8 @@ import time
 from typing import Any
 
 import tracehook
-from tracehook import HEADER_MSG_ID, HEADER_TRACEPARENT, Status
-from tracehook.context import make_traceparent
+from tracehook import Status
+from tracehook.context import DEFAULT_SAMPLE_RATIO, SendContext, inject_context
 from tracehook.hooks import ConsumeSpan
 
 from ._common import (
@@ -44,48 +44,48 @@ _patcher = Patcher()
 def traced_send(tracer: tracehook.Tracer | None, producer: Any, send: Any, topic: str, value: Any = None,
                 key: Any = None, headers: Any = None, partition: Any = None, timestamp_ms: Any = None) -> Any:
     """Call ``send`` (the client's own) with trace headers added; record PUB when its future resolves."""
-    headers, msg_id, tags = with_trace_headers(headers)
-    pending = _PendingSend(tracer_or_global(tracer), producer, topic, msg_id, key, value, tags) if msg_id else None
+    tracer = tracer_or_global(tracer)
+    headers, sent, tags = with_trace_headers(headers, tracer.config.trace_sample_ratio)
+    pending = _PendingSend(tracer, producer, topic, sent, key, value, tags) if sent is not None else None
     future = send(topic, value=value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
     if pending is not None:
         guarded("attach", pending.attach, future)
     return future
 
 
-def with_trace_headers(headers: Any) -> tuple[Any, str | None, str]:
-    """Headers with the message id and traceparent added, the id in effect (None: untraced), and the tags.
+def with_trace_headers(headers: Any, sample_ratio: float = DEFAULT_SAMPLE_RATIO) -> tuple[Any, SendContext | None, str]:
+    """Headers with the message id and traceparent added, what they say (None: untraced), and the tags.
 
     The caller's headers are never mutated.  A copy keeps the caller's type (a dict stays a dict,
     a list or tuple of pairs stays one), so the client accepts or rejects it exactly as it would
-    the original; any other type is passed on unchanged and the send is not traced.  The common
-    no-headers case skips the header scans.
+    the original; any other type is passed on unchanged and the send is not traced.
     """
     if headers is None or (type(headers) is list and not headers):
-        msg_id = tracehook.new_msg_id()
-        traceparent = guarded("traceparent", make_traceparent, msg_id)
-        if traceparent is None:
-            return [], None, ""
-        return [(HEADER_MSG_ID, msg_id.encode()), (HEADER_TRACEPARENT, traceparent.encode())], msg_id, ""
+        added: list[tuple[str, bytes]] = []
+        sent = guarded("inject", inject_context, added, None, sample_ratio=sample_ratio)
+        return added, sent, ""
     if isinstance(headers, dict):
         copied: Any = dict(headers)
     elif isinstance(headers, (list, tuple)):
         copied = list(headers)
     else:
         return headers, None, ""
-    msg_id = guarded("inject", tracehook.inject_headers, copied, tracehook.new_msg_id())
+    sent = guarded("inject", inject_context, copied, None, sample_ratio=sample_ratio)
     if isinstance(headers, tuple):
         copied = tuple(copied)
-    return copied, msg_id, header_text(copied, HEADER_TAGS)
+    return copied, sent, header_text(copied, HEADER_TAGS)
 
 
 class _PendingSend:
     """What a send's PUB event needs once the broker answers (one object instead of per-send closures)."""
 
-    __slots__ = ("body_len", "born_ms", "broker", "keys", "msg_id", "started_ns", "tags", "topic", "tracer")
+    __slots__ = ("body_len", "born_ms", "broker", "keys", "msg_id", "started_ns", "tags", "topic", "tracer",
+                 "traceparent")
 
-    def __init__(self, tracer: tracehook.Tracer, producer: Any, topic: str, msg_id: str, key: Any, value: Any,
-                 tags: str) -> None:
-        self.tracer, self.topic, self.msg_id, self.tags = tracer, topic, msg_id, tags
+    def __init__(self, tracer: tracehook.Tracer, producer: Any, topic: str, sent: SendContext, key: Any,
+                 value: Any, tags: str) -> None:
+        self.tracer, self.topic, self.msg_id, self.tags = tracer, topic, sent.msg_id, tags
+        self.traceparent = sent.traceparent  # the PUB is recorded on the client's thread, outside the app's span
         self.broker = _bootstrap(producer)
         self.keys = text(key)
         self.body_len = body_len(value)
@@ -109,12 +109,13 @@ class _PendingSend:
         guarded("record_send", self.tracer.record_send, self.topic, self.msg_id, keys=self.keys, tags=self.tags,
                 broker=self.broker, queue=meta.partition, offset=meta.offset, born_ms=self.born_ms,
                 store_ms=max(meta.timestamp, 0), cost_us=(time.perf_counter_ns() - self.started_ns) // 1000,
-                body_len=self.body_len)
+                body_len=self.body_len, traceparent=self.traceparent)
 
     def on_error(self, exc: Any) -> None:
         guarded("record_send", self.tracer.record_send, self.topic, self.msg_id, keys=self.keys, tags=self.tags,
                 broker=self.broker, born_ms=self.born_ms, status=Status.FAILED, error=repr(exc),
-                cost_us=(time.perf_counter_ns() - self.started_ns) // 1000, body_len=self.body_len)
+                cost_us=(time.perf_counter_ns() - self.started_ns) // 1000, body_len=self.body_len,
+                traceparent=self.traceparent)
 
 
 def _bootstrap(client: Any) -> str:
@@ -167,6 +168,8 @@ class ConsumeTracker:
             self.open[(record.topic, record.partition, record.offset)] = span
 
     def _start(self, record: Any) -> ConsumeSpan:
+        # Without a tracehook-msg-id header (an OpenTelemetry or untraced producer) the hook
+        # records the message under derived_msg_id(topic, partition, offset).
         return tracer_or_global(self.tracer).start_consume(
             record.topic, None, self.group, keys=text(record.key), tags=header_text(record.headers, HEADER_TAGS),
             broker=self.broker, queue=record.partition, offset=record.offset, store_ms=max(record.timestamp, 0),

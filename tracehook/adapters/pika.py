@@ -24,12 +24,14 @@ from typing import Any
 
 import tracehook
 from tracehook import Status
+from tracehook.context import inject_context
 from tracehook.hooks import ConsumeSpan
 
 from ._common import (
     HEADER_KEYS,
     HEADER_TAGS,
     Patcher,
+    amqp_msg_id,
     body_len,
     guarded,
     header_text,
@@ -66,7 +68,8 @@ class ChannelTracker:
         properties = copy.copy(properties) if properties is not None else pika.BasicProperties()
         properties.headers = dict(properties.headers or {})   # never mutate the caller's headers
         tracer = tracer_or_global(self.tracer)
-        msg_id = guarded("inject", tracehook.inject_headers, properties.headers, tracehook.new_msg_id())
+        sent = guarded("inject", inject_context, properties.headers, None,
+                       sample_ratio=tracer.config.trace_sample_ratio)
         started = time.perf_counter_ns()
         born_ms = time.time_ns() // 1_000_000
         status, error = Status.OK, ""
@@ -76,12 +79,12 @@ class ChannelTracker:
             status, error = Status.FAILED, repr(exc)
             raise
         finally:
-            if msg_id:
-                guarded("record_send", tracer.record_send, exchange or routing_key, msg_id,
+            if sent is not None:
+                guarded("record_send", tracer.record_send, exchange or routing_key, sent.msg_id,
                         keys=header_text(properties.headers, HEADER_KEYS),
                         tags=header_text(properties.headers, HEADER_TAGS), broker=_broker(channel),
                         born_ms=born_ms, cost_us=(time.perf_counter_ns() - started) // 1000,
-                        status=status, error=error, body_len=body_len(body))
+                        status=status, error=error, body_len=body_len(body), traceparent=sent.traceparent)
 
     # -- consuming ----------------------------------------------------------------------------
 
@@ -101,14 +104,14 @@ class ChannelTracker:
 
     def _start(self, channel: Any, queue: str, method: Any, properties: Any, body: Any) -> None:
         headers = properties.headers or {}
-        msg_id = tracehook.extract_headers(headers).msg_id
-        if not msg_id:   # not sent through tracehook: nothing to join, nothing to settle
+        msg_id = amqp_msg_id(headers, properties.message_id)
+        if not msg_id:   # neither tracehook's id nor an AMQP message-id: nothing to join, nothing to settle
             return
         topic, keys, retry = method.exchange or method.routing_key, header_text(headers, HEADER_KEYS), \
             rabbitmq_retry(headers, method.redelivered)
         span = tracer_or_global(self.tracer).start_consume(
             topic, msg_id, queue, keys=keys, tags=header_text(headers, HEADER_TAGS), broker=_broker(channel),
-            retry=retry, body_len=body_len(body),
+            retry=retry, body_len=body_len(body), headers=headers,
         )
         self.open[method.delivery_tag] = (span, topic, msg_id, queue, keys, retry)
 
