@@ -36,7 +36,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as SpanStatus
 
 from collector.errors import BadOtlpRequest, UnsupportedMediaType
-from tracehook.wire import MAX_INT, MAX_PROPS, MAX_STR_LEN, EventType, Status, make_event
+from tracehook.wire import MAX_INT, MAX_PROPS, MAX_STR_LEN, Event, EventType, Status, make_event
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -52,6 +52,9 @@ NO_OPERATION = "no_operation"
 NO_MESSAGE_ID = "no_message_id"
 BATCH_SPAN = "batch"
 TOO_LONG = "too_long"
+NESTED_SEND = "nested_send"
+"""A send span inside another send span of the same message (pika wraps both of its channel layers):
+the outer one is the send. Ignored, not rejected."""
 REJECTED_REASONS = (NO_DESTINATION, NO_OPERATION, NO_MESSAGE_ID, BATCH_SPAN, TOO_LONG)
 """Messaging spans tracehook could not map: they are reported back as rejected (partial success)."""
 
@@ -77,6 +80,7 @@ _SEND_OPS = frozenset({"publish", "create", "send"})
 _RECEIVE_OPS = frozenset({"receive"})
 _PROCESS_OPS = frozenset({"process", "deliver", "settle"})
 _KNOWN_OPS = _SEND_OPS | _RECEIVE_OPS | _PROCESS_OPS
+_TYPE, _MSG_ID = Event._fields.index("type"), Event._fields.index("msg_id")
 
 
 def derived_msg_id(topic: str, partition: int, offset: int) -> str:
@@ -190,7 +194,7 @@ def map_request(request: ExportTraceServiceRequest) -> MappedRequest:
     out = MappedRequest()
     for resource_spans in request.resource_spans:
         resource = attributes(resource_spans.resource.attributes)
-        events: list[tuple] = []
+        mapped_spans: list[tuple[Span, list[tuple]]] = []
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 out.spans += 1
@@ -198,8 +202,16 @@ def map_request(request: ExportTraceServiceRequest) -> MappedRequest:
                 if isinstance(mapped, str):
                     out.skipped[mapped] += 1
                 else:
-                    out.mapped_spans += 1
-                    events.extend(mapped)
+                    mapped_spans.append((span, mapped))
+        sends = {(s.trace_id, s.span_id): e[0][_MSG_ID] for s, e in mapped_spans if e[0][_TYPE] == EventType.PUB}
+        events: list[tuple] = []
+        for span, mapped in mapped_spans:
+            first = mapped[0]
+            if first[_TYPE] == EventType.PUB and sends.get((span.trace_id, span.parent_span_id)) == first[_MSG_ID]:
+                out.skipped[NESTED_SEND] += 1
+                continue
+            out.mapped_spans += 1
+            events.extend(mapped)
         if events:
             out.resources.append(MappedResource(client_id_for(resource), _text(resource.get("service.name")),
                                                 _text(resource.get("host.name")), events))

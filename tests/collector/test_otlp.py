@@ -139,6 +139,18 @@ def test_map_request_groups_by_resource_and_counts_skips() -> None:
     assert otlp.client_id_for({"service.name": "s", "host.name": "h", "process.pid": 12}) == "otel:s/h:12"
 
 
+def test_a_send_span_nested_in_a_send_of_the_same_message_is_one_send() -> None:
+    attrs = {"messaging.system": "rabbitmq", "messaging.destination": "q", "messaging.message.id": "m"}
+    outer = span("q send", PRODUCER, attrs, span_id=1)
+    inner = span("q send", PRODUCER, attrs, span_id=2)
+    inner.parent_span_id = outer.span_id
+    other = span("q send", PRODUCER, {**attrs, "messaging.message.id": "m2"}, span_id=3)
+    other.parent_span_id = outer.span_id  # a different message sent inside a send: kept
+    mapped = otlp.map_request(request(inner, outer, other))
+    assert [e[4] for e in mapped.resources[0].events] == ["m", "m2"]
+    assert (mapped.mapped_spans, dict(mapped.skipped), mapped.rejected) == (2, {otlp.NESTED_SEND: 1}, 0)
+
+
 def test_decode_protobuf_and_json_with_hex_ids() -> None:
     req = request(span("q send", PRODUCER, {"messaging.system": "rabbitmq", "messaging.destination": "q",
                                             "messaging.message.id": "m"}))
