@@ -242,7 +242,10 @@ def map_span(span: Span, resource: Mapping[str, Any]) -> list[tuple] | str:
     system = _first_text(attrs, SYSTEM)
     partition = _first_int(attrs, PARTITION)
     offset = _first_int(attrs, OFFSET)
-    msg_id = _message_id(system, topic, partition, offset, _first_text(attrs, MESSAGE_ID))
+    given = _first_text(attrs, MESSAGE_ID)
+    if system == "kafka" and offset < 0:
+        offset = _synthetic_offset(topic, partition, given)
+    msg_id = _message_id(system, topic, partition, offset, given)
     if not msg_id:
         count = _first_int(attrs, BATCH_COUNT)
         return BATCH_SPAN if count > 1 else NO_MESSAGE_ID
@@ -315,6 +318,14 @@ def _message_id(system: str, topic: str, partition: int, offset: int, given: str
         if not given or given == f"{topic}.{partition}.{offset}":
             return derived_msg_id(topic, partition, offset)
     return given
+
+
+def _synthetic_offset(topic: str, partition: int, given: str) -> int:
+    """The offset in an instrumentation's ``topic.partition.offset`` id (confluent-kafka's process
+    spans carry it only there), else -1."""
+    prefix = f"{topic}.{partition}."
+    rest = given[len(prefix):] if partition >= 0 and given.startswith(prefix) else ""
+    return int(rest) if rest.isdigit() and int(rest) <= MAX_INT else -1
 
 
 def trace_props(span: Span) -> dict[str, str]:

@@ -103,6 +103,11 @@ def test_kafka_ids_synthetic_ids_are_replaced_real_ones_kept() -> None:
     # aiokafka / confluent-kafka render topic.partition.offset as the id: the derived form wins.
     assert events(span("r", CONSUMER, {**base, "messaging.message.id": "t.0.5"}))[0].msg_id == "kafka:t/0/5"
     assert events(span("r", CONSUMER, {**base, "messaging.message.id": "order-9"}))[0].msg_id == "order-9"
+    # confluent-kafka's process span: partition, and the offset only inside that id.
+    before, _ = events(span("t process", CONSUMER, {
+        "messaging.system": "kafka", "messaging.destination": "t", "messaging.kafka.partition": 1,
+        "messaging.operation": "process", "messaging.message.id": "t.1.42"}))
+    assert (before.msg_id, before.queue, before.offset) == ("kafka:t/1/42", 1, 42)
 
 
 def test_group_falls_back_to_the_service_name() -> None:

@@ -95,3 +95,72 @@ def test_kafka_python_otel_app_found_by_derived_id_key_time_and_offsets(kafka_bo
         per_partition = {p: sum(1 for m in metas.values() if m.partition == p) for p in range(3)}
         assert query.offsets_at(topic, 0) == {p: 0 for p, n in per_partition.items() if n}
         assert query.offsets_at(topic, 2**62) == {p: n for p, n in per_partition.items() if n}
+
+
+def test_aiokafka_and_confluent_consumers_land_on_the_same_derived_ids(kafka_bootstrap, tmp_path) -> None:
+    """aiokafka (producer and group "billing") and confluent-kafka (another service) on one topic:
+    both instrumentations' consume spans join under each record's derived id."""
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from confluent_kafka import Consumer
+    from opentelemetry.instrumentation.aiokafka import AIOKafkaInstrumentor
+    from opentelemetry.instrumentation.confluent_kafka import ConfluentKafkaInstrumentor
+
+    topic = _topic(kafka_bootstrap)
+    metas: dict[str, Any] = {}
+
+    async def aio_app() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+        await producer.start()
+        try:
+            for i in range(N):
+                metas[f"k{i}"] = await (await producer.send(topic, b"m%d" % i, key=b"k%d" % i))
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=kafka_bootstrap, group_id="billing",
+                                    auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            for _ in range(N):
+                await asyncio.wait_for(consumer.getone(), 20)
+        finally:
+            await consumer.stop()
+
+    def run(url: str) -> None:
+        with otel_provider(url, "shop-aio") as provider:
+            instrumentor = AIOKafkaInstrumentor()
+            instrumentor.instrument(tracer_provider=provider)
+            try:
+                asyncio.run(aio_app())
+            finally:
+                instrumentor.uninstrument()
+        with otel_provider(url, "audit-confluent") as provider:
+            consumer = ConfluentKafkaInstrumentor.instrument_consumer(Consumer({
+                "bootstrap.servers": kafka_bootstrap, "group.id": "audit", "auto.offset.reset": "earliest"}),
+                tracer_provider=provider)
+            consumer.subscribe([topic])
+            seen = 0
+            for _ in range(200):  # a hang guard, not a timing assertion
+                record = consumer.poll(0.2)
+                if record is not None and record.error() is None:
+                    seen += 1
+                if seen == N:
+                    break
+            consumer.close()  # ends the last record's process span
+            assert seen == N
+
+    store_url = collect_and_index_url(tmp_path, run)
+    with trace_query(store_url) as query:
+        for key, meta in metas.items():
+            msg_id = derived_msg_id(topic, meta.partition, meta.offset)
+            trace = query.get_trace(msg_id)
+            assert trace is not None, key
+            assert (trace.topic, trace.queue, trace.offset, trace.keys) == (topic, meta.partition, meta.offset, key)
+            assert set(trace.consumes) == {"billing", "audit-confluent"}
+            [received] = trace.consumes["billing"]  # aiokafka: receive spans (SUB_BEFORE)
+            assert received["before"] is not None and received["after"] is None
+            [processed] = trace.consumes["audit-confluent"]  # confluent-kafka: process spans (the pair)
+            assert processed["status_name"] == "OK"
+            [found] = query.by_key(topic, key, 0, 2**62, 10).items
+            assert found.msg_id == msg_id
