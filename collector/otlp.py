@@ -240,6 +240,14 @@ def map_span(span: Span, resource: Mapping[str, Any]) -> list[tuple] | str:
     if operation is None:
         return NO_OPERATION
     system = _first_text(attrs, SYSTEM)
+    key = _first_text(attrs, KEY)
+    if system == "rabbitmq" and "," in topic:
+        # aio-pika's send spans name the destination "exchange,routing_key" (AMQP names have no
+        # commas); its consume spans, pika and tracehook use the exchange, or the routing key
+        # on the default exchange.
+        exchange, _, routing_key = topic.partition(",")
+        topic = exchange or routing_key
+        key = key or (routing_key if exchange else "")
     partition = _first_int(attrs, PARTITION)
     offset = _first_int(attrs, OFFSET)
     given = _first_text(attrs, MESSAGE_ID)
@@ -258,7 +266,7 @@ def map_span(span: Span, resource: Mapping[str, Any]) -> list[tuple] | str:
     cost_us = max(span.end_time_unix_nano - span.start_time_unix_nano, 0) // 1000
     status, error = outcome_of(span)
     common: dict[str, Any] = {
-        "keys": _cut(_first_text(attrs, KEY)),
+        "keys": _cut(key),
         "broker": _cut(_broker(attrs)),
         "queue": partition,
         "offset": offset,

@@ -71,6 +71,14 @@ def test_older_conventions_as_todays_instrumentations_emit_them() -> None:
     assert (pub.type, pub.msg_id, pub.keys, pub.queue, pub.offset) == (EventType.PUB, "m-1", "eu.orders", -1, -1)
 
 
+def test_aio_pika_exchange_comma_routing_key_destinations() -> None:
+    base = {"messaging.system": "rabbitmq", "messaging.message.id": "m"}
+    [pub] = events(span(",orders send", PRODUCER, {**base, "messaging.destination": ",orders"}))
+    assert (pub.topic, pub.keys) == ("orders", "")  # the default exchange: the routing key names the queue
+    [pub] = events(span("shop,eu.orders send", PRODUCER, {**base, "messaging.destination": "shop,eu.orders"}))
+    assert (pub.topic, pub.keys) == ("shop", "eu.orders")
+
+
 def test_operation_from_the_span_name_or_kind_when_no_attribute_says() -> None:
     base = {"messaging.system": "rabbitmq", "messaging.destination": "orders", "messaging.message.id": "m"}
     assert events(span("orders send", PRODUCER, base))[0].type == EventType.PUB  # pika's publish span

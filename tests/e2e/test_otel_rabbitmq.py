@@ -78,3 +78,56 @@ def test_pika_otel_app_found_by_id_and_time_with_outcomes(rabbitmq_url, tmp_path
             assert trace_.send["props"]["trace_id"] == attempt["before"]["props"]["trace_id"]
         listed = query.by_time(queue, 0, 2**62, 100).items
         assert sorted(i.msg_id for i in listed) == sorted(f"m{i}" for i in range(N))
+
+
+def test_aio_pika_otel_app_exception_in_the_callback_is_a_failed_attempt(rabbitmq_url, tmp_path) -> None:
+    import asyncio
+
+    import aio_pika
+    from opentelemetry.instrumentation.aio_pika import AioPikaInstrumentor
+
+    queue_name = f"otel-aio-{free_port()}"
+
+    async def app() -> None:
+        connection = await aio_pika.connect_robust(rabbitmq_url)
+        async with connection:
+            channel = await connection.channel()
+            queue = await channel.declare_queue(queue_name, auto_delete=True)
+            for i in range(N):
+                await channel.default_exchange.publish(aio_pika.Message(b"order %d" % i, message_id=f"a{i}"),
+                                                       routing_key=queue_name)
+            done = asyncio.Event()
+            seen: list[str] = []
+
+            async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+                async with message.process(requeue=False):
+                    seen.append(message.message_id or "")
+                    if len(seen) == N:
+                        done.set()
+                    if message.message_id in {f"a{i}" for i in range(0, N, 4)}:
+                        raise ValueError(f"bad order {message.message_id}")  # the span records it
+
+            await queue.consume(on_message)
+            await asyncio.wait_for(done.wait(), 30)
+
+    def run(url: str) -> None:
+        with otel_provider(url, "billing-aio") as provider:
+            instrumentor = AioPikaInstrumentor()
+            instrumentor.instrument(tracer_provider=provider)
+            try:
+                asyncio.run(app())
+            finally:
+                instrumentor.uninstrument()
+
+    store_url = collect_and_index_url(tmp_path, run)
+    with trace_query(store_url) as query:
+        for i in range(N):
+            msg_id = f"a{i}"
+            trace_ = query.get_trace(msg_id)
+            assert trace_ is not None and trace_.send is not None and trace_.topic == queue_name, msg_id
+            [attempt] = trace_.consumes["billing-aio"]
+            if i % 4 == 0:
+                assert (attempt["status"], attempt["after"]["error"]) == (Status.EXCEPTION,
+                                                                          f"ValueError: bad order {msg_id}")
+            else:
+                assert attempt["after"] is None
