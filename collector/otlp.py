@@ -23,6 +23,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any
 
 from google.protobuf import json_format
@@ -36,7 +37,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as SpanStatus
 
 from collector.errors import BadOtlpRequest, UnsupportedMediaType
-from tracehook.wire import MAX_INT, MAX_PROPS, MAX_STR_LEN, Event, EventType, Status, make_event
+from tracehook.wire import DEFAULTS, MAX_INT, MAX_PROPS, MAX_STR_LEN, Event, EventType, Status
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -80,7 +81,11 @@ _SEND_OPS = frozenset({"publish", "create", "send"})
 _RECEIVE_OPS = frozenset({"receive"})
 _PROCESS_OPS = frozenset({"process", "deliver", "settle"})
 _KNOWN_OPS = _SEND_OPS | _RECEIVE_OPS | _PROCESS_OPS
-_TYPE, _MSG_ID = Event._fields.index("type"), Event._fields.index("msg_id")
+(_TYPE, _TIME, _GROUP, _MSG_ID, _KEYS, _BROKER, _QUEUE, _OFFSET, _BORN, _COST, _STATUS, _ERROR, _BODY_LEN, _PROPS,
+ _REQUEST_ID) = (Event._fields.index(f) for f in (
+    "type", "time_ms", "group", "msg_id", "keys", "broker", "queue", "offset", "born_ms", "cost_us", "status",
+    "error", "body_len", "props", "request_id"))
+_PLAIN_DEFAULTS = tuple(int(v) if isinstance(v, IntEnum) else v for v in DEFAULTS)
 
 
 def derived_msg_id(topic: str, partition: int, offset: int) -> str:
@@ -260,33 +265,34 @@ def map_span(span: Span, resource: Mapping[str, Any]) -> list[tuple] | str:
     if max(len(topic), len(msg_id)) > MAX_STR_LEN:
         return TOO_LONG
 
-    start_ms, end_ms = span.start_time_unix_nano // 1_000_000, span.end_time_unix_nano // 1_000_000
-    start_ms = start_ms or end_ms
+    start_ns, end_ns = span.start_time_unix_nano, span.end_time_unix_nano
+    end_ms = end_ns // 1_000_000
+    start_ms = start_ns // 1_000_000 or end_ms
     end_ms = max(end_ms, start_ms)
-    cost_us = max(span.end_time_unix_nano - span.start_time_unix_nano, 0) // 1000
+    cost_us = min(max(end_ns - start_ns, 0) // 1000, MAX_INT)
     status, error = outcome_of(span)
-    common: dict[str, Any] = {
-        "keys": _cut(key),
-        "broker": _cut(_broker(attrs)),
-        "queue": partition,
-        "offset": offset,
-        "body_len": max(_first_int(attrs, BODY_SIZE, 0), 0),
-        "props": _props(span),
-    }
+    # The fields every event of this span shares, by wire position (make_event's by-name lookup
+    # costs more than the rest of the mapping).
+    base = list(_PLAIN_DEFAULTS)
+    base[1:5] = [0, "", topic, msg_id]
+    base[_KEYS], base[_BROKER], base[_QUEUE], base[_OFFSET] = _cut(key), _cut(_broker(attrs)), partition, offset
+    base[_BODY_LEN], base[_PROPS] = max(_first_int(attrs, BODY_SIZE, 0), 0), _props(span)
     if operation in _SEND_OPS:
         if status != Status.OK:
             status = Status.FAILED  # a send that ended in error did not reach the broker as intended
-        return [make_event(EventType.PUB, end_ms, "", topic, msg_id, born_ms=start_ms, cost_us=min(cost_us, MAX_INT),
-                           status=int(status), error=error, **common)]
-    group = _cut(_first_text(attrs, GROUP) or _text(resource.get("service.name")))
-    request_id = span.span_id.hex()
-    before = make_event(EventType.SUB_BEFORE, start_ms, group, topic, msg_id, request_id=request_id, **common)
+        base[_TYPE], base[_TIME], base[_BORN], base[_COST] = int(EventType.PUB), end_ms, start_ms, cost_us
+        base[_STATUS], base[_ERROR] = int(status), error
+        return [tuple(base)]
+    base[_GROUP] = _cut(_first_text(attrs, GROUP) or _text(resource.get("service.name")))
+    base[_REQUEST_ID] = span.span_id.hex()
+    base[_TYPE], base[_TIME] = int(EventType.SUB_BEFORE), start_ms
+    before = tuple(base)
     if operation in _RECEIVE_OPS and status == Status.OK:
         return [before]
     # A process span covers the handler; a receive span that failed says the attempt failed.
-    after = make_event(EventType.SUB_AFTER, end_ms, group, topic, msg_id, request_id=request_id,
-                       cost_us=min(cost_us, MAX_INT), status=int(status), error=error, **common)
-    return [before, after]
+    base[_TYPE], base[_TIME], base[_COST], base[_STATUS], base[_ERROR] = (
+        int(EventType.SUB_AFTER), end_ms, cost_us, int(status), error)
+    return [before, tuple(base)]
 
 
 def operation_of(span: Span, attrs: Mapping[str, Any]) -> str | None:
@@ -362,7 +368,16 @@ def _broker(attrs: Mapping[str, Any]) -> str:
 
 def attributes(pairs: Iterable[KeyValue]) -> dict[str, Any]:
     """OTLP key/values as a plain dict (scalars as Python values, arrays as lists)."""
-    return {kv.key: any_value(kv.value) for kv in pairs}
+    out = {}
+    for kv in pairs:
+        value = kv.value
+        kind = value.WhichOneof("value")
+        # Scalars inline: this loop runs for every attribute of every span.
+        out[kv.key] = getattr(value, kind) if kind in _SCALARS else any_value(value)
+    return out
+
+
+_SCALARS = frozenset({"string_value", "int_value", "bool_value", "double_value", "bytes_value"})
 
 
 def any_value(value: AnyValue) -> Any:
