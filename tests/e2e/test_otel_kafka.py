@@ -164,3 +164,58 @@ def test_aiokafka_and_confluent_consumers_land_on_the_same_derived_ids(kafka_boo
             assert processed["status_name"] == "OK"
             [found] = query.by_key(topic, key, 0, 2**62, 10).items
             assert found.msg_id == msg_id
+
+
+def test_tracehook_producer_and_otel_only_consumer_land_on_one_message(kafka_bootstrap, tmp_path) -> None:
+    """The mixed setup of docs/otel.md: sends traced by tracehook, consumes only by OTel. The
+    consumer's hook reports the tracehook message id the producer put in the headers."""
+    import tracehook
+    from tracehook import HEADER_MSG_ID
+    from tracehook.adapters import kafka_python
+
+    topic = _topic(kafka_bootstrap)
+    sent: dict[str, Any] = {}
+
+    def consume_hook(span: Any, record: Any, args: Any, kwargs: Any) -> None:
+        span.set_attribute("messaging.message.id", dict(record.headers)[HEADER_MSG_ID].decode())
+        span.set_attribute("messaging.kafka.message.offset", record.offset)
+        span.set_attribute("messaging.consumer.group.name", "billing")
+
+    def run(url: str) -> None:
+        tracer = tracehook.Tracer(tracehook.TracerConfig(app="shop", collectors=(url,), linger_s=0.02))
+        try:
+            producer = kafka_python.TracedProducer(KafkaProducer(bootstrap_servers=kafka_bootstrap), tracer)
+            for i in range(N):
+                future = producer.send(topic, b"m%d" % i, key=b"k%d" % i)
+                meta = future.get(10)
+                sent[f"k{i}"] = meta
+            producer.close()
+            assert tracer.flush(10)
+        finally:
+            tracer.close()
+        with otel_provider(url, "billing-otel") as provider:
+            instrumentor = KafkaInstrumentor()
+            instrumentor.instrument(tracer_provider=provider, consume_hook=consume_hook)
+            try:
+                consumer = KafkaConsumer(topic, bootstrap_servers=kafka_bootstrap, group_id="billing",
+                                         auto_offset_reset="earliest", consumer_timeout_ms=20_000)
+                records = _consume_all(consumer, N)
+                consumer.close()
+            finally:
+                instrumentor.uninstrument()
+        ids.update({r.key.decode(): dict(r.headers)[HEADER_MSG_ID].decode() for r in records})
+        trace_ids.update({r.key.decode(): dict(r.headers)["traceparent"].decode().split("-")[1] for r in records})
+
+    ids: dict[str, str] = {}
+    trace_ids: dict[str, str] = {}
+    store_url = collect_and_index_url(tmp_path, run)
+    assert len(ids) == N
+    with trace_query(store_url) as query:
+        for key, msg_id in ids.items():
+            trace = query.get_trace(msg_id)
+            assert trace is not None and trace.send is not None, key
+            assert (trace.queue, trace.offset) == (sent[key].partition, sent[key].offset)  # placed by the send
+            [attempt] = trace.consumes["billing"]  # ... and consumed by the OTel-only app
+            assert attempt["client_id"] == "otel:billing-otel/billing-otel-1"
+            # The OTel consumer continued the trace of the traceparent tracehook wrote.
+            assert attempt["before"]["props"]["trace_id"] == trace_ids[key]
