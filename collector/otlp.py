@@ -218,8 +218,8 @@ def map_request(request: ExportTraceServiceRequest) -> MappedRequest:
             out.mapped_spans += 1
             events.extend(mapped)
         if events:
-            out.resources.append(MappedResource(client_id_for(resource), _text(resource.get("service.name")),
-                                                _text(resource.get("host.name")), events))
+            out.resources.append(MappedResource(client_id_for(resource), _cut(_text(resource.get("service.name"))),
+                                                _cut(_text(resource.get("host.name"))), events))
     return out
 
 

@@ -27,6 +27,9 @@ from collector.metrics import CollectorMetrics, Counter
 from tracehook.wire import MAX_INT, BatchHeader, WireError, check_batch, encode_batch_packed, encode_event
 
 ROUTE = "/v1/traces"
+MAX_EVENTS_PER_APPEND = 10_000
+"""A resource's events go to the log in batches of at most this many (the wire format allows
+100,000 per batch; a 16 MiB OTLP request can map to more)."""
 
 
 class OtlpMetrics:
@@ -88,15 +91,16 @@ async def post_traces(request: web.Request) -> web.Response:
         mapped = otlp.map_request(otlp.decode_request(body, content_type))
         batches = []
         for resource in mapped.resources:
-            packed = [encode_event(e) for e in resource.events]
-            header = BatchHeader(resource.client_id, batch_seq(b"".join(packed)), resource.app, resource.host)
-            payload = encode_batch_packed(header, packed)
-            try:
-                check_batch(payload)  # the mapping's output must be what the index job reads
-            except WireError as exc:
-                raise CollectorError(f"an OTLP mapping produced an invalid batch: {exc}") from exc
-            ingestor.limiter.check(resource.client_id, len(resource.events))
-            batches.append((header, payload, len(resource.events)))
+            for start in range(0, len(resource.events), MAX_EVENTS_PER_APPEND):
+                packed = [encode_event(e) for e in resource.events[start:start + MAX_EVENTS_PER_APPEND]]
+                header = BatchHeader(resource.client_id, batch_seq(b"".join(packed)), resource.app, resource.host)
+                payload = encode_batch_packed(header, packed)
+                try:
+                    check_batch(payload)  # the mapping's output must be what the index job reads
+                except WireError as exc:
+                    raise CollectorError(f"an OTLP mapping produced an invalid batch: {exc}") from exc
+                ingestor.limiter.check(resource.client_id, len(packed))
+                batches.append((header, payload, len(packed)))
         # One group commit normally takes them all; every one is durable before the 200.
         await asyncio.gather(*(ingestor.append(h.client_id, h.seq, p, n) for h, p, n in batches))
     except CollectorError as exc:

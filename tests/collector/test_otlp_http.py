@@ -139,3 +139,18 @@ async def test_a_gzip_bomb_is_413(aiohttp_client, collector_config) -> None:
     resp = await client.post("/v1/traces", data=gzip.compress(b"\0" * (1024 * 1024)),
                              headers={**PROTO, "Content-Encoding": "gzip"})
     assert resp.status == 413
+
+
+async def test_a_large_export_is_split_into_several_log_batches(aiohttp_client, collector_config,
+                                                                 monkeypatch) -> None:
+    from collector import otlp_http
+
+    monkeypatch.setattr(otlp_http, "MAX_EVENTS_PER_APPEND", 4)
+    client = await aiohttp_client(create_app(collector_config))
+    spans = [span("q send", PRODUCER, {"messaging.system": "rabbitmq", "messaging.destination": "q",
+                                       "messaging.message.id": f"m{i}"}, span_id=i + 1) for i in range(10)]
+    resp = await client.post("/v1/traces", data=request(*spans).SerializeToString(), headers=PROTO)
+    assert resp.status == 200
+    records = read_log(collector_config.log_dir)
+    assert [len(decode_batch(r.payload).events) for r in records] == [4, 4, 2]
+    assert [e.msg_id for r in records for e in decode_batch(r.payload).events] == [f"m{i}" for i in range(10)]
