@@ -161,7 +161,7 @@ def encode_response(rejected: int, error_message: str, content_type: str) -> byt
 
 @dataclass(frozen=True)
 class MappedResource:
-    """The events of one OTel resource (one service instance): one tracehook batch."""
+    """The events of one OTel resource (one service instance), appended as tracehook batches of its client id."""
 
     client_id: str
     app: str
@@ -188,10 +188,6 @@ class MappedRequest:
         """OTLP's partial-success ``error_message``: the rejected spans by reason."""
         parts = [f"{n} {reason}" for reason, n in sorted(self.skipped.items()) if reason in REJECTED_REASONS]
         return ("messaging spans tracehook cannot place: " + ", ".join(parts)) if parts else ""
-
-    @property
-    def events(self) -> int:
-        return sum(len(r.events) for r in self.resources)
 
 
 def map_request(request: ExportTraceServiceRequest) -> MappedRequest:
