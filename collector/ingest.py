@@ -206,6 +206,13 @@ class Ingestor:
         except ConnectionResetError:
             raise ClientGone("the client hung up before sending the whole body") from None
 
+    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run CPU-heavy request work off the event loop: in a decode worker process when
+        ``decode_workers`` is set (``fn`` and its arguments must pickle), else in a thread."""
+        if self._decoders is not None:
+            return await asyncio.get_running_loop().run_in_executor(self._decoders, fn, *args)
+        return await asyncio.to_thread(fn, *args)
+
     async def _check(self, body: bytes) -> CheckResult:
         if self._decoders is None or len(body) <= INLINE_DECODE_BYTES:
             return check_body(body)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from dataclasses import dataclass, field
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
@@ -23,8 +24,9 @@ from aiohttp.web_protocol import RequestPayloadError
 from collector import otlp
 from collector.auth import bearer_token, check_token
 from collector.errors import BadOtlpRequest, CollectorError, UnsupportedMediaType
+from collector.ingest import INLINE_DECODE_BYTES
 from collector.metrics import CollectorMetrics, Counter
-from tracehook.wire import MAX_INT, BatchHeader, WireError, check_batch, encode_batch_packed, encode_event
+from tracehook.wire import MAX_INT, BatchHeader, check_batch, encode_batch_packed, encode_event
 
 ROUTE = "/v1/traces"
 MAX_EVENTS_PER_APPEND = 10_000
@@ -70,6 +72,39 @@ def batch_seq(payload: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(payload, digest_size=8).digest(), "big") & MAX_INT
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A request made ready to append: wire batches ``(header, payload, events)`` and the span counts;
+    or (``error_reason`` set) why the body does not decode. A value, so it crosses process boundaries."""
+
+    batches: list[tuple[BatchHeader, bytes, int]] = field(default_factory=list)
+    spans: int = 0
+    mapped_spans: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    rejected: int = 0
+    error_message: str = ""
+    error_reason: str = ""
+    error_detail: str = ""
+
+
+def prepare(body: bytes, content_type: str) -> Prepared:
+    """Decode, map and encode one OTLP body (on the event loop, a thread or a decode worker)."""
+    try:
+        mapped = otlp.map_request(otlp.decode_request(body, content_type))
+    except BadOtlpRequest as exc:
+        return Prepared(error_reason=exc.reason, error_detail=exc.detail)
+    batches = []
+    for resource in mapped.resources:
+        for start in range(0, len(resource.events), MAX_EVENTS_PER_APPEND):
+            packed = [encode_event(e) for e in resource.events[start:start + MAX_EVENTS_PER_APPEND]]
+            header = BatchHeader(resource.client_id, batch_seq(b"".join(packed)), resource.app, resource.host)
+            payload = encode_batch_packed(header, packed)
+            check_batch(payload)  # the mapping's output must be what the index job reads (WireError: a bug)
+            batches.append((header, payload, len(packed)))
+    return Prepared(batches, mapped.spans, mapped.mapped_spans, dict(mapped.skipped), mapped.rejected,
+                    mapped.error_message)
+
+
 async def post_traces(request: web.Request) -> web.Response:
     """``POST /v1/traces``: 200 with an ExportTraceServiceResponse once the mapped events are durable."""
     from collector.app import INGESTOR_KEY
@@ -88,27 +123,23 @@ async def post_traces(request: web.Request) -> web.Response:
             body = await ingestor.read_body(request)  # aiohttp gunzips it, within max_body_bytes
         except RequestPayloadError:
             raise BadOtlpRequest(f"the body does not decompress as {encoding}", reason="bad_gzip") from None
-        mapped = otlp.map_request(otlp.decode_request(body, content_type))
-        batches = []
-        for resource in mapped.resources:
-            for start in range(0, len(resource.events), MAX_EVENTS_PER_APPEND):
-                packed = [encode_event(e) for e in resource.events[start:start + MAX_EVENTS_PER_APPEND]]
-                header = BatchHeader(resource.client_id, batch_seq(b"".join(packed)), resource.app, resource.host)
-                payload = encode_batch_packed(header, packed)
-                try:
-                    check_batch(payload)  # the mapping's output must be what the index job reads
-                except WireError as exc:
-                    raise CollectorError(f"an OTLP mapping produced an invalid batch: {exc}") from exc
-                ingestor.limiter.check(resource.client_id, len(packed))
-                batches.append((header, payload, len(packed)))
+        # Mapping costs ~20-40 us per span in Python: a large body must not hold up the event loop.
+        if len(body) <= INLINE_DECODE_BYTES:
+            prepared = prepare(body, content_type)
+        else:
+            prepared = await ingestor.offload(prepare, body, content_type)
+        if prepared.error_reason:
+            raise BadOtlpRequest(prepared.error_detail, reason=prepared.error_reason)
+        for header, _, events in prepared.batches:
+            ingestor.limiter.check(header.client_id, events)
         # One group commit normally takes them all; every one is durable before the 200.
-        await asyncio.gather(*(ingestor.append(h.client_id, h.seq, p, n) for h, p, n in batches))
+        await asyncio.gather(*(ingestor.append(h.client_id, h.seq, p, n) for h, p, n in prepared.batches))
     except CollectorError as exc:
         ingestor.metrics.rejected.inc(reason=exc.reason)
         raise
-    counters.spans.inc(mapped.spans)
-    counters.accepted.inc(mapped.mapped_spans)
-    for reason, count in mapped.skipped.items():
+    counters.spans.inc(prepared.spans)
+    counters.accepted.inc(prepared.mapped_spans)
+    for reason, count in prepared.skipped.items():
         counters.skipped.inc(count, reason=reason)
-    return web.Response(body=otlp.encode_response(mapped.rejected, mapped.error_message, content_type),
+    return web.Response(body=otlp.encode_response(prepared.rejected, prepared.error_message, content_type),
                         content_type=content_type)

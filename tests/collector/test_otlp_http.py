@@ -6,12 +6,14 @@ import dataclasses
 import gzip
 import json
 
+import pytest
 from collector_service_helpers import read_log
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from otlp_helpers import CONSUMER, INTERNAL, PRODUCER, TRACE_ID, request, span
 
 from collector.app import create_app
+from collector.ingest import INLINE_DECODE_BYTES
 from tracehook.wire import EventType, decode_batch
 
 PROTO = {"Content-Type": "application/x-protobuf"}
@@ -154,3 +156,19 @@ async def test_a_large_export_is_split_into_several_log_batches(aiohttp_client, 
     records = read_log(collector_config.log_dir)
     assert [len(decode_batch(r.payload).events) for r in records] == [4, 4, 2]
     assert [e.msg_id for r in records for e in decode_batch(r.payload).events] == [f"m{i}" for i in range(10)]
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+async def test_a_large_body_is_mapped_off_the_event_loop(aiohttp_client, collector_config, workers: int) -> None:
+    # Over INLINE_DECODE_BYTES: mapped in a thread, or in a decode worker process when configured.
+    cfg = dataclasses.replace(collector_config, decode_workers=workers)
+    client = await aiohttp_client(create_app(cfg))
+    spans = [span("q send", PRODUCER, {"messaging.system": "rabbitmq", "messaging.destination": "q",
+                                       "messaging.message.id": f"m{i}"}, span_id=i + 1) for i in range(400)]
+    body = request(*spans).SerializeToString()
+    assert len(body) > INLINE_DECODE_BYTES
+    resp = await client.post("/v1/traces", data=body, headers=PROTO)
+    assert resp.status == 200
+    assert len(_logged_events(cfg)) == 400
+    resp = await client.post("/v1/traces", data=b"\x0a\xff" + body, headers=PROTO)
+    assert (resp.status, (await resp.json())["error"]) == (400, "bad_protobuf")
