@@ -171,6 +171,7 @@ def test_decode_protobuf_and_json_with_hex_ids() -> None:
     doc = json_format.MessageToDict(req)
     for s in doc["resourceSpans"][0]["scopeSpans"][0]["spans"]:  # OTLP/JSON ids are hex, not base64
         s["traceId"], s["spanId"] = TRACE_ID.hex(), "0000000000000001"
+        s["kind"] = PRODUCER  # and enums are integers
     assert otlp.decode_request(json.dumps(doc).encode(), otlp.JSON) == req
     with pytest.raises(BadOtlpRequest) as bad:
         otlp.decode_request(b"\xff\xff\xff", otlp.PROTOBUF)
