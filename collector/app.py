@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from collector import api
+from collector import api, otlp_http
 from collector.config import CollectorConfig
 from collector.errors import Backpressure, CollectorError, DiskFull, ShuttingDown
 from collector.ingest import Ingestor
@@ -183,4 +183,5 @@ def create_app(config: CollectorConfig) -> web.Application:
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
     api.setup(app)
+    otlp_http.setup(app)
     return app

@@ -73,6 +73,7 @@ class CollectorConfig:
     rate_limit_events_s: float = 0.0  # per client id; 0: unlimited
     rate_limit_batches_s: float = 0.0  # per client id; 0: unlimited
     rate_limit_burst_s: float = DEFAULT_RATE_LIMIT_BURST_S  # a client may save up this many seconds of its rate
+    otlp_token_header: str = ""  # POST /v1/traces also takes the ingest token from this header; "": Authorization only
 
     def __post_init__(self) -> None:
         if not self.data_dir:

@@ -41,6 +41,13 @@ class BadBatch(CollectorError):
     reason = "bad_batch"
 
 
+class BadOtlpRequest(CollectorError):
+    """An OTLP/HTTP body that does not decode (bad gzip, protobuf or JSON); ``reason`` says which (400)."""
+
+    status = 400
+    reason = "bad_otlp"
+
+
 class UnsupportedMediaType(CollectorError):
     """The body is not declared as msgpack (415)."""
 

@@ -166,27 +166,11 @@ class Ingestor:
         started = time.perf_counter()
         try:
             require_ingest_token(request)
-            if self._closing:
-                raise ShuttingDown("the collector is shutting down")
             # aiohttp reports a missing header as application/octet-stream: look at the header itself.
             given = request.headers.get("Content-Type")
             if given is None or request.content_type not in ACCEPTED_CONTENT_TYPES:
                 raise UnsupportedMediaType(f"Content-Type must be application/msgpack, not {given or 'missing'}")
-            limit = self.config.max_body_bytes
-            if request.content_length is not None and request.content_length > limit:
-                raise PayloadTooLarge(f"body of {request.content_length} bytes is over the {limit} byte limit")
-            backlog_limit = self.config.backlog_limit_bytes
-            if backlog_limit and self.backlog_bytes >= backlog_limit:
-                raise Backpressure(
-                    f"{self.backlog_bytes} unindexed bytes (limit {backlog_limit})",
-                    retry_after_s=self.config.retry_after_s,
-                )
-            try:
-                body = await request.read()
-            except web.HTTPRequestEntityTooLarge:
-                raise PayloadTooLarge(f"body is over the {limit} byte limit") from None
-            except ConnectionResetError:
-                raise ClientGone("the client hung up before sending the whole body") from None
+            body = await self.read_body(request)
             header, events, reason, detail = await self._check(body)
             if header is None:
                 raise BadBatch(detail, reason=reason)
@@ -205,6 +189,34 @@ class Ingestor:
             raise
         self.metrics.append_seconds.observe(time.perf_counter() - started)
         return web.json_response({"offset": offset, "events": events, "duplicate": duplicate})
+
+    async def read_body(self, request: web.Request) -> bytes:
+        """The body of a request to append, once the collector can take it: raises ShuttingDown
+        (503), PayloadTooLarge (413), Backpressure (429) or ClientGone. Every ingest route reads through this."""
+        if self._closing:
+            raise ShuttingDown("the collector is shutting down")
+        limit = self.config.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise PayloadTooLarge(f"body of {request.content_length} bytes is over the {limit} byte limit")
+        backlog_limit = self.config.backlog_limit_bytes
+        if backlog_limit and self.backlog_bytes >= backlog_limit:
+            raise Backpressure(
+                f"{self.backlog_bytes} unindexed bytes (limit {backlog_limit})",
+                retry_after_s=self.config.retry_after_s,
+            )
+        try:
+            return await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise PayloadTooLarge(f"body is over the {limit} byte limit") from None
+        except ConnectionResetError:
+            raise ClientGone("the client hung up before sending the whole body") from None
+
+    async def offload(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run CPU-heavy request work off the event loop: in a decode worker process when
+        ``decode_workers`` is set (``fn`` and its arguments must pickle), else in a thread."""
+        if self._decoders is not None:
+            return await asyncio.get_running_loop().run_in_executor(self._decoders, fn, *args)
+        return await asyncio.to_thread(fn, *args)
 
     async def _check(self, body: bytes) -> CheckResult:
         if self._decoders is None or len(body) <= INLINE_DECODE_BYTES:

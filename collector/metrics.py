@@ -128,6 +128,11 @@ class CollectorMetrics:
                   "reason), latest value per client summed over clients.", self._client_totals),
         ]
 
+    def add(self, instrument: Instrument) -> Instrument:
+        """Expose another instrument (a route's own counters); returns it."""
+        self._instruments.append(instrument)
+        return instrument
+
     def add_gauge(self, name: str, help_: str, read: Callable[[], dict[LabelKey, float] | float]) -> None:
         """Expose a value computed at scrape time."""
         self._instruments.append(Gauge(name, help_, read))

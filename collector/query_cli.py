@@ -4,6 +4,7 @@ Against a running collector (``--collector URL``, the default) or directly
 against an index store (``--store local:PATH`` or ``--store hbase://...``)::
 
     tracehook query id MSG_ID
+    tracehook query trace 4bf92f3577b34da6a3ce929d0e0e4736
     tracehook query key orders order-42 --since 7d
     tracehook query topic orders --since 1h30m --limit 50
     tracehook query topic orders --begin -6h --end -1h
@@ -51,6 +52,8 @@ class Source(Protocol):
 
     def page(self, kind: str, topic: str, params: dict[str, Any]) -> dict[str, Any]: ...
 
+    def trace_page(self, trace_id: str, params: dict[str, Any]) -> dict[str, Any]: ...
+
     def close(self) -> None: ...
 
 
@@ -89,6 +92,10 @@ class HttpSource:
         path = f"/v1/topics/{urllib.parse.quote(topic, safe='')}/{kind}"
         return self._get(path, params) or {"items": [], "next_cursor": None}
 
+    def trace_page(self, trace_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        query = {"trace_id": trace_id, "limit": params["limit"], "cursor": params.get("cursor")}
+        return self._get("/v1/messages", query) or {"items": [], "next_cursor": None}
+
     def close(self) -> None:
         pass
 
@@ -119,6 +126,14 @@ class StoreSource:
         else:
             page = self.query.by_time(topic, *args, cursor=params.get("cursor"))
         return page_dict(page)
+
+    def trace_page(self, trace_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        from collector.views import TRACE_ID, page_dict
+
+        trace_id = trace_id.strip().lower()
+        if not TRACE_ID.fullmatch(trace_id):
+            raise ParamError("bad_value", "trace_id must be 32 hex digits (a W3C trace id)")
+        return page_dict(self.query.by_trace(trace_id, params["limit"], cursor=params.get("cursor")))
 
     def offsets(self, topic: str, params: dict[str, Any]) -> dict[str, Any]:
         """``GET /v1/topics/{topic}/offsets``: offsets at a time, or a group's reset plan."""
@@ -239,6 +254,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="what", required=True, metavar="WHAT")
     by_id = sub.add_parser("id", parents=[common], help="a message's full trace")
     by_id.add_argument("msg_id")
+    by_trace = sub.add_parser("trace", parents=[common], help="the messages of one W3C trace id")
+    by_trace.add_argument("trace_id")
+    by_trace.add_argument("--limit", default="20", help="page size (default 20)")
+    by_trace.add_argument("--cursor", help="continue after a previous page")
     by_key = sub.add_parser("key", parents=[common], help="messages of a topic with a business key, newest first")
     by_key.add_argument("topic")
     by_key.add_argument("key")
@@ -282,8 +301,11 @@ def run(args: argparse.Namespace) -> int:
                     return EXIT_NOT_FOUND
                 print(json.dumps(doc, indent=2) if args.json else format_trace(doc))
                 return EXIT_OK
-            params = _listing_params(args, current_ms())
-            page = source.page("dead" if args.what == "dead" else "messages", args.topic, params)
+            if args.what == "trace":
+                page = source.trace_page(args.trace_id, {"limit": page_size(args.limit), "cursor": args.cursor})
+            else:
+                params = _listing_params(args, current_ms())
+                page = source.page("dead" if args.what == "dead" else "messages", args.topic, params)
         finally:
             source.close()
     except (QueryFailed, CollectorError, *query_errors()) as exc:

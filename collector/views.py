@@ -1,5 +1,6 @@
 """The native JSON query API (documented in ``collector/openapi.json``).
 
+    GET /v1/messages?trace_id=T               the messages of one W3C trace (cursor-paged)
     GET /v1/messages/{msg_id}                 the full trace plus its timeline rows
     GET /v1/messages/{msg_id}/records         consume records (received / finished / dead)
     GET /v1/topics/{topic}/messages           by ?key= (newest first) or by time (?order=newest|oldest);
@@ -14,6 +15,7 @@ Offsets at a time, reset plans and the replay list are in :mod:`collector.backtr
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from aiohttp import web
@@ -21,6 +23,8 @@ from aiohttp import web
 from collector.api import error_response, query_route, run_query
 from collector.params import ParamError, page_size, request_window, text_param
 from collector.timeline import build_timeline
+
+TRACE_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def as_dict(result: Any) -> dict[str, Any]:
@@ -63,6 +67,19 @@ async def get_records(request: web.Request) -> web.Response:
 
 
 @query_route
+async def trace_messages(request: web.Request) -> web.Response:
+    """GET /v1/messages?trace_id=T: the messages of one W3C trace, cursor-paged."""
+    trace_id = text_param("trace_id", request.query.get("trace_id"), required=True)
+    assert trace_id is not None
+    trace_id = trace_id.strip().lower()
+    if not TRACE_ID.fullmatch(trace_id):
+        raise ParamError("bad_value", "trace_id must be 32 hex digits (a W3C trace id)")
+    limit = page_size(request.query.get("limit"))
+    cursor = text_param("cursor", request.query.get("cursor"))
+    return web.json_response(page_dict(await run_query(request, "by_trace", trace_id, limit, cursor=cursor)))
+
+
+@query_route
 async def topic_messages(request: web.Request) -> web.Response:
     """GET /v1/topics/{topic}/messages: by key (newest first) or by time range."""
     topic = request.match_info["topic"]
@@ -97,6 +114,7 @@ async def topic_dead(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     """Register the native API on ``app``."""
+    app.router.add_get("/v1/messages", trace_messages)
     app.router.add_get("/v1/messages/{msg_id}", get_message)
     app.router.add_get("/v1/messages/{msg_id}/records", get_records)
     app.router.add_get("/v1/topics/{topic}/messages", topic_messages)

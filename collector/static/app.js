@@ -197,6 +197,7 @@ async function showTrace(msgId) {
     return setStatus(error.status === 404 ? "No trace for message " + msgId : error.message, true);
   }
   $("trace-id").textContent = doc.msg_id;
+  $("w3c-trace-id").textContent = doc.trace_id || "";
   const info = $("trace-info");
   info.replaceChildren();
   const fields = [["topic", doc.topic], ["keys", doc.keys], ["tags", doc.tags], ["broker", doc.broker],

@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
-from tracehook.wire import Batch, BatchHeader, Event, EventType
+from tracehook.wire import Batch, BatchHeader, Event, EventType, trace_id_of
 
 DEFAULT_BATCH_SIZE = 1000
 """Rows per put (one round trip), per table, as happybase's ``Table.batch(batch_size=...)``."""
@@ -75,6 +75,7 @@ def rows_for(
         # tabs, \x1c..\x1f or U+00A0, and a message would never be found by its whole key.
         for key in {k for k in event.keys.split(KEY_SEPARATOR) if k}:
             rows.append((schema.KEYIDX, schema.key_row(topic, key, time_ms, msg_id), summary))
+        rows.append((schema.TRACEIDX, schema.trace_row(trace_id_of(event), msg_id), summary))
         if event.type == EventType.DEAD:
             rows.extend((schema.DEAD, row, summary) for row in schema.dead_rows(topic, event.group, time_ms, msg_id))
             # Placed under the send's time later, by finish_batch (the send may be in another partition).

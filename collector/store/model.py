@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from collector.store.schema import StoredEvent, message_time
-from tracehook.wire import EventType, Status
+from tracehook.wire import EventType, Status, trace_id_of
 
 Json = dict[str, Any]
 
@@ -71,6 +71,7 @@ class MessageSummary:
     error: str = ""
     send_traced: bool = True
     groups: dict[str, GroupOutcome] = field(default_factory=dict)
+    trace_id: str = ""
 
     def to_json(self) -> Json:
         out = asdict(self)
@@ -116,6 +117,10 @@ class MessageTrace:
     time_ms: int = 0
     """The time it is listed under: ``placed_ms``, else its earliest event's message time."""
     outcomes: dict[str, GroupOutcome] = field(default_factory=dict)
+    trace_id: str = ""
+    """The W3C trace id of the message: its send's, else its first event's (an OTel trace, or the id's own)."""
+    span_id: str = ""
+    """The send's span id (the parent of its consumers' spans); "" when unknown."""
     consumes: dict[str, list[Json]] = field(default_factory=dict)
     tx: list[Json] = field(default_factory=list)
     dead: list[Json] = field(default_factory=list)
@@ -142,7 +147,7 @@ class MessageTrace:
             msg_id=self.msg_id, topic=self.topic, keys=self.keys, tags=self.tags, broker=self.broker,
             queue=self.queue, offset=self.offset, born_ms=self.born_ms, store_ms=self.store_ms,
             status=send.get("status", Status.UNKNOWN), time_ms=self.time_ms, group=group, error=error,
-            send_traced=self.send is not None, groups=dict(self.outcomes),
+            send_traced=self.send is not None, groups=dict(self.outcomes), trace_id=self.trace_id,
         )
 
     def dead_time(self, group: str) -> int | None:
@@ -178,6 +183,7 @@ def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | No
     filed = [message_time(e.event) for e in events if e.event.type in _FILING_TYPES]
     consumes = _attempts(e for e in events if e.event.type in _CONSUME_TYPES)
     dead = [e.to_dict() for e in events if e.event.type == EventType.DEAD]
+    traced = (send or placing or events[0]).event
     return MessageTrace(
         msg_id=msg_id,
         topic=meta.topic,
@@ -193,6 +199,8 @@ def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | No
         placed_ms=placed_ms,
         time_ms=placed_ms if placed_ms is not None else min(filed, default=message_time(events[0].event)),
         outcomes=group_outcomes(consumes, dead),
+        trace_id=trace_id_of(traced),
+        span_id=traced.span_id or next((e.event.span_id for e in events if e.event.span_id), ""),
         consumes=consumes,
         tx=[e.to_dict() for e in events if e.event.type == EventType.END_TX],
         dead=dead,

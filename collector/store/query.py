@@ -188,6 +188,20 @@ class TraceQuery:
 
         return self._message_page("d", fetch, limit, lambda s, t: t.dead_time(s["group"]) == s["time_ms"], dead=True)
 
+    def by_trace(self, trace_id: str, limit: int, cursor: str | None = None) -> Page:
+        """Messages with an event in W3C trace ``trace_id`` (their send's, or a consumer's OTel trace), by id."""
+        _check_range(0, 0, limit)
+        prefix = keys.pack(schema.trace_prefix(trace_id))
+        start, stop = prefix, prefix + keys.STOP
+        if cursor is not None:
+            start = keys.successor(prefix + _decode_cursor("x", cursor, (str,)))
+
+        def fetch(after: bytes | None, n: int) -> list[_Candidate]:
+            lo = start if after is None else max(start, keys.successor(prefix + after))
+            return [(row[len(prefix):], cols) for row, cols in self.store.scan(schema.TRACEIDX, lo, stop, limit=n)]
+
+        return self._message_page("x", fetch, limit, lambda s, t: True)
+
     def unconsumed(
         self, topic: str, group: str, begin_ms: int, end_ms: int, limit: int, cursor: str | None = None
     ) -> Page:

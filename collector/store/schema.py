@@ -19,6 +19,7 @@ records    (topic, group, msg time, msg_id)                ``c:<event id>`` the 
 queueidx   (topic, queue, msg time, offset)                ``i:<event type>`` message summary
 seqidx     (topic, broker, offset, queue, msg_id)          ``i:<event type>`` message summary
 pending    (hash4(msg_id), msg_id)                         ``s:<event id>`` DEAD events not yet placed
+traceidx   (trace id, msg_id)                              ``i:<event type>`` message summary
 ========== =============================================== ==========================================
 
 "msg time" is the broker's store time when known, else the born time, else the
@@ -55,8 +56,8 @@ MAX_ROW_KEY_BYTES = 32767
 DEFAULT_SALT_BUCKETS = 8
 """Buckets of the time index: spreads one busy topic's writes over regions."""
 
-MESSAGES, KEYIDX, TIMEIDX, DEAD, RECORDS, QUEUEIDX, SEQIDX, PENDING = (
-    "messages", "keyidx", "timeidx", "dead", "records", "queueidx", "seqidx", "pending",
+MESSAGES, KEYIDX, TIMEIDX, DEAD, RECORDS, QUEUEIDX, SEQIDX, PENDING, TRACEIDX = (
+    "messages", "keyidx", "timeidx", "dead", "records", "queueidx", "seqidx", "pending", "traceidx",
 )
 SEND_FAMILY, CONSUME_FAMILY, INDEX_FAMILY = "s", "c", "i"
 
@@ -78,6 +79,7 @@ TABLES: tuple[Table, ...] = (
     Table(QUEUEIDX, (INDEX_FAMILY,)),
     Table(SEQIDX, (INDEX_FAMILY,)),
     Table(PENDING, (SEND_FAMILY,)),
+    Table(TRACEIDX, (INDEX_FAMILY,)),
 )
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 
@@ -154,6 +156,15 @@ def queue_row(topic: str, queue: int, time_ms: int, offset: int) -> bytes:
     return keys.pack((topic, queue, time_ms, offset))
 
 
+def trace_prefix(trace_id: str) -> tuple[keys.Element, ...]:
+    return (trace_id,)
+
+
+def trace_row(trace_id: str, msg_id: str) -> bytes:
+    """The messages of one W3C trace (an app's OTel trace may hold many)."""
+    return keys.pack((trace_id, msg_id))
+
+
 def seq_prefix(topic: str, broker: str, offset: int, queue: int | None = None) -> tuple[keys.Element, ...]:
     """Rows of one (broker, offset): every queue's, or one queue's."""
     return (topic, broker, offset) if queue is None else (topic, broker, offset, queue)
@@ -210,6 +221,7 @@ class StoredEvent:
 
     def to_dict(self) -> dict[str, Any]:
         d = self.event._asdict()
+        d["trace_id"] = wire.trace_id_of(self.event)  # "" on the wire means the message's own trace
         d["type_name"] = EventType(self.event.type).name
         d["status_name"] = wire.Status(self.event.status).name
         if d["body"] is not None:

@@ -1,4 +1,4 @@
-"""The chain every adapter e2e test runs: tracer -> real collector -> sealed trace log -> local index."""
+"""The chain every adapter e2e test runs: tracer (or an OTel exporter) -> real collector -> sealed trace log -> local index."""
 
 from __future__ import annotations
 
@@ -14,16 +14,26 @@ from collector.store.query import TraceQuery
 
 def collect_and_index(tmp_path: pathlib.Path, run: Callable[[tracehook.Tracer], None]) -> str:
     """Run ``run(tracer)`` with a tracer sending to a collector, seal its log and index it; returns the store URL."""
-    port = free_port()
-    proc = start_collector(str(tmp_path), port)
-    url = f"http://127.0.0.1:{port}"
-    try:
+
+    def with_tracer(url: str) -> None:
         tracer = tracehook.Tracer(tracehook.TracerConfig(app="shop", collectors=(url,), linger_s=0.02))
         try:
             run(tracer)
             assert tracer.flush(10)
         finally:
             tracer.close()
+
+    return collect_and_index_url(tmp_path, with_tracer)
+
+
+def collect_and_index_url(tmp_path: pathlib.Path, run: Callable[[str], None]) -> str:
+    """Run ``run(collector_url)`` against a real collector (it sends however it likes: the library,
+    OTLP), seal the log and index it; returns the store URL."""
+    port = free_port()
+    proc = start_collector(str(tmp_path), port)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        run(url)
         seal_log(url, str(tmp_path / "log"))
     finally:
         stop_collector(proc)

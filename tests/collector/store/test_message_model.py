@@ -161,3 +161,23 @@ def test_reindexing_rewrites_nothing_new(store: Store, dump_store, rounds: int) 
         index(store, records)
     again = dump_store(store)
     assert {t: [r for r, _ in rows] for t, rows in again.items()} == {t: [r for r, _ in rows] for t, rows in first.items()}
+
+
+def test_messages_are_found_by_their_trace_id(store: Store) -> None:
+    """A send's own trace (no trace id on the wire), and an OTel trace carried by send and consume events."""
+    from tracehook.context import trace_id_for
+
+    topic = unique("orders")
+    otel = "4bf92f3577b34da6a3ce929d0e0e4736"
+    records = message(topic, "m1", NOW)
+    records.append((PRODUCER, ev(EventType.PUB, NOW, "pg", topic, "m2", store_ms=NOW, trace_id=otel,
+                                 span_id="00f067aa0ba902b7")))
+    records.append((CONSUMER, ev(EventType.SUB_BEFORE, NOW + 5, "billing", topic, "m3", trace_id=otel)))
+    q = index(store, records)
+    assert [i.msg_id for i in q.by_trace(trace_id_for("m1"), 10).items] == ["m1"]
+    found = q.by_trace(otel, 1)
+    rest = q.by_trace(otel, 1, found.next_cursor)
+    assert [i.msg_id for i in found.items + rest.items] == ["m2", "m3"] and rest.next_cursor is None
+    trace = q.get_trace("m2")
+    assert trace is not None and (trace.trace_id, trace.span_id) == (otel, "00f067aa0ba902b7")
+    assert q.get_trace("m1").trace_id == trace_id_for("m1")
