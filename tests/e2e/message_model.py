@@ -72,6 +72,11 @@ class Lifecycle:
         return self.send != "none"
 
     @property
+    def seen(self) -> bool:
+        """Whether any event was recorded (an untraced message nobody received has none: no trace)."""
+        return self.traced or bool(self.attempts) or bool(self.dead)
+
+    @property
     def stored(self) -> bool:
         """Whether a send succeeded (the message has its placement)."""
         return self.send in ("ok", "retried")
