@@ -251,7 +251,7 @@ def check_keys(run: Run, topic: str) -> None:
                 continue
             expected = {m.msg_id: mm.expected_row(m) for m in messages
                         if mm.key_matches(m, key) and in_window(m, window, name)}
-            for limit in ((7, 20) if key == mm.SHARED_KEY and name == "all" else (20,)):
+            for limit in ((1, 7, 20) if key == mm.SHARED_KEY and name == "all" else (20,)):
                 items = run.pages(f"/v1/topics/{topic}/messages", limit, key=key, begin=window[0], end=window[1])
                 assert_rows(items, expected, run)
     shared = [m for m in run.messages if mm.SHARED_KEY in m.keys.split() and m.topic_name == run.topics[0]]
@@ -434,6 +434,12 @@ def check_cli(run: Run, topic: str) -> None:
     for time_ms in (str(run.base_ms), str(run.wall[1])):
         doc = json.loads(both_sources(run, "offsets", topic, "--time", time_ms, "--json"))
         assert {q["queue"]: q["offset"] for q in doc["queues"]} == mm.offsets_at(messages, int(time_ms))
+    # The tables too, and the default window (the last 30 days).
+    tables = [("query", "id", m.msg_id) for m in filter(None, picks)] + [
+        ("query", "key", topic, mm.SHARED_KEY, "--begin", begin, "--end", end), ("query", "topic", topic),
+        ("query", "dead", topic, "--limit", "50"), ("offsets", topic, "--time", str(run.base_ms))]
+    for argv in tables:
+        assert both_sources(run, *argv).strip()
     placed = windows(run, topic)["placed"]
     for group in (mm.GROUPS[1], "nobody"):
         lines = both_sources(run, "replay-list", topic, "--group", group, "--begin", str(placed[0]),
