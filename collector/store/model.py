@@ -115,7 +115,8 @@ class MessageTrace:
     placed_ms: int | None = None
     """The time the message is placed at (its send's store, else born, else event time); None: unplaced."""
     time_ms: int = 0
-    """The time it is listed under: ``placed_ms``, else its earliest event's message time."""
+    """The time it is listed under: ``placed_ms``, else the message time of its first event with keys
+    (of its first consume or dead event when none has keys)."""
     outcomes: dict[str, GroupOutcome] = field(default_factory=dict)
     trace_id: str = ""
     """The W3C trace id of the message: its send's, else its first event's (an OTel trace, or the id's own)."""
@@ -139,14 +140,17 @@ class MessageTrace:
     def summary(self, dead_group: str | None = None) -> MessageSummary:
         """This message as a listing row (a dead-letter row of ``dead_group`` when given)."""
         send = self.send or {}
-        group, error = send.get("group", ""), send.get("error", "")
+        group, error, time_ms = send.get("group", ""), send.get("error", ""), self.time_ms
         if dead_group is not None:
             dead = [d for d in self.dead if d["group"] == dead_group]
             group, error = dead_group, (dead[-1]["error"] if dead else "")
+            # The time the row is listed (and windowed) under; it differs from time_ms only when unplaced.
+            dead_ms = self.dead_time(dead_group)
+            time_ms = time_ms if dead_ms is None else dead_ms
         return MessageSummary(
             msg_id=self.msg_id, topic=self.topic, keys=self.keys, tags=self.tags, broker=self.broker,
             queue=self.queue, offset=self.offset, born_ms=self.born_ms, store_ms=self.store_ms,
-            status=send.get("status", Status.UNKNOWN), time_ms=self.time_ms, group=group, error=error,
+            status=send.get("status", Status.UNKNOWN), time_ms=time_ms, group=group, error=error,
             send_traced=self.send is not None, groups=dict(self.outcomes), trace_id=self.trace_id,
         )
 
@@ -177,10 +181,13 @@ def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | No
     send = ok_pubs[0] if ok_pubs else (pubs[-1] if pubs else None)
     # Only the send places a message; without one, a consume or dead event that knew the
     # broker's store time does (an adapter read it from the record), never a consume time.
-    placing = send or next((e for e in events if e.event.type in _FILING_TYPES and e.event.store_ms > 0), None)
-    meta = (placing or events[0]).event
+    filing = [e for e in events if e.event.type in _FILING_TYPES]
+    placing = send or next((e for e in filing if e.event.store_ms > 0), None)
+    # Unplaced, it is known by its first event that carries keys: its key rows are filed under that
+    # event's time, so a key listing finds it even when a keyless consume came first.
+    known_by = placing or next((e for e in filing if e.event.keys), None) or (filing[0] if filing else events[0])
+    meta = known_by.event
     placed_ms = message_time(placing.event) if placing else None
-    filed = [message_time(e.event) for e in events if e.event.type in _FILING_TYPES]
     consumes = _attempts(e for e in events if e.event.type in _CONSUME_TYPES)
     dead = [e.to_dict() for e in events if e.event.type == EventType.DEAD]
     traced = (send or placing or events[0]).event
@@ -197,7 +204,7 @@ def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | No
         store_ms=meta.store_ms,
         send=send.to_dict() if send else None,
         placed_ms=placed_ms,
-        time_ms=placed_ms if placed_ms is not None else min(filed, default=message_time(events[0].event)),
+        time_ms=placed_ms if placed_ms is not None else message_time(meta),
         outcomes=group_outcomes(consumes, dead),
         trace_id=trace_id_of(traced),
         span_id=traced.span_id or next((e.event.span_id for e in events if e.event.span_id), ""),
