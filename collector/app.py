@@ -68,6 +68,7 @@ async def _tracelog_ctx(app: web.Application) -> AsyncIterator[None]:
         segment_bytes=config.segment_bytes,
         segment_age_s=config.segment_age_s,
         durability=config.durability,
+        defer_if_full=True,  # start degraded on a full disk: queries served, ingest 503 until space returns
     )
     ingestor = Ingestor(config, tracelog, app[METRICS_KEY])
     app[TRACELOG_KEY] = tracelog
@@ -108,12 +109,14 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
 async def healthz(request: web.Request) -> web.Response:
     """Liveness plus the numbers an operator looks at first."""
     ingestor = request.app[INGESTOR_KEY]
+    free_bytes, free_inodes = ingestor.disk_free()
     return web.json_response({
-        "status": "ok",
+        "status": "disk_full" if ingestor.disk_full else "ok",
         "backlog_bytes": ingestor.backlog_bytes,
         "log_bytes": ingestor.log_bytes,
         "segments": ingestor.segments,
         "store": STORE_KEY in request.app,
+        "disk": {"full": ingestor.disk_full, "free_bytes": free_bytes, "free_inodes": free_inodes},
     })
 
 

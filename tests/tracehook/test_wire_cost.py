@@ -102,7 +102,7 @@ def test_hostile_bodies_cost_a_small_multiple_of_a_valid_batch() -> None:
     for shape, make in HOSTILE.items():
         body = make()
         assert abs(len(body) - len(valid)) < len(valid) // 10, shape
-        cpu = _cpu(lambda: _verdict(body))
+        cpu = _cpu(lambda body=body: _verdict(body))
         assert cpu <= 5 * valid_cpu, f"{shape}: {cpu * 1e3:.1f} ms vs {valid_cpu * 1e3:.1f} ms for a valid batch"
 
 
