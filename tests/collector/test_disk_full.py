@@ -309,3 +309,35 @@ def test_tracelog_open_defers_recovery_on_a_full_disk(
     assert tl.append([(1, "c", 2, after)]) == [1]
     tl.close()
     assert [r.payload for r in _assert_log_is_clean(log_dir)] == [before, after]
+
+
+@pytest.mark.slow
+def test_library_fails_over_from_a_full_disk_collector(
+    full_disk: pathlib.Path, tmp_path: pathlib.Path, collector_process
+) -> None:
+    env = {"TRACEHOOK_COLLECTOR_RETRY_AFTER_S": "1"}
+    full = collector_process(str(full_disk), env=env)  # started degraded: every batch gets 503 disk_full
+    healthy = collector_process(str(tmp_path / "healthy"), env=env)
+    # The full one first: the dispatcher meets it first, and again whenever it is not busy.
+    tracer = tracehook.Tracer(tracehook.TracerConfig(app="shop", collectors=(full.url, healthy.url), linger_s=0.01,
+                                                     max_retries=0, flush_at_exit=False))
+    sent: list[str] = []
+    try:
+        for wave in range(3):  # over ~2 s: the full one's Retry-After runs out in between
+            sent += [tracer.record_send("orders", f"m-{wave}-{i}") for i in range(300)]
+            assert tracer.flush(timeout=30)
+            time.sleep(1.0)
+        stats = tracer.stats()
+    finally:
+        tracer.close(timeout=10)
+    assert stats["emitted"] == len(sent) == stats["sent"] + stats["dropped_total"]
+    assert stats["dropped_total"] == 0, stats["dropped"]  # nothing had to be given up
+    refusals = stats["refused"].get("disk_full", 0)
+    assert refusals >= 1, stats  # it did meet the full disk, then stayed with the healthy one
+    metrics = requests.get(full.url + "/metrics", timeout=5).text
+    assert f'tracehook_collector_rejected_total{{reason="disk_full"}} {refusals}' in metrics
+    assert full.stop() == 0 and healthy.stop() == 0
+    assert not (full_disk / "log").exists()
+    records = _assert_log_is_clean(str(tmp_path / "healthy" / "log"))
+    delivered = [e.msg_id for r in records for e in wire.decode_batch(r.payload).events]
+    assert sorted(delivered) == sorted(sent)  # every event acknowledged through the other, once
