@@ -4,7 +4,8 @@ A body can hold one container header per byte (deep nesting, or runs of empty ar
 maps); the Python path of check_batch turns each into an object. These tests pin the work
 per byte without timing thresholds: no garbage-collector pass runs while a body is checked
 (that was what made such bodies cost ~0.5 ms per KB), and the CPU time of each hostile
-body stays within a generous factor of a valid batch of the same size measured alongside.
+body stays within a generous factor of the densest valid batch of the same size, measured
+alongside.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ def _array32(n: int) -> bytes:
     return b"\xdd" + n.to_bytes(4, "big")
 
 
-def _valid() -> bytes:
-    ev = wire.encode_event(wire.make_event(1, 1_700_000_000_000, "g", "orders", "id-0000001", keys="k", queue=1))
+def _valid_dense() -> bytes:
+    """The valid batch with the most objects per byte: smallest events (8 bytes each)."""
+    ev = wire.encode_event([1, 0, "", "t", "m"])
     n = SIZE // len(ev)
     return b"\x98" + _HEAD + _array32(n) + ev * n
 
@@ -42,13 +44,15 @@ def _deep_trailing_then_junk() -> bytes:  # a newer version's field nested deep,
     return b"\x99" + _HEAD + b"\x90" + _array32(SIZE // len(unit)) + unit * (SIZE // len(unit)) + b"\x00"
 
 
-def _empty_arrays() -> bytes:  # one empty array per byte as events
-    return b"\x98" + _HEAD + _array32(SIZE) + b"\x90" * SIZE
+def _empty_arrays() -> bytes:  # events of 15 empty arrays each: one container per byte
+    unit = b"\x9f" + b"\x90" * 15
+    return b"\x98" + _HEAD + _array32(SIZE // 16) + unit * (SIZE // 16)
 
 
-def _empty_maps_in_stats() -> bytes:  # client_stats values that are empty maps
-    n = min(SIZE // 3, 0xFFFF)
-    entries = b"".join(b"\xa3" + i.to_bytes(2, "big") + b"\x80" for i in range(n))  # 3-byte keys
+def _empty_maps_in_stats() -> bytes:  # client_stats values that are arrays of 1000 empty maps
+    value = b"\xdc" + (1000).to_bytes(2, "big") + b"\x80" * 1000
+    n = SIZE // (len(value) + 5)
+    entries = b"".join(b"\xa4" + b"%04d" % i + value for i in range(n))
     return b"\x98\x01\xa1c\x01\xa0\xa0\x00\xde" + n.to_bytes(2, "big") + entries + b"\x90"
 
 
@@ -79,7 +83,7 @@ def test_no_gc_pass_while_a_body_is_checked(shape: str) -> None:
     gc.collect()
     before = _collections()
     reason = _verdict(body)
-    assert reason != "ok"
+    assert reason not in ("ok", "bad_msgpack")  # rejected after unpacking, not by a length limit
     assert _collections() == before, f"{shape}: the GC ran while ~{len(body)} objects were built"
     assert gc.isenabled()
     del heap
@@ -94,8 +98,9 @@ def _cpu(fn: Callable[[], object]) -> float:
     return best
 
 
-def test_hostile_bodies_cost_a_small_multiple_of_a_valid_batch() -> None:
-    valid = _valid()
+def test_hostile_bodies_cost_no_more_than_a_dense_valid_batch() -> None:
+    # Measured at ~0.5-1x in benchmarks/hostile_bodies.py; 3x leaves room for a noisy machine.
+    valid = _valid_dense()
     assert _verdict(valid) == "ok"
     # The Python path, as for a body the C path does not accept (and without the extension).
     valid_cpu = _cpu(lambda: wire._check_batch_py(valid))
@@ -103,7 +108,7 @@ def test_hostile_bodies_cost_a_small_multiple_of_a_valid_batch() -> None:
         body = make()
         assert abs(len(body) - len(valid)) < len(valid) // 10, shape
         cpu = _cpu(lambda body=body: _verdict(body))
-        assert cpu <= 5 * valid_cpu, f"{shape}: {cpu * 1e3:.1f} ms vs {valid_cpu * 1e3:.1f} ms for a valid batch"
+        assert cpu <= 3 * valid_cpu, f"{shape}: {cpu * 1e3:.1f} ms vs {valid_cpu * 1e3:.1f} ms for a valid batch"
 
 
 def test_errors_do_not_keep_the_body_alive() -> None:
