@@ -43,6 +43,8 @@ def test_fuzz_one_minute_finds_nothing() -> None:
         timeout=FUZZ_SECONDS + 300,
     )
     output = proc.stdout + proc.stderr
+    if proc.returncode == 2 and output.startswith("scripts/fuzz: "):  # a tool it needs is missing
+        pytest.skip(output.strip().splitlines()[0])
     tail = "\n".join(line for line in output.splitlines() if "Instrumenting" not in line)[-4000:]
     for marker in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: libFuzzer", "Disagreement", "Traceback"):
         assert marker not in output, tail
