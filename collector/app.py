@@ -71,6 +71,7 @@ async def _tracelog_ctx(app: web.Application) -> AsyncIterator[None]:
         segment_bytes=config.segment_bytes,
         segment_age_s=config.segment_age_s,
         durability=config.durability,
+        defer_if_full=True,  # start degraded on a full disk: queries served, ingest 503 until space returns
     )
     ingestor = Ingestor(config, tracelog, app[METRICS_KEY])
     app[TRACELOG_KEY] = tracelog
@@ -125,15 +126,18 @@ async def healthz(request: web.Request) -> web.Response:
     """Liveness plus the numbers an operator looks at first.
 
     ``store`` is ``ok``, ``unavailable`` (with ``store_error``: queries answer 503, ingest goes
-    on), ``connecting`` (at start) or ``none`` (no index store configured).
+    on), ``connecting`` (at start) or ``none`` (no index store configured).  ``status`` is
+    ``disk_full`` (still 200: queries work) while the log's disk has no space.
     """
     ingestor = request.app[INGESTOR_KEY]
+    free_bytes, free_inodes = ingestor.disk_free()
     body: dict[str, Any] = {
-        "status": "ok",
+        "status": "disk_full" if ingestor.disk_full else "ok",
         "backlog_bytes": ingestor.backlog_bytes,
         "log_bytes": ingestor.log_bytes,
         "segments": ingestor.segments,
         "store": "none",
+        "disk": {"full": ingestor.disk_full, "free_bytes": free_bytes, "free_inodes": free_inodes},
     }
     link = request.app.get(STORE_KEY)
     if link is not None:

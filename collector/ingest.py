@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
 import signal
 import time
 from collections import OrderedDict
@@ -111,6 +112,10 @@ class Ingestor:
         self.backlog_bytes = 0
         self.log_bytes = 0
         self.segments = 1
+        self.disk_full = tracelog.recovery_pending
+        """True from a write (or the recovery at start) that found no space until one succeeds."""
+        self._recovering = asyncio.Lock()
+        self._next_recovery = 0.0  # monotonic time of the next attempt while recovery is pending
         metrics.add_gauge("tracehook_collector_backlog_bytes", "Trace log bytes not yet indexed.",
                           lambda: self.backlog_bytes)
         metrics.add_gauge("tracehook_collector_log_bytes", "Trace log size on disk.", lambda: self.log_bytes)
@@ -118,14 +123,25 @@ class Ingestor:
                           lambda: self.segments)
         metrics.add_gauge("tracehook_collector_queued_batches", "Valid batches waiting for a group commit.",
                           lambda: self._queue.qsize())
+        metrics.add_gauge("tracehook_collector_disk_full",
+                          "Whether the data dir is out of space (1: ingest answers 503 disk_full).",
+                          lambda: int(self.disk_full))
+        metrics.add_gauge("tracehook_collector_disk_free_bytes", "Free bytes on the trace log's file system.",
+                          lambda: self.disk_free()[0])
+        metrics.add_gauge("tracehook_collector_disk_free_inodes", "Free inodes on the trace log's file system.",
+                          lambda: self.disk_free()[1])
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Seed the dedup window from the recovered segment and start the background tasks."""
+        """Seed the dedup window from the recovered segment and start the background tasks.
+
+        A log whose recovery waits for space (``TraceLog.open(defer_if_full=True)``) is
+        recovered later, by the first ingest or maintenance round that finds space."""
         for client_id, seq, offset in self.tracelog.recovered_batches:
             self._remember((client_id, seq), offset)
-        await self._run(self._refresh_sizes)
+        if not self.tracelog.recovery_pending:
+            await self._run(self._refresh_sizes)
         if self.config.decode_workers:
             # spawn, not fork: the parent has an event loop and threads running.
             self._decoders = ProcessPoolExecutor(self.config.decode_workers, initializer=_ignore_sigint,
@@ -159,6 +175,40 @@ class Ingestor:
         # retention never overlap and the event loop never waits on the disk.
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
+    # -- a full disk ----------------------------------------------------------------------
+
+    def disk_free(self) -> tuple[int, int]:
+        """(bytes, inodes) available to the collector on the trace log's file system (that of
+        its nearest existing parent: on a full disk the log directory may not exist yet).
+        Either running out is a full disk."""
+        path = self.tracelog.log_dir
+        while not os.path.exists(path) and os.path.dirname(path) != path:
+            path = os.path.dirname(path)
+        try:
+            st = os.statvfs(path)
+        except OSError:
+            return 0, 0
+        return st.f_bavail * st.f_frsize, st.f_favail
+
+    async def ensure_recovered(self) -> None:
+        """Recover a log that a full disk kept from recovering at start; raise
+        :class:`DiskFull` (503 + Retry-After) while there is still no space. Attempts are
+        at most one per ``retry_after_s``: a recovery scans the active segment."""
+        if not self.tracelog.recovery_pending:
+            return
+        async with self._recovering:
+            if not self.tracelog.recovery_pending:
+                return
+            now = time.monotonic()
+            if now < self._next_recovery:
+                raise DiskFull("no space to recover the trace log yet")
+            self._next_recovery = now + self.config.retry_after_s
+            recovered = await self._run(self.tracelog.retry_recovery)  # DiskFull while still full
+            for client_id, seq, offset in recovered:
+                self._remember((client_id, seq), offset)
+            self.disk_full = False
+            await self._run(self._refresh_sizes)
+
     # -- the HTTP handler -----------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -183,6 +233,7 @@ class Ingestor:
         if not events:  # a stats-only batch: nothing to keep
             return web.json_response({"offset": None, "events": 0, "duplicate": False})
         try:
+            await self.ensure_recovered()
             offset, duplicate = await self.append(header.client_id, header.seq, body, events)
         except CollectorError as exc:  # disk full, I/O error: counted with the other refusals
             self.metrics.rejected.inc(reason=exc.reason)
@@ -275,6 +326,7 @@ class Ingestor:
             offsets, written, segments = await self._run(self._append, entries)
         except Exception as exc:  # noqa: BLE001 - every waiter must hear about it
             if isinstance(exc, DiskFull):  # expected while it lasts; a traceback per group is noise
+                self.disk_full = True
                 log.warning("group commit of %d batches failed: %s", len(group), exc)
             else:
                 log.exception("group commit of %d batches failed", len(group))
@@ -285,6 +337,7 @@ class Ingestor:
                     p.future.set_exception(error)
                     p.future.exception()  # mark retrieved: a waiter that hung up must not warn
             return
+        self.disk_full = False
         nbytes = 0
         for p, offset in zip(group, offsets):
             if (p.client_id, p.seq) in self._recent:
@@ -324,11 +377,17 @@ class Ingestor:
         while True:
             await asyncio.sleep(self.config.maintenance_interval_s)
             try:
+                if self.tracelog.recovery_pending:  # so /healthz clears without ingest traffic
+                    await self.ensure_recovered()
+                    continue
                 await self._run(self._maintain)
+            except DiskFull:
+                pass  # counted where it matters (ingest); the next round retries
             except Exception:  # noqa: BLE001 - keep ingesting; the next round retries
                 log.exception("trace log maintenance failed")
 
     async def roll(self) -> None:
         """Seal the active segment now (tests, the demo, an operator before indexing)."""
+        await self.ensure_recovered()
         await self._run(self.tracelog.roll)
         await self._run(self._refresh_sizes)

@@ -122,6 +122,7 @@ class TraceLog:
         self._fd = -1
         self._closed = True  # until _recover; close() sets it again. _fd < 0 alone may be a failed roll.
         self._torn = False  # a failed write's bytes are still at the end of the active segment
+        self._pending: DiskFull | None = None  # why recovery waits for space (see open)
         self._sealed: list[SegmentInfo] = []
         self._sealed_end = 0
         self.active_base = 0
@@ -136,15 +137,66 @@ class TraceLog:
         """(client_id, seq, offset) of the records found in the active segment at open (dedup seed)."""
 
     @classmethod
-    def open(cls, log_dir: str, **options: object) -> TraceLog:
-        """Open (creating if needed) and recover the log in ``log_dir``."""
+    def open(cls, log_dir: str, *, defer_if_full: bool = False, **options: object) -> TraceLog:
+        """Open (creating if needed) and recover the log in ``log_dir``.
+
+        Recovery may need space (the directory, a new segment, a seal). On a full disk it
+        raises :class:`DiskFull`; with ``defer_if_full`` it returns a log whose recovery
+        is pending instead: appends raise :class:`DiskFull` until :meth:`retry_recovery`
+        succeeds (the collector starts degraded and resumes once space returns)."""
         tl = cls(log_dir, **options)  # type: ignore[arg-type]
-        tl._recover()
+        try:
+            tl._recover()
+        except DiskFull as exc:
+            if not defer_if_full:
+                raise
+            tl._defer_recovery(exc)
         return tl
 
     # -- recovery -------------------------------------------------------------------------
 
+    @property
+    def recovery_pending(self) -> bool:
+        """True while a full disk keeps the log from being recovered (nothing can be appended)."""
+        return self._pending is not None
+
+    def retry_recovery(self) -> list[tuple[str, int, int]]:
+        """Run the recovery a full disk deferred; return the recovered (client_id, seq,
+        offset) batches (the dedup seed), or [] when nothing was pending. Raises
+        :class:`DiskFull` while the disk is still full."""
+        with self._lock:
+            if self._pending is None:
+                return []
+            try:
+                self._recover()
+            except DiskFull as exc:
+                self._defer_recovery(exc)
+                raise
+            self._pending = None
+            log.info("recovered the trace log in %s: space is back", self.log_dir)
+            return list(self.recovered_batches)
+
+    def _defer_recovery(self, exc: DiskFull) -> None:
+        log.warning("cannot recover the trace log yet (%s); ingest is refused until space returns", exc)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._closed = True
+        self._pending = exc
+
     def _recover(self) -> None:
+        try:
+            self._recover_or_raise()
+        except OSError as exc:
+            if exc.errno in _NO_SPACE:
+                raise _storage_error(f"recovering the trace log in {self.log_dir}", exc) from exc
+            raise
+
+    def _recover_or_raise(self) -> None:
+        # Safe to run again after a failure: every step leaves the directory consistent.
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
         os.makedirs(self.log_dir, exist_ok=True)
         self._sealed, sealed_end = _load_manifest(self.log_dir)
         self._sealed_end = sealed_end
@@ -220,6 +272,8 @@ class TraceLog:
         durability mode; return their offsets. On an I/O error nothing is kept and
         :class:`DiskFull` or :class:`StorageError` is raised; the next append tries again."""
         with self._lock:
+            if self._pending is not None:
+                raise DiskFull(f"the trace log is not recovered yet: {self._pending.detail}")
             if self._closed:
                 raise StorageError("the trace log is closed")
             self._prepare_locked()
@@ -307,6 +361,8 @@ class TraceLog:
     def roll(self) -> SegmentInfo | None:
         """Seal the active segment now (if it holds anything) and start a new one."""
         with self._lock:
+            if self._pending is not None:
+                raise DiskFull(f"the trace log is not recovered yet: {self._pending.detail}")
             return self._roll_locked() if self.active_records else None
 
     def _roll_locked(self) -> SegmentInfo:

@@ -12,8 +12,9 @@ Delivery rules:
 * 400 / 413: the batch is split in halves and each half re-sent with a new
   sequence number, so one bad event costs itself only (``dropped.rejected``).
 * 401 / 403: nothing will change by retrying; the batch is ``dropped.rejected``.
-* 429 / 503: that collector is set aside until its ``Retry-After`` passes and
-  the batch goes to another collector or waits; counts as a retry.
+* 429 / 503 / 507: that collector is set aside until its ``Retry-After`` passes
+  and the batch goes to another collector or waits; counts as a retry, and in
+  ``refused`` under the collector's reason (``disk_full``, ``backpressure``...).
 * other answers or connection errors: the collector is set aside for
   ``failover_s``, and the batch retried with exponential backoff and full
   jitter, up to ``max_retries`` times (then ``dropped.send_error``).
@@ -24,6 +25,7 @@ Counters are exact: ``emitted == sent + dropped + queued + in_flight`` at any
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import queue
@@ -43,7 +45,7 @@ from .transport import CollectorConnection
 log = logging.getLogger("tracehook")
 
 DROP_REASONS = ("queue_full", "shutdown", "send_error", "rejected", "invalid", "unencodable", "disabled")
-_RETRY_AFTER_STATUSES = (429, 503)
+_RETRY_AFTER_STATUSES = (429, 503, 507)  # 507 Insufficient Storage: a full disk, like 503 disk_full
 _SPLIT_STATUSES = (400, 413)
 _FATAL_STATUSES = (401, 403)
 DEFAULT_RETRY_AFTER_S = 1.0
@@ -86,6 +88,7 @@ class Dispatcher:
         self.retried = 0
         self.batches = 0
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
+        self.refused: dict[str, int] = {}  # 429/503/507 answers by the collector's reason
         self._seq = 0
         self.client_id = f"{self.config.app}@{self.config.host}:{os.getpid()}:{os.urandom(4).hex()}"
         self._collectors = [CollectorConnection(u, self.config.timeout_s, self.config.ca_file)
@@ -132,6 +135,7 @@ class Dispatcher:
                 "queued": queued,
                 "in_flight": self._popped - self._resolved,
                 "retried": self.retried,
+                "refused": dict(self.refused),
                 "batches": self.batches,
                 "client_id": self.client_id,
             }
@@ -290,7 +294,7 @@ class Dispatcher:
             )
             body = wire.encode_batch_packed(header, batch.packed)
             try:
-                status, answer = collector.post(body, self._headers)
+                status, answer, content = collector.post(body, self._headers)
             except DeliveryError as exc:
                 self._log_once(f"io:{collector.url}", "tracehook: collector %s unreachable: %s", collector.url, exc)
                 collector.aside_until = time.monotonic() + self.config.failover_s
@@ -309,8 +313,12 @@ class Dispatcher:
                 return "rejected"
             if status in _RETRY_AFTER_STATUSES:
                 collector.busy_until = time.monotonic() + _retry_after_s(answer.get("retry-after"))
+                reason = _refusal_reason(status, content)
+                self._log_once(f"refused:{collector.url}:{reason}", "tracehook: collector %s asks to retry later (%s %s)",
+                               collector.url, status, reason)
                 with self._lock:
                     self.retried += 1
+                    self.refused[reason] = self.refused.get(reason, 0) + 1
                 batch.attempts += 1
                 if batch.attempts > self.config.max_retries + _SERVER_DIRECTED_EXTRA:
                     return "send_error"
@@ -411,6 +419,17 @@ def event_packer() -> Callable[[tuple], bytes]:
         return pack(event[:n])
 
     return pack_event
+
+
+def _refusal_reason(status: int, content: bytes) -> str:
+    """The ``error`` of a collector's JSON answer (``disk_full``...), else ``http_<status>``."""
+    try:
+        reason = json.loads(content)["error"]
+    except (ValueError, TypeError, KeyError, IndexError):
+        return f"http_{status}"
+    if isinstance(reason, str) and 0 < len(reason) <= 64 and reason.replace("_", "").isalnum():
+        return reason
+    return f"http_{status}"
 
 
 def _retry_after_s(value: str | None) -> float:

@@ -34,8 +34,9 @@ class CollectorConnection:
         self.aside_until = 0.0  # failed recently: others are preferred until then
         self.busy_until = 0.0  # said 429/503 + Retry-After: not asked again before then
 
-    def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
-        """POST one batch; returns (status, lower-cased headers); raises DeliveryError on I/O errors."""
+    def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """POST one batch; returns (status, lower-cased headers, response body); raises
+        DeliveryError on I/O errors."""
         for attempt in (1, 2):
             if self.conn is None:
                 if self.https:
@@ -51,11 +52,11 @@ class CollectorConnection:
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self.conn.request("POST", self.path, body=body, headers=headers)
                 response = self.conn.getresponse()
-                response.read()
+                content = response.read()
                 answer = {k.lower(): v for k, v in response.getheaders()}
                 if answer.get("connection", "").lower() == "close":
                     self.close()
-                return response.status, answer
+                return response.status, answer, content
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 # A kept-alive connection the server closed while idle fails on first use; one fresh try.

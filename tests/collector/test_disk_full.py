@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import pathlib
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -31,10 +32,32 @@ MAX_POSTS = 3000  # bounds every fill loop: 1 MiB holds a few hundred of these b
 @pytest.fixture
 def small_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
     """A 1 MiB tmpfs mounted for this test only; unmounted at the end whatever happened."""
-    mnt = tmp_path / "disk"
+    yield from _mount_tmpfs(tmp_path / "disk", f"size={TMPFS_BYTES}")
+
+
+@pytest.fixture
+def full_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A 1 MiB tmpfs with room for 32 files, filled: no byte and no inode left (the
+    collector cannot even create its data dir); removing ``fillers/`` frees both."""
+    for mnt in _mount_tmpfs(tmp_path / "full", f"size={TMPFS_BYTES},nr_inodes=32"):
+        fillers = mnt / "fillers"
+        fillers.mkdir()
+        _fill_up(fillers / "bytes")
+        for i in range(64):
+            try:
+                (fillers / f"inode-{i}").touch()
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+                break
+        else:
+            pytest.fail("the tmpfs inode limit did not apply")
+        yield mnt
+
+
+def _mount_tmpfs(mnt: pathlib.Path, options: str) -> Iterator[pathlib.Path]:
     mnt.mkdir()
     try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_BYTES}", "tmpfs", str(mnt)],
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)],
                               capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         pytest.skip(f"cannot mount a tmpfs here: {exc}")
@@ -45,6 +68,18 @@ def small_disk(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
     finally:
         if subprocess.run(["umount", str(mnt)], capture_output=True, timeout=30).returncode != 0:
             subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=30)  # still busy: detach
+
+
+def _fill_up(path: pathlib.Path) -> None:
+    """Write until the file system has no byte left."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
 
 
 def _fill(path: pathlib.Path, nbytes: int) -> None:
@@ -191,7 +226,7 @@ def test_library_delivers_everything_after_a_disk_full_period(small_disk: pathli
     try:
         sent = [tracer.record_send("orders", f"m-{i}", keys="k" * 200) for i in range(2000)]
         deadline = time.monotonic() + 60
-        while "disk_full" not in requests.get(collector.url + "/metrics", timeout=5).text:
+        while "tracehook_collector_disk_full 1" not in requests.get(collector.url + "/metrics", timeout=5).text:
             assert time.monotonic() < deadline, "the collector never reported a full disk"
             time.sleep(0.1)
         os.remove(filler)
@@ -204,3 +239,105 @@ def test_library_delivers_everything_after_a_disk_full_period(small_disk: pathli
     records = _assert_log_is_clean(str(small_disk / "log"))
     events = [e.msg_id for r in records for e in wire.decode_batch(r.payload).events]
     assert sorted(events) == sorted(sent)  # all delivered, none twice
+
+
+@pytest.mark.slow
+def test_collector_starts_on_a_full_disk_degraded_and_resumes_when_space_returns(
+    full_disk: pathlib.Path, tmp_path: pathlib.Path, collector_process
+) -> None:
+    data_dir = full_disk  # its log/ cannot be created: no inode left (the process output goes next to it)
+    store = tmp_path / "index.sqlite3"  # the index lives elsewhere, as an HBase would
+    collector = collector_process(str(data_dir), "--store-url", f"local:{store}",
+                                  env={"TRACEHOOK_COLLECTOR_RETRY_AFTER_S": "1"})
+    url = collector.url + "/v1/batches"
+    with requests.Session() as http:
+        health = http.get(collector.url + "/healthz", timeout=5).json()
+        assert health["status"] == "disk_full" and health["disk"]["full"] is True
+        assert health["disk"]["free_inodes"] == 0 and health["store"] == "ok"
+        # Queries are served while ingest is refused.
+        assert http.get(collector.url + "/v1/messages/nope", timeout=5).status_code == 404
+        for seq in range(3):
+            resp = http.post(url, data=make_batch("c", seq), headers=MSGPACK, timeout=30)
+            assert resp.status_code == 503, resp.text
+            assert resp.json()["error"] == "disk_full" and resp.headers["Retry-After"] == "1"
+        metrics = http.get(collector.url + "/metrics", timeout=5).text
+        assert "tracehook_collector_disk_full 1" in metrics
+        assert 'tracehook_collector_rejected_total{reason="disk_full"} 3' in metrics
+        assert not (data_dir / "log").exists()
+
+        shutil.rmtree(full_disk / "fillers")  # space returns; no restart
+        deadline = time.monotonic() + 30
+        while True:
+            resp = http.post(url, data=make_batch("c", 0), headers=MSGPACK, timeout=30)
+            if resp.status_code == 200:
+                break
+            assert resp.status_code == 503 and resp.json()["error"] == "disk_full", resp.text
+            assert time.monotonic() < deadline, "ingest never resumed"
+            time.sleep(0.2)  # Retry-After is 1 s: recovery is retried at most once a second
+        assert resp.json() == {"offset": 0, "events": 3, "duplicate": False}
+        health = http.get(collector.url + "/healthz", timeout=5).json()
+        assert health["status"] == "ok" and health["disk"]["full"] is False and health["log_bytes"] > 0
+        assert "tracehook_collector_disk_full 0" in http.get(collector.url + "/metrics", timeout=5).text
+        assert http.post(url, data=make_batch("c", 0), headers=MSGPACK, timeout=30).json()["duplicate"] is True
+    assert collector.stop() == 0
+    assert [r.seq for r in _assert_log_is_clean(str(data_dir / "log"))] == [0]
+
+
+def test_tracelog_open_defers_recovery_on_a_full_disk(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = str(tmp_path / "log")
+    before, refused, after = (make_batch("c", seq) for seq in range(3))
+    TraceLog.open(log_dir).append([(1, "c", 0, before)])  # a log with a record to recover (left unclosed)
+    real_open = os.open
+
+    def no_space(path: str, flags: int, *args: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "open", no_space)
+    with pytest.raises(DiskFull):
+        TraceLog.open(log_dir)
+    tl = TraceLog.open(log_dir, defer_if_full=True)
+    assert tl.recovery_pending
+    with pytest.raises(DiskFull):
+        tl.append([(1, "c", 1, refused)])
+    with pytest.raises(DiskFull):
+        tl.retry_recovery()
+    monkeypatch.setattr(os, "open", real_open)
+    assert tl.retry_recovery() == [("c", 0, 0)]  # the dedup seed of what was recovered
+    assert not tl.recovery_pending and tl.retry_recovery() == []
+    assert tl.append([(1, "c", 2, after)]) == [1]
+    tl.close()
+    assert [r.payload for r in _assert_log_is_clean(log_dir)] == [before, after]
+
+
+@pytest.mark.slow
+def test_library_fails_over_from_a_full_disk_collector(
+    full_disk: pathlib.Path, tmp_path: pathlib.Path, collector_process
+) -> None:
+    env = {"TRACEHOOK_COLLECTOR_RETRY_AFTER_S": "1"}
+    full = collector_process(str(full_disk), env=env)  # started degraded: every batch gets 503 disk_full
+    healthy = collector_process(str(tmp_path / "healthy"), env=env)
+    # The full one first: the dispatcher meets it first, and again whenever it is not busy.
+    tracer = tracehook.Tracer(tracehook.TracerConfig(app="shop", collectors=(full.url, healthy.url), linger_s=0.01,
+                                                     max_retries=0, flush_at_exit=False))
+    sent: list[str] = []
+    try:
+        for wave in range(3):  # over ~2 s: the full one's Retry-After runs out in between
+            sent += [tracer.record_send("orders", f"m-{wave}-{i}") for i in range(300)]
+            assert tracer.flush(timeout=30)
+            time.sleep(1.0)
+        stats = tracer.stats()
+    finally:
+        tracer.close(timeout=10)
+    assert stats["emitted"] == len(sent) == stats["sent"] + stats["dropped_total"]
+    assert stats["dropped_total"] == 0, stats["dropped"]  # nothing had to be given up
+    refusals = stats["refused"].get("disk_full", 0)
+    assert refusals >= 1, stats  # it did meet the full disk, then stayed with the healthy one
+    metrics = requests.get(full.url + "/metrics", timeout=5).text
+    assert f'tracehook_collector_rejected_total{{reason="disk_full"}} {refusals}' in metrics
+    assert full.stop() == 0 and healthy.stop() == 0
+    assert not (full_disk / "log").exists()
+    records = _assert_log_is_clean(str(tmp_path / "healthy" / "log"))
+    delivered = [e.msg_id for r in records for e in wire.decode_batch(r.payload).events]
+    assert sorted(delivered) == sorted(sent)  # every event acknowledged through the other, once

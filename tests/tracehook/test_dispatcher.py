@@ -53,13 +53,14 @@ def test_fails_over_to_the_next_collector(stub, make_tracer, accounted):
     assert stub.requests > requests_before
 
 
-def test_honours_retry_after_on_429_and_503(stub, make_tracer, accounted):
-    stub.answers.extend([(503, {"Retry-After": "0"}), (429, {"Retry-After": "0.1"})])
+def test_honours_retry_after_on_429_503_and_507(stub, make_tracer, accounted):
+    stub.answers.extend([(503, {"Retry-After": "0"}), (429, {"Retry-After": "0.1"}), (507, {"Retry-After": "0"})])
     tracer = make_tracer(stub.url, max_retries=0)  # server-directed waits are not failures
     send_n(tracer, 10)
     assert tracer.flush(10)
     stats = accounted(tracer.stats())
-    assert stats["sent"] == 10 and stats["retried"] == 2 and stats["dropped_total"] == 0
+    assert stats["sent"] == 10 and stats["retried"] == 3 and stats["dropped_total"] == 0
+    assert stats["refused"] == {"scripted": 3}  # counted under the collector's JSON reason
     assert len(stub.events()) == 10
 
 
