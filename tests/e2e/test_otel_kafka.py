@@ -220,5 +220,7 @@ def test_tracehook_producer_and_otel_only_consumer_land_on_one_message(kafka_boo
             assert (trace.queue, trace.offset) == (sent[key].partition, sent[key].offset)  # placed by the send
             [attempt] = trace.consumes["billing"]  # ... and consumed by the OTel-only app
             assert attempt["client_id"] == "otel:billing-otel/billing-otel-1"
-            # The OTel consumer continued the trace of the traceparent tracehook wrote.
-            assert attempt["before"]["trace_id"] == trace_ids[key]
+            # The OTel consumer continued the trace of the traceparent tracehook wrote: one trace, found by its id.
+            assert attempt["before"]["trace_id"] == trace.trace_id == trace_ids[key]
+            assert attempt["before"]["span_id"] == trace.span_id != ""  # the consumer's parent is the send
+            assert [i.msg_id for i in query.by_trace(trace_ids[key], 10).items] == [msg_id]
