@@ -18,12 +18,18 @@ named ``NS_messages`` and so on).  Both take ``ttl_days=N`` (retention, default 
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from urllib.parse import parse_qs, urlsplit
 
 from collector.store.base import Store, StoreOptions
 from collector.store.errors import BadStoreUrlError, QueryError, StoreError, StoreUnavailableError
 
-__all__ = ["QueryError", "Store", "StoreError", "StoreOptions", "StoreUnavailableError", "open_store"]
+__all__ = ["QueryError", "Store", "StoreError", "StoreOptions", "StoreUnavailableError", "open_store",
+           "resolve_store_url"]
+
+INDEX_FILE = "index.sqlite3"
+"""The embedded index's file name inside a collector's (or the demo's) data directory."""
 
 
 def _options(query: dict[str, list[str]], known: set[str]) -> dict[str, str]:
@@ -45,6 +51,29 @@ def _store_options(opts: dict[str, str]) -> StoreOptions:
     return StoreOptions(ttl_s=max(1, int(days * 86400)))
 
 
+def resolve_store_url(url: str, *, must_exist: bool = False) -> str:
+    """``url`` with a ``local:`` data directory resolved to the index file inside it.
+
+    ``local:DIR`` where DIR holds ``index.sqlite3`` (a collector's or the demo's data
+    directory) names that file.  A directory without one, and with ``must_exist`` a path
+    with no file (a reader would get a new, empty store), raise :class:`BadStoreUrlError`
+    with one line saying what to pass.  Other URLs come back unchanged.
+    """
+    if not url.startswith("local:"):
+        return url
+    path, sep, query = url[len("local:"):].partition("?")
+    if path and os.path.isdir(path):
+        inside = os.path.join(path, INDEX_FILE)
+        if not os.path.isfile(inside):
+            raise BadStoreUrlError(f"local:{path} is a directory with no {INDEX_FILE} in it; "
+                                   f"pass the index file, e.g. --store local:{inside}")
+        return f"local:{inside}{sep}{query}"
+    if path and must_exist and not os.path.isfile(path):
+        raise BadStoreUrlError(f"no index at {path}; pass the index file (DATA_DIR/{INDEX_FILE}) "
+                               "or the data directory holding it")
+    return url
+
+
 def open_store(url: str, *, create_tables: bool = True) -> Store:
     """Open (and create on first use) the store a URL names.
 
@@ -58,7 +87,10 @@ def open_store(url: str, *, create_tables: bool = True) -> Store:
         opts = _options(parse_qs(query), {"ttl_days"})
         from collector.store.local import LocalStore
 
-        return LocalStore(path, _store_options(opts))
+        try:
+            return LocalStore(path, _store_options(opts))
+        except (sqlite3.Error, OSError) as exc:  # a directory, a file that is not SQLite, no permission
+            raise BadStoreUrlError(f"cannot open the index at {path}: {exc}") from None
     if url.startswith("hbase://"):
         parts = urlsplit(url)
         opts = _options(parse_qs(parts.query), {"ttl_days", "namespace"})
