@@ -270,7 +270,7 @@ def test_last_page_does_not_offer_more(site, page):
     page.fill("#topic", PAGING_TOPIC)
     page.click("#go")
     page.wait_for_selector("#results:not([hidden]) tr.result")
-    page.wait_for_selector("#status:text-matches('^20 message\\(s\\)$')")
+    page.wait_for_selector('#status >> text="20 message(s)"')  # after the look-ahead dropped "more available"
     assert page.locator("tr.result").count() == PAGING_COUNT
     assert not page.is_visible("#more")
 
