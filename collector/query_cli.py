@@ -286,11 +286,15 @@ def run(args: argparse.Namespace) -> int:
             if args.what == "id":
                 doc = source.trace(args.msg_id)
                 if doc is None:
-                    print(f"no trace for message {args.msg_id!r}", file=sys.stderr)
-                    hint = source.pending_hint() if isinstance(source, StoreSource) else getattr(source, "not_found_detail", "")
-                    if hint and hint != f"no trace for message {args.msg_id!r}":
-                        print(f"hint: {hint.removeprefix(f'no trace for message {args.msg_id!r}; ')}",
-                              file=sys.stderr)
+                    missing = f"no trace for message {args.msg_id!r}"
+                    print(missing, file=sys.stderr)
+                    # Records not indexed yet: counted next to a local: index, or told by the collector's 404.
+                    if isinstance(source, StoreSource):
+                        hint = source.pending_hint()
+                    else:
+                        hint = getattr(source, "not_found_detail", "").removeprefix(missing).removeprefix("; ")
+                    if hint:
+                        print(f"hint: {hint}", file=sys.stderr)
                     return EXIT_NOT_FOUND
                 print(json.dumps(doc, indent=2) if args.json else format_trace(doc))
                 return EXIT_OK
