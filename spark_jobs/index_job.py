@@ -40,6 +40,8 @@ DEFAULT_WRITERS = 1
 DEFAULT_PURGE_EVERY_S = 3600.0
 """How often ``--every`` mode deletes a ``local:`` store's expired cells (a full scan of each table)."""
 APP_NAME = "tracehook-index"
+LOG_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+"""Spark's log4j2 configuration in local mode: warnings and errors, no start-up banner."""
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +91,8 @@ def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRI
         # SPARK_LOCAL_IP also spares the "hostname resolves to a loopback address" warnings at JVM start.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        if not os.environ.get("SPARK_CONF_DIR"):  # a user's own Spark config wins
+            builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}")
     spark = builder.getOrCreate()
     spark.dataSource.register(TraceLogSource)
     return spark
@@ -286,7 +290,8 @@ def check_arguments(args: argparse.Namespace) -> None:
     if not os.path.isdir(args.log_dir):
         raise IndexJobError(f"no trace log at {args.log_dir}: pass the collector's DATA_DIR/log")
     names = os.listdir(args.log_dir)
-    if MANIFEST not in names and not any(n.endswith(SEGMENT_SUFFIX) for n in names):
+    # An empty directory is a log the collector has not written yet; anything else must look like one.
+    if names and MANIFEST not in names and not any(n.endswith(SEGMENT_SUFFIX) for n in names):
         inner = os.path.join(args.log_dir, "log")
         hint = f"; did you mean --log-dir {inner}?" if os.path.isdir(inner) else ": pass the collector's DATA_DIR/log"
         raise IndexJobError(f"{args.log_dir} holds no trace log{hint}")
