@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from collector.errors import UnknownGroupError
 from collector.store import keys, schema
 from collector.store.errors import BadRangeError
 from collector.store.model import CONSUMED, GroupOutcome, MessageSummary, MessageTrace
@@ -267,6 +268,47 @@ def replay_list(
     """
     page = query.unconsumed(topic, group, begin_ms, end_ms, limit, cursor)
     return ReplayPage(_replay_items(group, page.items), page.next_cursor)
+
+
+def group_seen(query: TraceQuery, topic: str, group: str) -> bool:
+    """True when the index holds a consume record or dead letter of ``group`` on ``topic`` (two one-row scans).
+
+    Any time within retention counts, not only a replay window: a group that was down for
+    the whole window is exactly the one whose replay list matters.
+    """
+    for table, prefix in ((schema.RECORDS, schema.records_prefix(topic, group)),
+                          (schema.DEAD, schema.dead_prefix(topic, group))):
+        start, stop = keys.prefix_range(prefix)
+        if next(iter(query.store.scan(table, start, stop, limit=1)), None) is not None:
+            return True
+    return False
+
+
+def groups_seen(query: TraceQuery, topic: str, limit: int = 20) -> list[str]:
+    """Consumer groups with consume records on ``topic`` (up to ``limit``): one one-row scan per group."""
+    found: list[str] = []
+    start, stop = keys.prefix_range((topic,))
+    while len(found) < limit:
+        row = next(iter(query.store.scan(schema.RECORDS, start, stop, limit=1)), None)
+        if row is None:
+            break
+        group = keys.unpack(row[0])[1]
+        assert isinstance(group, str)
+        found.append(group)
+        start = keys.prefix_range((topic, group))[1]
+    return found
+
+
+def check_group_seen(query: TraceQuery, topic: str, group: str) -> None:
+    """Raise :class:`UnknownGroupError` when ``group`` was never seen on ``topic`` (see :func:`group_seen`)."""
+    if group_seen(query, topic, group):
+        return
+    known = groups_seen(query, topic)
+    seen = f"groups seen on it: {', '.join(known)}" if known else "no consumer group seen on it"
+    raise UnknownGroupError(
+        f"consumer group {group!r} has never consumed topic {topic!r} as far as the index knows ({seen}); "
+        "check the name, or allow it explicitly (--allow-unknown-group, allow_unknown_group=true) "
+        "to list every message of the window")
 
 
 def iter_replay(

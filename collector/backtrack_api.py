@@ -2,7 +2,9 @@
 
     GET /v1/topics/{topic}/offsets?time=T[&queue=Q]          first offset stored at or after T, per queue
     GET /v1/topics/{topic}/offsets?time=T&group=G[&force=true]  G's reset plan (rewind-only unless force)
-    GET /v1/topics/{topic}/unconsumed?group=G&begin=&end=[&limit=&cursor=]   the replay list, oldest first
+    GET /v1/topics/{topic}/unconsumed?group=G&begin=&end=[&limit=&cursor=&allow_unknown_group=]
+                                                             the replay list, oldest first; 404 unknown_group
+                                                             for a group never seen on the topic
     GET /v1/topics/{topic}/dead/counts?begin=&end=[&bucket=1h]   dead letters per group per time bucket
 
 Times go through :func:`collector.params.parse_time`, as on every query route (epoch ms,
@@ -71,6 +73,8 @@ async def topic_unconsumed(request: web.Request) -> web.Response:
     begin, end = request_window(request.query)
     limit = page_size(request.query.get("limit"))  # the API's usual default page (20), as openapi.json says
     cursor = text_param("cursor", request.query.get("cursor"))
+    if not _flag(request, "allow_unknown_group"):
+        await _run(request, backtrack.check_group_seen, topic, group)  # 404 unknown_group: a typo lists everything
     page = await _run(request, backtrack.replay_list, topic, group, begin, end, limit, cursor)
     return web.json_response(page.to_json())
 

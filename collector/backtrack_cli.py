@@ -10,8 +10,9 @@ an index store (``--store local:PATH`` or ``--store hbase://...``)::
 
 Times: epoch ms, ISO-8601, ``now`` or relative like ``-2h`` (:mod:`collector.timeparse`);
 ``--time -2h`` and ``--time=-2h`` both work (:mod:`tracehook.cli` joins the first form).
-Exit status: 0 answered, 1 nothing indexed for the topic (offsets), 2 bad arguments or
-unreachable source.
+Exit status: 0 answered, 1 nothing indexed for the topic (offsets), 2 bad arguments, a
+consumer group never seen on the topic (replay-list, unless ``--allow-unknown-group``) or an
+unreachable source (docs/exit-codes.md).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ class CollectorSource:
         path = f"/v1/topics/{urllib.parse.quote(topic, safe='')}/{what}"
         doc = self.http._get(path, params)
         if doc is None:
-            raise QueryFailed(f"{path}: not found (a collector without backtracking routes?)")
+            raise QueryFailed(self.http.not_found_detail
+                              or f"{path}: not found (a collector without backtracking routes?)")
         return doc
 
     def offsets(self, topic: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -75,10 +77,14 @@ class CollectorSource:
         return self._get(topic, "offsets", query)
 
     def replay(self, topic: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        query = dict(group=params["group"], begin=params["begin"], end=params["end"], limit=_PAGE,
+                     allow_unknown_group="true" if params.get("allow_unknown_group") else None)
+        # The first page now, not lazily: an error (unknown group) comes before a CSV header is written.
+        return self._pages(topic, query, self._get(topic, "unconsumed", query))
+
+    def _pages(self, topic: str, query: dict[str, Any], page: dict[str, Any]) -> Iterator[dict[str, Any]]:
         seen: set[str] = set()
-        query = dict(group=params["group"], begin=params["begin"], end=params["end"], limit=_PAGE)
         while True:
-            page = self._get(topic, "unconsumed", query)
             for item in page["items"]:
                 if item["msg_id"] not in seen:  # a message filed under two times can show on two pages
                     seen.add(item["msg_id"])
@@ -86,6 +92,7 @@ class CollectorSource:
             if not page.get("next_cursor"):
                 return
             query["cursor"] = page["next_cursor"]
+            page = self._get(topic, "unconsumed", query)
 
     def close(self) -> None:
         pass
@@ -109,6 +116,9 @@ def add_replay_list_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--begin", help="window start (default: end - 30 days)")
     parser.add_argument("--end", help="window end (default: now)")
     parser.add_argument("--format", choices=FORMATS, default="jsonl", help="JSON lines (default) or CSV")
+    parser.add_argument("--allow-unknown-group", action="store_true",
+                        help="list the window even if the group never consumed the topic (default: exit 2, "
+                             "a misspelt group would list every message)")
     add_source_arguments(parser)
 
 
@@ -172,8 +182,8 @@ def run_replay_list(args: argparse.Namespace) -> int:
         begin, end = time_window(begin, parse_time("--end", args.end, now_ms=now), now_ms=now)
         source = open_source(args)
         try:
-            count = write_replay(source.replay(args.topic, {"group": args.group, "begin": begin, "end": end}),
-                                 args.format, sys.stdout)
+            params = {"group": args.group, "begin": begin, "end": end, "allow_unknown_group": args.allow_unknown_group}
+            count = write_replay(source.replay(args.topic, params), args.format, sys.stdout)
         finally:
             source.close()
     except BrokenPipeError:

@@ -80,7 +80,6 @@ def run(args: argparse.Namespace) -> int:
         except BadStoreUrlError as exc:
             print(f"tracehook collector: store: {exc}", file=sys.stderr)
             return 2
-    from collector.app import create_app
     from collector.logredact import install_redaction
     from collector.tls import server_ssl_context
 
@@ -93,6 +92,18 @@ def run(args: argparse.Namespace) -> int:
     scheme = "https" if ssl_context else "http"
     # run_app turns SIGINT and SIGTERM into a graceful exit: stop accepting, let in-flight
     # requests finish (up to shutdown_timeout), then run cleanup (drain + sync the log).
+    try:
+        _serve(config, ssl_context, scheme)
+    except OSError as exc:  # port in use, address not available, data dir not writable
+        print(f"tracehook collector: cannot start on {config.host}:{config.port} with data in {config.data_dir}: "
+              f"{exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _serve(config: CollectorConfig, ssl_context: object, scheme: str) -> None:
+    from collector.app import create_app
+
     web.run_app(
         create_app(config),
         host=config.host,
@@ -105,7 +116,6 @@ def run(args: argparse.Namespace) -> int:
             "listening on %s://%s:%d (data in %s)", scheme, config.host, config.port, config.data_dir
         ),
     )
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

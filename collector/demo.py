@@ -4,11 +4,16 @@ Starts a collector (a subprocess, embedded local store) in ``./demo-data``,
 sends producer and consumer traffic through the tracehook library — failed
 consumes, retries, a dead letter, a transaction and a failed send included —
 waits for the trace log to seal its segment, indexes it with the Spark job in
-local mode, then prints a few traces and the web page's URL::
+local mode (``tracehook index`` as a subprocess, so no JVM outlives it), then
+prints a few traces, the web page's URL and query commands that work as printed::
 
     tracehook demo                 # everything, then stop the collector
     tracehook demo --keep          # leave the collector running for the web page (Ctrl-C stops it)
     tracehook demo --data-dir /tmp/th --port 7070
+    tracehook demo --keep-data     # add to the previous run's data instead of starting fresh
+
+Each run starts from an empty data directory unless ``--keep-data``; a directory
+the demo did not create (no ``.tracehook-demo`` marker) is never deleted.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shlex
 import shutil
 import signal
 import socket
@@ -27,6 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_DATA_DIR = "./demo-data"
+MARKER = ".tracehook-demo"
+"""Written into the data directory: only a directory holding it is wiped for a fresh run."""
+INDEX_TIMEOUT_S = 600.0
 DEFAULT_ORDERS = 20
 MIN_ORDERS = 15
 """Orders 3, 7 and 13 fail in shipping (13 into the dead-letter queue); the last is transactional."""
@@ -185,15 +194,32 @@ def seal_log(collector_url: str, log_dir: str) -> int:
 
 
 def run_index(log_dir: str, store_url: str) -> str:
-    """Index the sealed segments with the Spark job in local mode; say how it went."""
+    """Index the sealed segments with the Spark job in local mode; say how it went.
+
+    The job runs as ``tracehook index`` in a child process: its JVM (about 400 MB) ends
+    with it instead of idling in the demo while ``--keep`` serves the page, and Spark's
+    start-up chatter stays in ``DATA/index.log`` unless the job fails.
+    """
     try:
-        from spark_jobs.index_job import run_index as spark_index
+        import pyspark  # noqa: F401
+
+        import spark_jobs.index_job  # noqa: F401
     except ImportError as exc:  # PySpark or the job missing: index in this process instead
         return f"Spark index job unavailable ({exc}); {index_in_process(log_dir, store_url)}"
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         # PySpark imports fine without a JVM and only fails when the session starts.
         return f"Spark needs Java (none on PATH, no JAVA_HOME); {index_in_process(log_dir, store_url)}"
-    return f"Spark (local mode): {spark_index(log_dir, store_url, master='local[2]')}"
+    command = [sys.executable, "-m", "tracehook", "index", "--log-dir", log_dir, "--store", store_url,
+               "--master", "local[2]"]
+    log_path = os.path.join(os.path.dirname(log_dir), "index.log")
+    with open(log_path, "w") as log:
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=log, text=True, timeout=INDEX_TIMEOUT_S)
+    report = [line.split(" index: ", 1)[1] for line in done.stdout.splitlines() if " index: " in line]
+    if done.returncode != 0 or not report:
+        with open(log_path) as log:
+            tail = log.read()[-2000:]
+        raise DemoError(f"the index job failed (exit {done.returncode}); see {log_path}:\n{tail}")
+    return f"Spark (local mode): {report[0].rsplit(' (total ', 1)[0]}"
 
 
 def index_in_process(log_dir: str, store_url: str) -> str:
@@ -218,19 +244,37 @@ def index_in_process(log_dir: str, store_url: str) -> str:
     return f"indexed {len(todo)} segment(s) in-process ({events} events)"
 
 
-def print_traces(collector_url: str | None, store_url: str, ids: DemoIds) -> None:
-    """Print the interesting traces as the query CLI does."""
-    from collector.query_cli import HttpSource, StoreSource, format_trace
+def query_prefix(collector_url: str | None, store_url: str) -> str:
+    """``tracehook query`` with the source that answers after the demo: the live collector or the store file."""
+    source = f"--collector {collector_url}" if collector_url else f"--store {shlex.quote(store_url)}"
+    return f"tracehook query {source}"
 
-    source = HttpSource(collector_url) if collector_url else StoreSource(store_url)
+
+def print_traces(collector_url: str, store_url: str, ids: DemoIds, hint_prefix: str) -> None:
+    """Print the interesting traces as the query CLI does, each under the command that shows it again."""
+    from collector.query_cli import HttpSource, format_trace
+
+    source = HttpSource(collector_url)
     try:
         for title, msg_id in (("a normal message", ids.normal), ("retried by shipping", ids.retried),
                               ("dead letter in shipping", ids.dead), ("transactional", ids.transactional)):
             doc = source.trace(msg_id)
-            print(f"\n== {title}: tracehook query id {msg_id}")
+            print(f"\n== {title}: {hint_prefix} id {msg_id}")
             print(format_trace(doc) if doc else "(not indexed)")
     finally:
         source.close()
+
+
+def prepare_data_dir(data_dir: str, keep_data: bool) -> None:
+    """Create the data directory; empty it first unless ``keep_data`` (only if the demo made it)."""
+    if os.path.isdir(data_dir) and not keep_data and os.listdir(data_dir):
+        if not os.path.exists(os.path.join(data_dir, MARKER)):
+            raise DemoError(f"{data_dir} is not empty and was not made by the demo; "
+                            "pick another --data-dir (or pass --keep-data to add to it)")
+        shutil.rmtree(data_dir)
+    os.makedirs(data_dir, exist_ok=True)
+    with open(os.path.join(data_dir, MARKER), "w") as marker:
+        marker.write("made by tracehook demo; a fresh demo run deletes this directory\n")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -240,7 +284,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=0, help="collector port (default: a free one)")
     parser.add_argument("--orders", type=int, default=DEFAULT_ORDERS, help="messages to produce")
     parser.add_argument("--keep", action="store_true", help="keep the collector running until Ctrl-C")
-    parser.add_argument("--fresh", action="store_true", help="delete the data directory first")
+    parser.add_argument("--keep-data", action="store_true",
+                        help="add to the data of a previous run (default: start from an empty data directory)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -248,10 +293,15 @@ def run(args: argparse.Namespace) -> int:
     if args.orders < MIN_ORDERS:
         print(f"--orders must be at least {MIN_ORDERS}", file=sys.stderr)
         return 2
+    if not 0 <= args.port <= 65535:
+        print(f"--port must be within 0..65535, not {args.port}", file=sys.stderr)
+        return 2
     data_dir = os.path.abspath(args.data_dir)
-    if args.fresh and os.path.isdir(data_dir):
-        shutil.rmtree(data_dir)
-    os.makedirs(data_dir, exist_ok=True)
+    try:
+        prepare_data_dir(data_dir, args.keep_data)
+    except (DemoError, OSError) as exc:
+        print(f"demo: cannot use --data-dir {data_dir}: {getattr(exc, 'strerror', None) or exc}", file=sys.stderr)
+        return 2
     port = args.port or free_port()
     url = f"http://127.0.0.1:{port}"
     log_dir = os.path.join(data_dir, "log")
@@ -259,20 +309,27 @@ def run(args: argparse.Namespace) -> int:
     print(f"collector: {url} (data in {data_dir})")
     # A plain `kill` must also stop the collector subprocess: exit through the finally below.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    proc = start_collector(data_dir, port)
+    try:
+        proc = start_collector(data_dir, port)
+    except DemoError as exc:
+        print(f"demo failed: {exc}", file=sys.stderr)
+        return 1
     try:
         ids = run_traffic(url, args.orders)
         print(f"sealed trace-log records (batches): {seal_log(url, log_dir)}")
         print(f"index: {run_index(log_dir, store_url)}")
-        print_traces(url, store_url, ids)
-        print(f"\nweb page: {url}/#id={ids.retried}")
-        print(f"try: tracehook query --collector {url} key {TOPIC} order-3")
+        # The hints must work as printed: the live collector with --keep, else the index file.
+        prefix = query_prefix(url if args.keep else None, store_url)
+        print_traces(url, store_url, ids, prefix)
+        print(f"\ntry: {prefix} key {TOPIC} order-3")
+        print(f"try: tracehook replay-list {TOPIC} --group shipping {prefix.removeprefix('tracehook query ')}")
         if args.keep:
-            print("the collector keeps running; Ctrl-C stops it")
+            print(f"web page: {url}/#id={ids.retried}")
+            print("the collector keeps running; Ctrl-C stops it", flush=True)
             proc.wait()
         else:
-            print(f"(the collector stopped; serve the page again with: tracehook collector --data-dir {data_dir}"
-                  f" --port {port}, or run the demo with --keep)")
+            print(f"web page: run the demo with --keep, or serve it with: tracehook collector --data-dir "
+                  f"{shlex.quote(data_dir)} --port {port}   (then open {url}/#id={ids.retried})")
     except DemoError as exc:
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1

@@ -118,6 +118,16 @@ class BadTimeError(CollectorError, ValueError):
     reason = "bad_time"
 
 
+class UnknownGroupError(CollectorError):
+    """A consumer group with no consume record or dead letter on the topic (a typo?) (404).
+
+    The replay list of such a group would hold every message of the window.
+    """
+
+    status = 404
+    reason = "unknown_group"
+
+
 class ConfigError(ValueError):
     """A configuration value is missing or invalid (raised at start, never over HTTP)."""
 

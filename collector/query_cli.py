@@ -12,7 +12,8 @@ against an index store (``--store local:PATH`` or ``--store hbase://...``)::
 
 Tables by default; ``--json`` prints the API's JSON documents for scripts.
 ``--json``, ``--collector``, ``--store`` and ``--token`` go before or after WHAT.
-Exit status: 0 found, 1 nothing found, 2 bad query or unreachable source.
+Exit status: 0 found, 1 nothing found, 2 bad query or unreachable source (docs/exit-codes.md).
+``--store local:DIR`` also takes a data directory holding ``index.sqlite3``.
 """
 
 from __future__ import annotations
@@ -61,9 +62,14 @@ class HttpSource:
     """The collector's native API over HTTP."""
 
     def __init__(self, base_url: str, token: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise QueryFailed(f"--collector must be an http:// or https:// URL like {DEFAULT_COLLECTOR}, "
+                              f"not {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout_s = timeout_s
+        self.not_found_detail = ""  # the collector's explanation of the last 404
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any] | None:
         query = urllib.parse.urlencode({k: v for k, v in (params or {}).items() if v not in (None, "")})
@@ -74,16 +80,17 @@ class HttpSource:
             with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            if exc.code == 404:
-                return None
             try:
                 body = json.loads(exc.read())
                 text = f"{body.get('error')}: {body.get('detail')}"
-            except ValueError:
-                text = exc.reason
+            except (ValueError, AttributeError):
+                body, text = {}, exc.reason
+            if exc.code == 404:
+                self.not_found_detail = str(body.get("detail") or "")
+                return None
             raise QueryFailed(f"HTTP {exc.code}: {text}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise QueryFailed(f"cannot reach {self.base_url}: {exc}") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: a URL urllib cannot use
+            raise QueryFailed(f"cannot reach {self.base_url}: {getattr(exc, 'reason', exc)}") from None
 
     def trace(self, msg_id: str) -> dict[str, Any] | None:
         return self._get("/v1/messages/" + urllib.parse.quote(msg_id, safe=""))
@@ -104,10 +111,21 @@ class StoreSource:
     """The index store read directly (no collector needed): the HTTP API's documents, for every CLI."""
 
     def __init__(self, store_url: str) -> None:
-        from collector.store import open_store
+        from collector.store import open_store, resolve_store_url
         from collector.store.query import TraceQuery
 
-        self.query = TraceQuery(open_store(store_url))
+        self.store_url = resolve_store_url(store_url, must_exist=True)
+        self.query = TraceQuery(open_store(self.store_url))
+
+    def pending_hint(self) -> str:
+        """Unindexed records in the trace log next to a ``local:`` index (its data dir's ``log/``), if any."""
+        if not self.store_url.startswith("local:"):
+            return ""
+        from collector.pending import not_found_hint, pending
+
+        path = self.store_url[len("local:"):].partition("?")[0]
+        log_dir = os.path.join(os.path.dirname(os.path.abspath(path)), "log")
+        return not_found_hint(pending(log_dir), self.store_url) if os.path.isdir(log_dir) else ""
 
     def trace(self, msg_id: str) -> dict[str, Any] | None:
         from collector.views import trace_document
@@ -150,8 +168,10 @@ class StoreSource:
         """Every item of the replay list (``GET /v1/topics/{topic}/unconsumed``, all pages)."""
         from collector import backtrack
 
-        for item in backtrack.iter_replay(self.query, topic, params["group"], params["begin"], params["end"]):
-            yield item.to_json()
+        if not params.get("allow_unknown_group"):  # here, not lazily: before a CSV header is written
+            backtrack.check_group_seen(self.query, topic, params["group"])
+        items = backtrack.iter_replay(self.query, topic, params["group"], params["begin"], params["end"])
+        return (item.to_json() for item in items)
 
     def close(self) -> None:
         self.query.store.close()
@@ -184,7 +204,7 @@ def format_trace(doc: dict[str, Any]) -> str:
         f"message  {doc.get('msg_id')}",
         f"topic    {doc.get('topic')}   keys {doc.get('keys') or '-'}   tags {doc.get('tags') or '-'}",
         f"broker   {doc.get('broker') or '-'}   queue {doc.get('queue')}   offset {doc.get('offset')}",
-        f"born     {_fmt_time(doc.get('born_ms'))}   stored {_fmt_time(doc.get('store_ms'))}",
+        f"born     {_fmt_time(doc.get('born_ms'))}   stored {_fmt_time(doc.get('store_ms'))}   (times in UTC)",
         "",
     ]
     rows = []
@@ -297,7 +317,15 @@ def run(args: argparse.Namespace) -> int:
             if args.what == "id":
                 doc = source.trace(args.msg_id)
                 if doc is None:
-                    print(f"no trace for message {args.msg_id!r}", file=sys.stderr)
+                    missing = f"no trace for message {args.msg_id!r}"
+                    print(missing, file=sys.stderr)
+                    # Records not indexed yet: counted next to a local: index, or told by the collector's 404.
+                    if isinstance(source, StoreSource):
+                        hint = source.pending_hint()
+                    else:
+                        hint = getattr(source, "not_found_detail", "").removeprefix(missing).removeprefix("; ")
+                    if hint:
+                        print(f"hint: {hint}", file=sys.stderr)
                     return EXIT_NOT_FOUND
                 print(json.dumps(doc, indent=2) if args.json else format_trace(doc))
                 return EXIT_OK

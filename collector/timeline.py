@@ -139,7 +139,8 @@ def build_timeline(trace: dict[str, Any]) -> dict[str, Any]:
         bars_by_group.setdefault(str(event.get("group") or ""), []).append(_dead_bar(event))
     rows: list[dict[str, Any]] = [{"kind": "producer", "group": producer_group, "bars": producer_bars}]
     for group, bars in bars_by_group.items():
-        bars.sort(key=lambda b: b["start_ms"])
+        # Attempts sharing a millisecond keep their own order (retry 0 before retry 1); the dead move last.
+        bars.sort(key=lambda b: (b["start_ms"], b["retry"], b["kind"] == "dead", b["end_ms"]))
         rows.append({"kind": "consumer", "group": group, "bars": bars})
     # Groups in the order they first received the message.
     rows[1:] = sorted(rows[1:], key=lambda r: r["bars"][0]["start_ms"] if r["bars"] else 0)

@@ -52,8 +52,21 @@ async def get_message(request: web.Request) -> web.Response:
     msg_id = request.match_info["msg_id"]
     trace = await run_query(request, "get_trace", msg_id)
     if trace is None:
-        return error_response("not_found", f"no trace for message {msg_id!r}", status=404)
+        return error_response("not_found", not_found_detail(request, msg_id), status=404)
     return web.json_response(trace_document(trace))
+
+
+def not_found_detail(request: web.Request, msg_id: str) -> str:
+    """'no trace for message ...', plus what the trace log holds unindexed and the command that indexes it."""
+    from collector.app import CONFIG_KEY, TRACELOG_KEY
+    from collector.pending import not_found_hint, pending_in
+
+    text = f"no trace for message {msg_id!r}"
+    tracelog, config = request.app.get(TRACELOG_KEY), request.app.get(CONFIG_KEY)
+    if tracelog is None or config is None:
+        return text
+    hint = not_found_hint(pending_in(tracelog, config.segment_age_s), config.store_url or "STORE_URL")
+    return f"{text}; {hint}" if hint else text
 
 
 @query_route

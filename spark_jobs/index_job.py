@@ -40,6 +40,8 @@ DEFAULT_WRITERS = 1
 DEFAULT_PURGE_EVERY_S = 3600.0
 """How often ``--every`` mode deletes a ``local:`` store's expired cells (a full scan of each table)."""
 APP_NAME = "tracehook-index"
+LOG_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
+"""Spark's log4j2 configuration in local mode: warnings and errors, no start-up banner."""
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +88,11 @@ def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRI
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))  # our own progress line instead
     if master.startswith("local"):  # keep a local run on loopback; a cluster needs a reachable driver
+        # SPARK_LOCAL_IP also spares the "hostname resolves to a loopback address" warnings at JVM start.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        if not os.environ.get("SPARK_CONF_DIR"):  # a user's own Spark config wins
+            builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}")
     spark = builder.getOrCreate()
     spark.dataSource.register(TraceLogSource)
     return spark
@@ -270,17 +276,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="without --every: delete a local: store's expired cells after the run")
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """Raise :class:`IndexJobError` (or ValueError) for arguments that cannot work, before Spark starts."""
+    from collector.logformat import MANIFEST, SEGMENT_SUFFIX
+    from collector.store import resolve_store_url
+
+    if args.writers < 1:
+        raise ValueError("--writers must be >= 1")
+    if args.batch_size < 1:
+        raise ValueError("--batch-size must be >= 1")
+    if args.every is not None and args.every <= 0:
+        raise ValueError("--every must be a positive number of seconds")
+    if not os.path.isdir(args.log_dir):
+        raise IndexJobError(f"no trace log at {args.log_dir}: pass the collector's DATA_DIR/log")
+    names = os.listdir(args.log_dir)
+    # An empty directory is a log the collector has not written yet; anything else must look like one.
+    if names and MANIFEST not in names and not any(n.endswith(SEGMENT_SUFFIX) for n in names):
+        inner = os.path.join(args.log_dir, "log")
+        hint = f"; did you mean --log-dir {inner}?" if os.path.isdir(inner) else ": pass the collector's DATA_DIR/log"
+        raise IndexJobError(f"{args.log_dir} holds no trace log{hint}")
+    if not args.store.startswith(("local:", "hbase://")):
+        raise ValueError(f"unknown store URL {args.store!r}: use local:PATH or hbase://HOST:PORT?namespace=NS")
+    args.store = resolve_store_url(args.store)
+    check_store_for_master(args.master, absolute_store_url(args.store))
+
+
+def _print_waiting(log_dir: str) -> None:
+    """After a run that found no sealed segment: say what the active segment holds and when it seals."""
+    from collector.pending import pending
+
+    p = pending(log_dir)
+    if p.active_records:
+        print(f"index: nothing sealed to index yet; the active segment holds {p.active_records} record(s), "
+              f"which the collector seals in about {p.seals_in_s:.0f} s (or at once with POST /v1/admin/roll); "
+              "run again then, or keep it running with --every 10", flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run once, or every ``--every`` seconds until interrupted; prints one progress line per run."""
-    if args.writers < 1:
-        raise SystemExit("index: --writers must be >= 1")
-    # Refused before Spark starts: a relative local: path or a cluster master is checked here.
+    # Refused before Spark starts: bad numbers, a log dir with no trace log, a cluster master with a local: store.
     try:
-        check_store_for_master(args.master, absolute_store_url(args.store))
-    except LocalStoreOnClusterError as exc:
+        check_arguments(args)
+    except (IndexJobError, ValueError) as exc:
         print(f"index: {exc}", file=sys.stderr)
         return 2
-    spark = spark_session(args.master, args.driver_memory)
+    try:
+        spark = spark_session(args.master, args.driver_memory)
+    except NoSparkError as exc:
+        print(f"index: {exc} (install it with: pip install 'tracehook[spark]')", file=sys.stderr)
+        return 2
     total_events = 0
     last_purge: float | None = None
     try:
@@ -303,6 +347,8 @@ def run(args: argparse.Namespace) -> int:
                 total_events += report.events
                 stamp = time.strftime("%H:%M:%S")
                 print(f"{stamp} index: {report} (total {total_events} events)", flush=True)
+                if report.segments == 0 and args.every is None:
+                    _print_waiting(args.log_dir)
             if args.every is None:
                 return 0
             time.sleep(args.every)

@@ -14,6 +14,7 @@ import importlib.util
 import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -54,6 +55,24 @@ def join_relative_times(argv: Sequence[str]) -> list[str]:
     return out
 
 
+EXIT_CODES = """\
+exit status (every command; docs/exit-codes.md):
+  0   done (found, answered, indexed, stopped cleanly)
+  1   nothing found (query, offsets), or the run itself failed (index job, demo,
+      a collector that could not start)
+  2   bad arguments, bad paths or URLs, an unknown consumer group (replay-list),
+      an unreachable collector, store or broker
+  130 interrupted (Ctrl-C)
+Every error is one line on stderr."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (exit 2), not usage + error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _exists(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
@@ -67,10 +86,12 @@ def _available() -> dict[str, tuple[str, str]]:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every installed subcommand."""
-    parser = argparse.ArgumentParser(prog="tracehook", description="Message tracing for message-queue apps.")
+    parser = OneLineParser(prog="tracehook", description="Message tracing for message-queue apps.",
+                           epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_) in _available().items():
-        sub = subparsers.add_parser(name, help=help_, description=help_)
+        sub = subparsers.add_parser(name, help=help_, description=help_, epilog=EXIT_CODES,
+                                    formatter_class=argparse.RawDescriptionHelpFormatter)
         module = importlib.import_module(module_name)
         add = getattr(module, f"add_{name.replace('-', '_')}_arguments", None) or module.add_arguments
         add(sub)
@@ -87,7 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # run_<name> only pairs with add_<name>_arguments: spark_jobs.index_job.run_index is a Python API.
     multi = hasattr(module, f"add_{name}_arguments")
     run = getattr(module, f"run_{name}") if multi else module.run
-    return int(run(args) or 0)
+    try:
+        return int(run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,9 +18,10 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// Every time on the page is UTC and says so (the CLI prints UTC too).
 function fmtTime(ms) {
   if (!ms || ms <= 0) return "";
-  return new Date(Number(ms)).toISOString().replace("T", " ").replace("Z", "");
+  return new Date(Number(ms)).toISOString().replace("T", " ").replace("Z", " UTC");
 }
 
 function fmtCost(us) {
@@ -92,6 +93,7 @@ async function search(append) {
   try {
     const page = await api(path, params);
     renderResults(page, append);
+    await confirmMore();
     if (m === "dead" && !append) await renderDeadCounts(topic, params);
     else if (!append) $("dead-counts").hidden = true;
   } catch (error) {
@@ -152,10 +154,28 @@ async function renderDeadCounts(topic, params) {
   box.hidden = false;
 }
 
+// msg_ids listed since the last new search: a message filed under two times can come back on a later page.
+let shownIds = new Set();
+
+// Whether a page's next_cursor leads anywhere: a cursor only says the scan stopped at the page size,
+// so without this probe the last page could offer "more" that turns out empty.
+async function hasMore(cursor) {
+  if (!cursor || !lastSearch) return false;
+  const probe = await api(lastSearch.path, { ...lastSearch.params, cursor, limit: "20" });
+  return probe.items.some((item) => !shownIds.has(rowKey(item))) || Boolean(probe.next_cursor);
+}
+
+// A listing row is a message, and in dead letters a message and the group that dead-lettered it.
+function rowKey(item) {
+  return item.msg_id + "\u0000" + (item.group || "");
+}
+
 function renderResults(page, append) {
   const tbody = $("results-table").querySelector("tbody");
-  if (!append) tbody.replaceChildren();
+  if (!append) { tbody.replaceChildren(); shownIds = new Set(); }
   for (const item of page.items) {
+    if (shownIds.has(rowKey(item))) continue;
+    shownIds.add(rowKey(item));
     const link = el("a", { text: item.msg_id, href: "#id=" + encodeURIComponent(item.msg_id), class: "msg-link" });
     tbody.append(el("tr", { class: "result" },
       el("td", {}, link),
@@ -185,6 +205,17 @@ function outcomeBadges(groups) {
     return el("span", { class: "outcome outcome-" + o.outcome, "data-group": group, "data-outcome": o.outcome,
       title: o.error || "", text: group + ": " + o.outcome + attempts });
   });
+}
+
+// After a page with a cursor: look one page ahead, and drop "more" when nothing new follows.
+async function confirmMore() {
+  if (!nextCursor) return;
+  const more = await hasMore(nextCursor).catch(() => true);  // on an error keep the button: it may work
+  if (!more) {
+    nextCursor = null;
+    $("more").hidden = true;
+    setStatus($("results-table").querySelector("tbody").children.length + " message(s)");
+  }
 }
 
 async function showTrace(msgId) {
@@ -248,8 +279,41 @@ function renderTimeline(timeline) {
       el("span", { class: "group", text: row.group || "(no group)" }));
     box.append(el("div", { class: "tl-row", "data-kind": row.kind, "data-group": row.group }, label, track));
   }
-  box.append(el("div", { class: "tl-axis" }, el("span", { text: fmtTime(start) }),
-    el("span", { text: "+" + span + " ms" })));
+  box.append(renderAxis(start, span));
+}
+
+// A "nice" tick step (1, 2 or 5 times a power of ten, in ms) giving at most maxTicks intervals over span.
+function tickStep(span, maxTicks) {
+  const raw = span / maxTicks;
+  const power = Math.pow(10, Math.floor(Math.log10(Math.max(raw, 1))));
+  return [1, 2, 5, 10].map((m) => m * power).find((step) => step >= raw) || 10 * power;
+}
+
+function fmtOffset(ms) {
+  return ms >= 1000 && ms % 1000 === 0 ? "+" + ms / 1000 + " s" : "+" + ms + " ms";
+}
+
+// The axis under the rows: the start time (UTC), then a tick every tickStep ms, positioned like the bars.
+function renderAxis(start, span) {
+  const axis = el("div", { class: "tl-axis" }, el("span", { class: "tl-start", text: fmtTime(start) }));
+  const ticks = el("div", { class: "tl-ticks" });
+  const step = tickStep(span, 6);
+  for (let t = 0; t <= span; t += step) {
+    const tick = el("span", { class: "tl-tick", "data-offset-ms": String(t), text: fmtOffset(t) });
+    tick.style.left = (t / span) * 100 + "%";  // CSSOM: the page's CSP forbids inline styles
+    ticks.append(tick);
+  }
+  axis.append(ticks);
+  return axis;
+}
+
+// Event order: time, then the event's own sequence (delivery attempt, then received < finished < dead),
+// so "received retry 1" never shows before "finished retry 0" when both carry the same millisecond.
+const EVENT_RANK = { 1: 0, 4: 1, 2: 2, 3: 3, 5: 4 };
+
+function eventOrder(a, b) {
+  return (a.time_ms - b.time_ms) || ((a.retry || 0) - (b.retry || 0))
+    || ((EVENT_RANK[a.type] ?? 9) - (EVENT_RANK[b.type] ?? 9));
 }
 
 function eventStatus(e) {
@@ -261,7 +325,7 @@ function eventStatus(e) {
 function renderEvents(events) {
   const tbody = $("events-table").querySelector("tbody");
   tbody.replaceChildren();
-  for (const e of events) {
+  for (const e of [...events].sort(eventOrder)) {
     tbody.append(el("tr", {},
       el("td", { text: fmtTime(e.time_ms) }), el("td", { text: nameOf(EVENT_NAMES, e.type) }),
       el("td", { text: e.group || "" }), el("td", { text: e.host || "" }),

@@ -18,6 +18,8 @@ named ``NS_messages`` and so on).  Both take ``ttl_days=N`` (retention, default 
 
 from __future__ import annotations
 
+import os
+import sqlite3
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,7 +27,10 @@ from collector.store.base import Store, StoreOptions
 from collector.store.errors import BadStoreUrlError, QueryError, StoreError, StoreUnavailableError
 
 __all__ = ["QueryError", "Store", "StoreError", "StoreOptions", "StoreUnavailableError", "check_store_url",
-           "open_store"]
+           "open_store", "resolve_store_url"]
+
+INDEX_FILE = "index.sqlite3"
+"""The embedded index's file name inside a collector's (or the demo's) data directory."""
 
 
 def _options(query: dict[str, list[str]], known: set[str]) -> dict[str, str]:
@@ -67,6 +72,29 @@ def _parse(url: str) -> tuple[str, dict[str, Any]]:
     raise BadStoreUrlError(f"unknown store URL {url!r}: use local:PATH or hbase://HOST:PORT?namespace=NS")
 
 
+def resolve_store_url(url: str, *, must_exist: bool = False) -> str:
+    """``url`` with a ``local:`` data directory resolved to the index file inside it.
+
+    ``local:DIR`` where DIR holds ``index.sqlite3`` (a collector's or the demo's data
+    directory) names that file.  A directory without one, and with ``must_exist`` a path
+    with no file (a reader would get a new, empty store), raise :class:`BadStoreUrlError`
+    with one line saying what to pass.  Other URLs come back unchanged.
+    """
+    if not url.startswith("local:"):
+        return url
+    path, sep, query = url[len("local:"):].partition("?")
+    if path and os.path.isdir(path):
+        inside = os.path.join(path, INDEX_FILE)
+        if not os.path.isfile(inside):
+            raise BadStoreUrlError(f"local:{path} is a directory with no {INDEX_FILE} in it; "
+                                   f"pass the index file, e.g. --store local:{inside}")
+        return f"local:{inside}{sep}{query}"
+    if path and must_exist and not os.path.isfile(path):
+        raise BadStoreUrlError(f"no index at {path}; pass the index file (DATA_DIR/{INDEX_FILE}) "
+                               "or the data directory holding it")
+    return url
+
+
 def check_store_url(url: str) -> None:
     """Raise ``BadStoreUrlError`` when ``url`` names no store or has bad options; opens nothing."""
     _parse(url)
@@ -82,7 +110,10 @@ def open_store(url: str, *, create_tables: bool = True) -> Store:
     if kind == "local":
         from collector.store.local import LocalStore
 
-        return LocalStore(args["path"], args["options"])
+        try:
+            return LocalStore(args["path"], args["options"])
+        except (sqlite3.Error, OSError) as exc:  # a directory, a file that is not SQLite, no permission
+            raise BadStoreUrlError(f"cannot open the index at {args['path']}: {exc}") from None
     from collector.store.hbase import DEFAULT_NAMESPACE, HBaseStore
 
     namespace = DEFAULT_NAMESPACE if args["namespace"] is None else args["namespace"]

@@ -1,8 +1,13 @@
-"""``tracehook demo`` end to end: collector subprocess, library traffic, Spark index, printed traces."""
+"""``tracehook demo`` end to end: collector subprocess, library traffic, Spark index, printed traces,
+and the printed hints run exactly as printed."""
 
 from __future__ import annotations
 
+import os
+import pathlib
 import re
+import shlex
+import signal
 import subprocess
 import sys
 
@@ -12,17 +17,59 @@ import pytest
 # fallback is for installs without the spark extra).
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+ENV = dict(os.environ, PYTHONPATH=str(ROOT))
+HINT = re.compile(r"^(?:== [^:]+: |try: )(tracehook .*)$", re.M)
 
-def test_demo_runs_on_a_fresh_directory(tmp_path):
-    data_dir = tmp_path / "demo"
-    done = subprocess.run(
-        [sys.executable, "-m", "tracehook", "demo", "--data-dir", str(data_dir), "--orders", "15"],
-        capture_output=True, text=True, timeout=600,
-    )
+
+def demo_command(data_dir: pathlib.Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "tracehook", "demo", "--data-dir", str(data_dir), "--orders", "15", *extra]
+
+
+def run_hint(line: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    """A printed ``tracehook ...`` line, as a user would paste it (from another directory)."""
+    argv = shlex.split(line)
+    assert argv[0] == "tracehook"
+    return subprocess.run([sys.executable, "-m", "tracehook", *argv[1:]], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=ENV)
+
+
+def java_descendants(pid: int) -> list[int]:
+    """JVMs among the descendants of ``pid`` (PySpark's gateway is one)."""
+    children: dict[int, list[int]] = {}
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            ppid = int(pathlib.Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except OSError:
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        try:
+            if pathlib.Path(f"/proc/{child}/comm").read_text().strip() == "java":
+                found.append(child)
+        except OSError:
+            continue
+        todo += children.get(child, [])
+    return found
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory) -> tuple[pathlib.Path, subprocess.CompletedProcess[str]]:
+    """One demo without --keep; the --keep test reuses its data directory (a repeated demo)."""
+    data_dir = tmp_path_factory.mktemp("demo") / "data"
+    done = subprocess.run(demo_command(data_dir), capture_output=True, text=True, timeout=600, env=ENV)
+    return data_dir, done
+
+
+def test_demo_runs_on_a_fresh_directory(first_run):
+    data_dir, done = first_run
     out = done.stdout
     assert done.returncode == 0, done.stderr[-3000:] + out[-3000:]
+    assert done.stderr == ""  # no warning banner: Spark's start-up lines stay in DATA/index.log
     for title in ("a normal message", "retried by shipping", "dead letter in shipping", "transactional"):
-        assert f"== {title}: tracehook query id demo-" in out
+        assert f"== {title}: tracehook query --store local:{data_dir}/index.sqlite3 id demo-" in out
     assert "(not indexed)" not in out
     assert re.search(r"^traffic: 15 orders, 2 consumer groups; \d+ events sent, 0 dropped$", out, re.M)
     assert re.search(r"^index: Spark \(local mode\): \d+ segment\(s\), \d+ record\(s\), \d+ event\(s\)", out, re.M), out
@@ -31,5 +78,44 @@ def test_demo_runs_on_a_fresh_directory(tmp_path):
     retried_section = out.split("== retried by shipping")[1].split("\n== ")[0]
     statuses = re.findall(r"consumer\s+shipping\s+consume\s+\S+ \S+\s+(\w+)", retried_section)
     assert statuses == ["exception", "ok"]
-    assert re.search(r"web page: http://127\.0\.0\.1:\d+/#id=demo-", out)
     assert (data_dir / "index.sqlite3").exists()
+
+
+def test_demo_hints_work_as_printed_after_the_collector_stopped(first_run, tmp_path):
+    """Without --keep the collector is gone: every printed command reads the index file and succeeds."""
+    _, done = first_run
+    hints = HINT.findall(done.stdout)
+    assert len(hints) == 6, done.stdout  # four traces, a key lookup, a replay list
+    for line in hints:
+        ran = run_hint(line, tmp_path)
+        assert ran.returncode == 0, f"{line}\n{ran.stderr}"
+        assert ran.stdout.strip(), line
+
+
+def test_demo_keep_starts_fresh_serves_the_hints_and_stops_spark(first_run, tmp_path):
+    """A second demo in the same directory: fresh data; with --keep the hints use the live collector,
+    and no Spark JVM stays behind while the collector serves."""
+    data_dir, first = first_run
+    assert first.returncode == 0
+    proc = subprocess.Popen(demo_command(data_dir, "--keep"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV)
+    try:
+        out = ""
+        for line in proc.stdout:
+            out += line
+            if "Ctrl-C stops it" in line:
+                break
+        assert "Ctrl-C stops it" in out, out + proc.stderr.read() if proc.poll() is not None else out
+        assert java_descendants(proc.pid) == []
+        url = re.search(r"^collector: (http://127\.0\.0\.1:\d+) ", out, re.M).group(1)
+        hints = HINT.findall(out)
+        assert len(hints) == 6 and all(f"--collector {url}" in h for h in hints), out
+        for line in hints:
+            ran = run_hint(line, tmp_path)
+            assert ran.returncode == 0, f"{line}\n{ran.stderr}"
+            if " key orders order-3" in line:  # the first run's order-3 is gone: one message, not two
+                assert len(re.findall(r"^demo-0003-", ran.stdout, re.M)) == 1, ran.stdout
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    assert proc.returncode == 0

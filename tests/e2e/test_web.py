@@ -12,7 +12,7 @@ from collector.demo import free_port, start_collector, stop_collector
 from collector.sample import SHARED_KEY, SHIPPING_HEADER, TOPIC, scenario, send
 from collector.store import open_store
 from collector.store.indexer import index_records
-from tracehook.wire import Event, EventType, make_event
+from tracehook.wire import Event, EventType, Status, make_event
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -48,6 +48,7 @@ def site(tmp_path_factory):
     records.append(send("hostile-1", t, dict(keys=HOSTILE, tags=HOSTILE, broker=HOSTILE, queue=0, offset=1,
                                              born_ms=t, store_ms=t), error=HOSTILE))
     records += dead_letters(DLQ_BEGIN)
+    records += paging_and_same_ms(now_ms - 120_000)
     store = open_store(f"local:{os.path.join(data_dir, 'index.sqlite3')}")
     index_records(store, records)
     store.close()
@@ -55,6 +56,31 @@ def site(tmp_path_factory):
     proc = start_collector(data_dir, port)
     yield f"http://127.0.0.1:{port}", ids
     stop_collector(proc)
+
+
+PAGING_TOPIC, PAGING_COUNT, SAME_MS_ID = "paging", 20, "same-ms-1"
+
+
+def paging_and_same_ms(t: int) -> list:
+    """PAGING_COUNT messages on PAGING_TOPIC, one of them filed under two times (a failed first send
+    without a store time), so the index holds one row more than the messages; and SAME_MS_ID, whose
+    retry 1 is received in the millisecond its retry 0 finished, request ids sorting the other way."""
+    from collector.sample import BILLING_HEADER, _event
+
+    records = []
+    for n in range(PAGING_COUNT):
+        msg = dict(topic=PAGING_TOPIC, keys=f"p-{n}", queue=0, offset=n, born_ms=t + n * 10 - 1, store_ms=t + n * 10)
+        if n == 0:
+            records.append(send(f"page-{n}", t - 5, dict(msg, store_ms=0), status=int(Status.TIMEOUT)))
+        records.append(send(f"page-{n}", t + n * 10, msg))
+    msg = dict(keys="same-ms", queue=1, offset=7, born_ms=t - 1, store_ms=t)
+    records.append(send(SAME_MS_ID, t, msg))
+    for retry, request_id in ((1, "a-second"), (0, "z-first")):
+        for kind in (EventType.SUB_BEFORE, EventType.SUB_AFTER):
+            status = int(Status.EXCEPTION if retry == 0 else Status.OK)
+            records.append((BILLING_HEADER, _event(kind, t + 5, "billing", SAME_MS_ID, retry=retry,
+                                                   request_id=request_id, status=status, **msg)))
+    return records
 
 
 def dead_letters(begin_ms: int) -> list:
@@ -234,3 +260,33 @@ def test_the_token_field_authorizes_queries(secured_site, page):
     assert page.text_content("#trace-id") == ids.normal
     page.fill("#token", "")  # the module's other tests use an open collector
     page.dispatch_event("#token", "change")
+
+
+def test_last_page_does_not_offer_more(site, page):
+    """20 messages in 21 index rows: one full page, and nothing after it."""
+    url, _ = site
+    page.goto(url + "/")
+    page.check("input[name=mode][value=topic]")
+    page.fill("#topic", PAGING_TOPIC)
+    page.click("#go")
+    page.wait_for_selector("#results:not([hidden]) tr.result")
+    page.wait_for_selector('#status >> text="20 message(s)"')  # after the look-ahead dropped "more available"
+    assert page.locator("tr.result").count() == PAGING_COUNT
+    assert not page.is_visible("#more")
+
+
+def test_trace_times_say_utc_axis_has_ticks_events_keep_attempt_order(site, page, artifacts_dir):
+    url, _ = site
+    search_id(page, url, SAME_MS_ID)
+    assert page.text_content(".tl-axis .tl-start").endswith(" UTC")
+    ticks = page.eval_on_selector_all(".tl-tick", "ts => ts.map(t => [t.textContent, t.getBoundingClientRect().left])")
+    assert len(ticks) >= 3 and ticks[0][0] == "+0 ms"
+    assert [left for _, left in ticks] == sorted(left for _, left in ticks)
+    born = page.eval_on_selector_all("#trace-info dd", "dds => dds.map(d => d.textContent)")
+    assert any(text.endswith(" UTC") for text in born)
+    rows = page.eval_on_selector_all(
+        "#events-table tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+    assert all(row[0].endswith(" UTC") for row in rows)
+    billing = [(row[1], row[6]) for row in rows if row[2] == "billing"]
+    assert billing == [("received", "0"), ("finished", "0"), ("received", "1"), ("finished", "1")]
+    page.screenshot(path=str(artifacts_dir / "web-trace-same-ms.png"), full_page=True)

@@ -70,3 +70,22 @@ def test_every_indexes_new_segments_until_interrupted(tmp_path: Any) -> None:
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 130
     assert read_checkpoint(log_dir) == {s.base for s in sealed_segments(log_dir)}
+
+
+def test_one_shot_with_only_an_active_segment_says_when_it_seals(tmp_path: Any) -> None:
+    """Nothing sealed yet: the run says what the active segment holds and when it seals; Spark, bound to
+    127.0.0.1 in local mode, prints no 'hostname resolves to a loopback address' warning."""
+    log_dir = str(tmp_path / "log")
+    header = BatchHeader("cli-client", 1, "shop", "host", 1, {})
+    log = TraceLog.open(log_dir, durability="os")
+    log.append([(1, "cli-client", 1, encode_batch(header, [make_event(EventType.PUB, 1, "", "t", "m")]))])
+    log.close()  # stays active: not in the manifest
+    env = {k: v for k, v in __import__("os").environ.items() if k != "SPARK_LOCAL_IP"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tracehook.cli", "index", "--log-dir", log_dir, "--store",
+         f"local:{tmp_path / 'index.sqlite3'}", "--master", "local[1]"],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "0 segment(s)" in done.stdout
+    assert "the active segment holds 1 record(s), which the collector seals in about" in done.stdout
+    assert "loopback address" not in done.stderr and "SPARK_LOCAL_IP" not in done.stderr, done.stderr

@@ -189,6 +189,15 @@ def replay_items(bootstrap: str, topic: str, items: Iterable[Any], callback: Cal
 
 # -- the CLI ------------------------------------------------------------------------------------
 
+def _kafka_errors() -> tuple[type[BaseException], ...]:
+    """kafka-python's error base, when kafka-python is installed."""
+    try:
+        from kafka.errors import KafkaError
+    except ImportError:
+        return ()
+    return (KafkaError,)
+
+
 def add_kafka_reset_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``tracehook kafka-reset``."""
     from collector.backtrack_cli import add_source_arguments
@@ -204,6 +213,24 @@ def add_kafka_reset_arguments(parser: argparse.ArgumentParser) -> None:
     add_source_arguments(parser)
 
 
+def check_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
+    """Raise ConnectionError unless one of the bootstrap servers accepts a TCP connection.
+
+    kafka-python retries an unreachable bootstrap for about 30 s before giving up; this says so at once.
+    """
+    import socket
+
+    errors = []
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout_s).close()
+            return
+        except (OSError, ValueError) as exc:
+            errors.append(f"{server.strip()}: {getattr(exc, 'strerror', None) or exc}")
+    raise ConnectionError(f"cannot reach Kafka ({'; '.join(errors)})")
+
+
 def run_kafka_reset(args: argparse.Namespace) -> int:
     """Print (and with --apply, commit) the reset plan; exit 0 on success, 2 on errors."""
     from collector import backtrack
@@ -215,6 +242,7 @@ def run_kafka_reset(args: argparse.Namespace) -> int:
         return 2
     try:
         time_ms = parse_time(args.time, name="--time")
+        check_reachable(args.bootstrap)
         source = open_source(args)
         try:
             doc = source.offsets(args.topic, {"time": time_ms, "queue": None, "group": None, "force": False})
@@ -236,6 +264,12 @@ def run_kafka_reset(args: argparse.Namespace) -> int:
         apply_plan(args.bootstrap, args.group, args.topic, plan.changes())
         print(f"committed {len(plan.changes())} partition offsets for group {args.group}", file=sys.stderr)
         return 0
-    except (*FAILURES, GroupActiveError, ValueError) as exc:
+    except (*FAILURES, GroupActiveError, ValueError, ConnectionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        print(f"error: kafka-python is not installed ({exc}); pip install 'tracehook[kafka]'", file=sys.stderr)
+        return 2
+    except _kafka_errors() as exc:  # NoBrokersAvailable, timeouts...
+        print(f"error: Kafka at {args.bootstrap}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2

@@ -49,3 +49,17 @@ def test_consumer_only_trace_has_an_empty_producer_row():
     assert doc["rows"][0] == {"kind": "producer", "group": "", "bars": []}
     assert doc["rows"][1]["bars"][0]["status"] == "retry_later"
     assert doc["rows"][1]["bars"][0]["outcome"] == "failed"
+
+
+def test_attempts_sharing_a_millisecond_keep_their_retry_order():
+    """Retry 1 received in the millisecond retry 0 finished: its bar still comes after retry 0's."""
+    from collector.sample import _event
+    from tracehook.wire import EventType
+
+    records = [send("m", T, MSG)]
+    for retry, request_id in ((1, "a-second"), (0, "z-first")):  # request ids sort against the retry order
+        for kind in (EventType.SUB_BEFORE, EventType.SUB_AFTER):
+            records.append((BILLING_HEADER, _event(kind, T + 5, "billing", "m", retry=retry, request_id=request_id,
+                                                   status=int(Status.EXCEPTION if retry == 0 else Status.OK), **MSG)))
+    bars = timeline(records)["rows"][1]["bars"]
+    assert [(b["retry"], b["status"]) for b in bars] == [(0, "exception"), (1, "ok")]

@@ -113,3 +113,15 @@ async def test_query_token_required(aiohttp_client, config) -> None:
     anonymous = await aiohttp_client(create_app(config))
     response = await anonymous.get(f"/v1/topics/{TOPIC}/offsets", params={"time": "now"})
     assert response.status == 401
+
+
+async def test_replay_list_of_a_group_never_seen_on_the_topic_is_404(client) -> None:
+    """A misspelt group would list every message as 'to replay': refused unless asked for explicitly."""
+    status, body = await get(client, f"/v1/topics/{TOPIC}/unconsumed", group="nosuchgroup")
+    assert status == 404 and body["error"] == "unknown_group"
+    assert GROUP in body["detail"] and "allow_unknown_group" in body["detail"]
+    status, body = await get(client, f"/v1/topics/{TOPIC}/unconsumed", group="nosuchgroup", allow_unknown_group="true",
+                             begin=BASE_MS, end=BASE_MS + 10_000)
+    assert status == 200 and len(body["items"]) == len(OUTCOMES)
+    status, _ = await get(client, f"/v1/topics/{TOPIC}/unconsumed", group="audit")  # only ever dead-lettered: seen
+    assert status == 200
