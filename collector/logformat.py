@@ -152,26 +152,45 @@ def salvage_segment(path: str, base: int, records: int) -> Iterator[LogRecord | 
     collision at a position that also looks like an offset in that range, so records after
     the damage are read rather than dropped, and what was lost is counted from the offsets.
     """
-    data = _read_file(path)
+    return salvage_range(path, 0, None, base, base + records)
+
+
+def _read_window(path: str, start: int, stop: int | None) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read() if stop is None else f.read(max(0, stop - start))
+
+
+def salvage_range(path: str, start_pos: int, stop_pos: int | None, first: int,
+                  stop_offset: int) -> Iterator[LogRecord | Damage]:
+    """:func:`salvage_segment` over bytes ``[start_pos, stop_pos)`` of a segment (``None``: to
+    its end) holding records ``[first, stop_offset)``; :class:`Damage` positions are file positions.
+
+    The streaming reader passes the collector's durable byte position as ``stop_pos`` for the
+    active segment, so bytes the collector has not acknowledged are never even read.
+    """
+    data = _read_window(path, start_pos, stop_pos)
     view = memoryview(data)
-    pos, end, expected, stop_offset = 0, len(data), base, base + records
-    while pos < end:
+    pos, end, expected = 0, len(data), first
+    while pos < end and expected < stop_offset:
         try:
             record, nxt = _frame_at(view, pos, path)
         except CorruptSegmentError as exc:
             found = _resync(data, view, pos + 1, expected, stop_offset, path)
             if found is None:
-                yield Damage(pos, end - pos, max(0, stop_offset - expected), exc.why)
+                yield Damage(start_pos + pos, end - pos, max(0, stop_offset - expected), exc.why)
                 return
-            first = _HEADER.unpack_from(view, found + _PREFIX.size)[0]
-            yield Damage(pos, found - pos, first - expected, exc.why)
+            first_found = _HEADER.unpack_from(view, found + _PREFIX.size)[0]
+            yield Damage(start_pos + pos, found - pos, first_found - expected, exc.why)
             pos = found
             continue
+        if record.offset >= stop_offset:
+            return
         yield record
         expected = max(expected, record.offset + 1)
         pos = nxt
     if expected < stop_offset:  # a segment cut short after its last whole frame
-        yield Damage(end, 0, stop_offset - expected, "records missing at the end")
+        yield Damage(start_pos + end, 0, stop_offset - expected, "records missing at the end")
 
 
 def _resync(data: bytes, view: memoryview, pos: int, lo: int, hi: int, path: str) -> int | None:

@@ -1,15 +1,22 @@
-"""``tracehook index``: index sealed trace-log segments into the store with PySpark.
+"""``tracehook index``: index the trace log into the store with one PySpark Structured Streaming query.
 
-The driver lists sealed segments not in the checkpoint (``indexed.json``) and hands
-their paths to :class:`spark_jobs.datasource.TraceLogSource` (one partition per
-segment).  Each partition decodes its batches, writes every index row with
-:func:`collector.store.indexer.index_records` over one store connection, and returns
-counts.  Only when every partition has succeeded does the driver add the segments
-to the checkpoint, so a failed run (store down, say) is simply retried next time;
-re-indexing a segment rewrites identical cells.
+The source is :class:`spark_jobs.datasource.TraceLogSource` read as a stream: offsets are
+trace-log record offsets, each micro-batch reads up to the collector's durable end (the
+active segment included), one partition per segment slice.  ``foreachBatch`` runs
+``mapPartitions`` over the batch: each partition decodes its batches and writes every index
+row with :func:`collector.store.indexer.index_records` over one store connection; then the
+driver runs :func:`collector.store.indexer.finish_batch`.  Spark's checkpoint (one per
+(log, store): ``<log-dir>/index-checkpoints/<hash of the store URL>/`` unless ``--checkpoint``)
+holds the offsets; a batch that failed or was killed is run again with the same offsets and
+rewrites identical cells.  Each commit is also recorded in ``<log-dir>/index-commits/`` for
+the collector's retention and lag metrics.
+
+``--follow`` keeps the query running with a processing-time trigger (default 1 s); one-shot
+runs and ``--every`` use ``Trigger.AvailableNow`` over the same source and checkpoint.
 
 Example::
 
+    tracehook index --log-dir /data/log --store local:/data/index.sqlite3 --follow
     tracehook index --log-dir /data/log --store hbase://127.0.0.1:9090?namespace=trace --master local[2]
     tracehook index --log-dir /data/log --store local:/data/index.sqlite3 --every 60
 """
@@ -17,9 +24,11 @@ Example::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
+import signal
 import sqlite3
 import sys
 import time
@@ -28,8 +37,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from collector.tracelog import read_checkpoint, sealed_segments, write_checkpoint
-from spark_jobs.errors import IndexJobError, LocalStoreOnClusterError, NoSparkError
+from spark_jobs.errors import (
+    CheckpointMismatchError,
+    IndexJobError,
+    LocalStoreOnClusterError,
+    LogInputError,
+    NoSparkError,
+)
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "1g"
@@ -40,6 +54,18 @@ DEFAULT_WRITERS = 1
 DEFAULT_PURGE_EVERY_S = 3600.0
 """How often ``--every`` mode deletes a ``local:`` store's expired cells (a full scan of each table)."""
 APP_NAME = "tracehook-index"
+DEFAULT_TRIGGER_S = 1.0
+"""``--follow``'s processing-time trigger: a trace is queryable about this long after it is durable."""
+CHECKPOINTS_DIR = "index-checkpoints"
+IDENTITY_FILE = "tracehook-index.json"
+"""In a checkpoint directory: the log id, log directory and store it belongs to."""
+FAULT_PAUSE_ENV = "TRACEHOOK_INDEX_FAULT_PAUSE"
+"""Tests only: a file path; the job writes it and hangs after a batch's rows are written, before
+Spark commits the batch (so a test can SIGKILL it there)."""
+FAULT_PAUSE_BATCH_ENV = "TRACEHOOK_INDEX_FAULT_PAUSE_BATCH"
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_BAD_INPUT = 3
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +118,8 @@ def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRI
     return spark
 
 
-PartitionResult = tuple[int, int, dict[str, int], list[str]]
-"""(records, events, bad counts by reason, damage descriptions) of one partition."""
+PartitionResult = tuple[int, int, dict[str, int], list[str], list[int]]
+"""(records, events, bad counts by reason, damage descriptions, segment bases read) of one partition."""
 
 
 def index_partition(store_url: str, batch_size: int,
@@ -108,9 +134,11 @@ def index_partition(store_url: str, batch_size: int,
         counts = {"records": 0}
         bad: Counter[str] = Counter()
         damage: list[str] = []
+        bases: set[int] = set()
 
         def events() -> Iterator[Any]:
             for row in rows:
+                bases.add(row.base)
                 if row.error is not None:
                     bad["corrupt_records"] += row.lost_records
                     bad["corrupt_bytes"] += row.skipped_bytes
@@ -131,7 +159,7 @@ def index_partition(store_url: str, batch_size: int,
             n = index_records(store, events(), batch_size, writers=writers, dropped=bad)
         finally:
             store.close()
-        yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage
+        yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage, sorted(bases)
 
     return run
 
@@ -202,48 +230,271 @@ def _finish_batch(store_url: str) -> None:
         raise IndexJobError(f"store {store_url} unavailable; checkpoint not advanced: {exc}") from exc
 
 
-def index_once(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAULT_BATCH_SIZE, *,
-               writers: int = DEFAULT_WRITERS, purge: bool = False) -> IndexReport:
-    """Index every sealed segment not yet in the checkpoint, then advance the checkpoint.
+class _Run:
+    """Totals of one streaming query, filled in by its ``foreachBatch`` on the driver."""
 
-    Damaged frames are skipped up to the next frame that verifies and counted in ``bad``
-    (their bytes cannot be read again, so the segment is checkpointed all the same).
-    The checkpoint keeps only bases still in the manifest.  ``purge`` deletes a ``local:``
-    store's expired cells afterwards.
+    def __init__(self) -> None:
+        self.segments: set[int] = set()
+        self.records = 0
+        self.events = 0
+        self.batches = 0
+        self.bad: Counter[str] = Counter()
+        self.failure: BaseException | None = None
+
+    def report(self, started: float, purged: int | None = None) -> IndexReport:
+        return IndexReport(segments=len(self.segments), records=self.records, events=self.events,
+                           bad=dict(self.bad), seconds=time.monotonic() - started, purged=purged)
+
+
+def store_key(store_url: str) -> str:
+    """A short stable name for a store URL (its default checkpoint directory's name)."""
+    return hashlib.sha256(store_url.encode("utf-8")).hexdigest()[:16]
+
+
+def default_checkpoint(log_dir: str, store_url: str) -> str:
+    """``<log-dir>/index-checkpoints/<hash of the store URL>``: one checkpoint per (log, store)."""
+    return os.path.join(os.path.abspath(log_dir), CHECKPOINTS_DIR, store_key(absolute_store_url(store_url)))
+
+
+def commit_key(checkpoint: str) -> str:
+    """The name of a checkpoint's commit record in ``<log-dir>/index-commits/``."""
+    return hashlib.sha256(os.path.abspath(checkpoint).encode("utf-8")).hexdigest()[:16]
+
+
+def claim_checkpoint(checkpoint: str, log_id: str, log_dir: str, store_url: str) -> None:
+    """Tie ``checkpoint`` to (log, store) on first use; refuse one that belongs to another pair."""
+    path = os.path.join(checkpoint, IDENTITY_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            owner = json.load(f)
+    except FileNotFoundError:
+        owner = None
+    except (OSError, ValueError) as exc:
+        raise CheckpointMismatchError(f"checkpoint {checkpoint}: unreadable {IDENTITY_FILE}: {exc}") from exc
+    if owner is None:
+        if os.path.isdir(os.path.join(checkpoint, "offsets")):
+            raise CheckpointMismatchError(
+                f"checkpoint {checkpoint} holds Spark offsets but no {IDENTITY_FILE}: it was not made for this log")
+        os.makedirs(checkpoint, exist_ok=True)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({"log": log_id, "log_dir": log_dir, "store": store_url}, f)
+        os.replace(path + ".tmp", path)
+        return
+    if owner.get("log") != log_id:
+        raise CheckpointMismatchError(
+            f"checkpoint {checkpoint} belongs to another trace log ({owner.get('log_dir')}, log {owner.get('log')}), "
+            f"not to {log_dir} (log {log_id})")
+    if owner.get("store") != store_url:
+        raise CheckpointMismatchError(
+            f"checkpoint {checkpoint} belongs to store {owner.get('store')}, not {store_url}: "
+            "each store needs its own checkpoint")
+
+
+def spark_committed(checkpoint: str) -> dict[str, Any] | None:
+    """The source offset of the newest batch in Spark's commit log (``commits/N`` + ``offsets/N``)."""
+    try:
+        done = [int(n) for n in os.listdir(os.path.join(checkpoint, "commits")) if n.isdigit()]
+    except FileNotFoundError:
+        return None
+    if not done:
+        return None
+    try:
+        with open(os.path.join(checkpoint, "offsets", str(max(done))), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        return json.loads(lines[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _sync_commit(log_dir: str, store_url: str, checkpoint: str) -> None:
+    """Copy Spark's newest committed offset to the commit record retention reads.
+
+    The source's ``commit`` does this too, but Spark calls it when it plans the *next* batch,
+    so after an ``AvailableNow`` run the last batch would otherwise stay unrecorded.
     """
+    from collector.logstate import LogPosition, read_commits, write_commit
+
+    end = spark_committed(checkpoint)
+    if end is None:
+        return
+    key = commit_key(checkpoint)
+    known = {c.key: c.position.offset for c in read_commits(log_dir)}
+    if known.get(key, -1) < end["offset"]:
+        write_commit(log_dir, key, store_url, checkpoint, LogPosition(end["offset"], end["base"], end["pos"]))
+
+
+def _protect_from_retention(log_dir: str, store_url: str, checkpoint: str) -> None:
+    """A new checkpoint records the log's first offset at once, so retention keeps what it has to read."""
+    from collector.logformat import sealed_segments
+    from collector.logstate import LogPosition, read_commits, readable_end, write_commit
+
+    key = commit_key(checkpoint)
+    if any(c.key == key for c in read_commits(log_dir)) or spark_committed(checkpoint) is not None:
+        return
+    sealed = sealed_segments(log_dir)
+    first = sealed[0].base if sealed else readable_end(log_dir).base
+    write_commit(log_dir, key, store_url, checkpoint, LogPosition(first, first, 0))
+
+
+def lag(log_dir: str, checkpoint: str) -> tuple[int, float]:
+    """(records, seconds) the checkpoint is behind the log's durable end; seconds from the
+    receive time of the oldest record not yet indexed."""
+    from collector.logstate import readable_end, receive_ms_at
+
+    done = spark_committed(checkpoint)
+    end = readable_end(log_dir)
+    if done is None:
+        return end.offset, 0.0
+    behind = max(0, end.offset - done["offset"])
+    if not behind:
+        return 0, 0.0
+    received = receive_ms_at(log_dir, done["offset"], done["base"], done["pos"])
+    return behind, max(0.0, time.time() - received / 1000) if received else 0.0
+
+
+def _stream_error(exc: BaseException, run: _Run) -> IndexJobError:
+    """The one-line error for a failed streaming query."""
+    if isinstance(run.failure, IndexJobError):
+        return run.failure
+    text = str(exc)
+    for name, kind in (("SegmentGoneError", LogInputError), ("CheckpointMismatchError", CheckpointMismatchError),
+                       ("NotATraceLogError", LogInputError)):
+        at = text.find(f"{name}: ")
+        if at >= 0:
+            return kind(text[at + len(name) + 2:].splitlines()[0].strip())
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return IndexJobError(f"indexing failed; checkpoint not advanced: {first}")
+
+
+def _fault_pause(batch_id: int) -> None:
+    """Tests only: stop dead after a batch's rows are written, before Spark commits it."""
+    marker = os.environ.get(FAULT_PAUSE_ENV)
+    if marker and batch_id >= int(os.environ.get(FAULT_PAUSE_BATCH_ENV, "0")):
+        with open(marker, "w", encoding="utf-8") as f:
+            f.write(str(batch_id))
+        while True:
+            time.sleep(60)
+
+
+def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAULT_BATCH_SIZE, *,
+                 writers: int = DEFAULT_WRITERS, checkpoint: str | None = None, follow_s: float | None = None,
+                 on_batch: Callable[[IndexReport, tuple[int, float]], None] | None = None,
+                 purge: bool = False) -> IndexReport:
+    """Index the log into the store through one Structured Streaming query.
+
+    ``follow_s`` None: ``Trigger.AvailableNow`` (everything durable now, then return);
+    otherwise a processing-time trigger every ``follow_s`` seconds until interrupted.
+    The checkpoint (default :func:`default_checkpoint`) belongs to this (log, store) pair;
+    ``on_batch`` gets each micro-batch's report and the lag after it.
+    """
+    from collector.errors import NotATraceLogError
+    from collector.logstate import read_log_id
     from spark_jobs.datasource import FORMAT_NAME
 
     started = time.monotonic()
     log_dir = os.path.abspath(log_dir)  # segment paths go to executors, whose cwd differs
     store_url = absolute_store_url(store_url)
     check_store_for_master(spark.sparkContext.master, store_url)
-    done = read_checkpoint(log_dir)
-    sealed = sealed_segments(log_dir)
-    present = {s.base for s in sealed}
-    todo = [s for s in sealed if s.base not in done]
-    if not todo:
-        if done - present:  # retention deleted indexed segments: forget them
-            write_checkpoint(log_dir, done & present)
-        return IndexReport(seconds=time.monotonic() - started,
-                           purged=purge_expired(store_url) if purge else None)
-    _prepare_store(store_url)
-    df = (spark.read.format(FORMAT_NAME)
-          .option("segments", json.dumps([[s.base, s.path, s.records] for s in todo]))
-          .load())
     try:
-        results = df.rdd.mapPartitions(index_partition(store_url, batch_size, writers)).collect()
-    except Exception as exc:  # Py4J/Spark wrap task errors in their own types
-        raise IndexJobError(f"indexing {len(todo)} segment(s) failed; checkpoint not advanced: {exc}") from exc
-    _finish_batch(store_url)
-    bad: Counter[str] = Counter()
-    for _, _, reasons, damage in results:
-        bad.update(reasons)
-        for what in damage:
-            log.warning("index: %s (counted in corrupt_records/corrupt_bytes)", what)
-    write_checkpoint(log_dir, (done & present) | {s.base for s in todo})
-    return IndexReport(segments=len(todo), records=sum(r[0] for r in results), events=sum(r[1] for r in results),
-                       bad=dict(bad), seconds=time.monotonic() - started,
-                       purged=purge_expired(store_url) if purge else None)
+        log_id = read_log_id(log_dir)
+    except NotATraceLogError as exc:
+        raise LogInputError(str(exc)) from exc
+    checkpoint = os.path.abspath(checkpoint or default_checkpoint(log_dir, store_url))
+    claim_checkpoint(checkpoint, log_id, log_dir, store_url)
+    _protect_from_retention(log_dir, store_url, checkpoint)
+    _prepare_store(store_url)
+    run = _Run()
+    work = index_partition(store_url, batch_size, writers)
+
+    def process(batch_df: Any, batch_id: int) -> None:
+        try:
+            _sync_commit(log_dir, store_url, checkpoint)  # the previous batch is in Spark's commit log now
+            batch_started = time.monotonic()
+            try:
+                results = batch_df.rdd.mapPartitions(work).collect()
+            except Exception as exc:  # Py4J/Spark wrap task errors in their own types
+                raise _stream_error(exc, run) from exc
+            _finish_batch(store_url)
+            _fault_pause(batch_id)
+            batch = _Run()
+            for records, events, reasons, damage, bases in results:
+                batch.records += records
+                batch.events += events
+                batch.bad.update(reasons)
+                batch.segments.update(bases)
+                for what in damage:
+                    log.warning("index: %s (counted in corrupt_records/corrupt_bytes)", what)
+            run.batches += 1
+            run.records += batch.records
+            run.events += batch.events
+            run.bad.update(batch.bad)
+            run.segments |= batch.segments
+            if on_batch is not None and batch.records:
+                on_batch(batch.report(batch_started), _lag_after(log_dir, checkpoint, batch_id))
+        except BaseException as exc:
+            run.failure = exc
+            raise
+
+    df = (spark.readStream.format(FORMAT_NAME)
+          .option("log_dir", log_dir).option("log_id", log_id).option("commit_key", commit_key(checkpoint))
+          .option("store", store_url).option("checkpoint", checkpoint)
+          .load())
+    writer = df.writeStream.foreachBatch(process).option("checkpointLocation", checkpoint)
+    if follow_s is None:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{follow_s} seconds")
+    query = writer.start()
+    try:
+        while not query.awaitTermination(1.0):
+            pass
+    except KeyboardInterrupt:
+        query.stop()
+        raise
+    except Exception as exc:  # StreamingQueryException, Py4J errors
+        raise _stream_error(exc, run) from exc
+    finally:
+        _sync_commit(log_dir, store_url, checkpoint)
+    _drop_legacy_checkpoint(log_dir)
+    return run.report(started, purge_expired(store_url) if purge else None)
+
+
+def _lag_after(log_dir: str, checkpoint: str, batch_id: int) -> tuple[int, float]:
+    """Records and seconds behind the durable end once batch ``batch_id`` is written."""
+    from collector.logstate import readable_end, receive_ms_at
+
+    try:
+        with open(os.path.join(checkpoint, "offsets", str(batch_id)), encoding="utf-8") as f:
+            done = json.loads(f.read().splitlines()[2])
+    except (OSError, ValueError, IndexError):
+        return lag(log_dir, checkpoint)
+    behind = max(0, readable_end(log_dir).offset - done["offset"])
+    if not behind:
+        return 0, 0.0
+    received = receive_ms_at(log_dir, done["offset"], done["base"], done["pos"])
+    return behind, max(0.0, time.time() - received / 1000) if received else 0.0
+
+
+def _drop_legacy_checkpoint(log_dir: str) -> None:
+    """``indexed.json`` (the per-log checkpoint before index-checkpoints/) is replaced: remove it."""
+    from collector.logformat import CHECKPOINT
+
+    try:
+        os.remove(os.path.join(log_dir, CHECKPOINT))
+        log.info("removed the old checkpoint %s (replaced by index-checkpoints/)", CHECKPOINT)
+    except FileNotFoundError:
+        pass
+
+
+def index_once(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAULT_BATCH_SIZE, *,
+               writers: int = DEFAULT_WRITERS, purge: bool = False, checkpoint: str | None = None) -> IndexReport:
+    """Index everything durable in the log now (``Trigger.AvailableNow``), then return.
+
+    Damaged frames are skipped up to the next frame that verifies and counted in ``bad``.
+    ``purge`` deletes a ``local:`` store's expired cells afterwards.
+    """
+    return index_stream(spark, log_dir, store_url, batch_size, writers=writers, checkpoint=checkpoint,
+                        purge=purge)
 
 
 def run_index(log_dir: str, store_url: str, master: str = DEFAULT_MASTER,
@@ -256,8 +507,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``tracehook index``."""
     parser.add_argument("--log-dir", required=True, help="trace-log directory (shared by every executor on a cluster)")
     parser.add_argument("--store", required=True, help="local:PATH or hbase://HOST:PORT?namespace=NS")
-    parser.add_argument("--every", type=float, default=None, metavar="SECONDS",
-                        help="keep running, indexing new sealed segments every SECONDS")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--follow", action="store_true",
+                      help="keep running: index new records seconds after the collector acknowledges them")
+    mode.add_argument("--every", type=float, default=None, metavar="SECONDS",
+                      help="keep running, indexing everything new every SECONDS (Trigger.AvailableNow)")
+    parser.add_argument("--trigger", type=float, default=DEFAULT_TRIGGER_S, metavar="SECONDS",
+                        help="with --follow: start a micro-batch every SECONDS (default: %(default)s)")
+    parser.add_argument("--checkpoint", default=None, metavar="DIR",
+                        help="Spark checkpoint directory of this (log, store) pair "
+                             "(default: LOG_DIR/index-checkpoints/<hash of the store URL>)")
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="rows per store put")
     parser.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY, help="spark.driver.memory")
@@ -270,20 +529,58 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="without --every: delete a local: store's expired cells after the run")
 
 
+def _print_batch(report: IndexReport, behind: tuple[int, float]) -> None:
+    records, seconds = behind
+    print(f"{time.strftime('%H:%M:%S')} index: {report}; lag {records} record(s), {seconds:.1f}s", flush=True)
+
+
+def _follow(spark: Any, args: argparse.Namespace) -> int:
+    try:
+        report = index_stream(spark, args.log_dir, args.store, args.batch_size, writers=args.writers,
+                              checkpoint=args.checkpoint, follow_s=args.trigger, on_batch=_print_batch)
+    except LogInputError as exc:
+        print(f"index: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except IndexJobError as exc:
+        print(f"index: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"index: stopped: {report}", flush=True)  # a stopped query (e.g. from the Spark UI)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run once, or every ``--every`` seconds until interrupted; prints one progress line per run."""
+    """Follow, run once, or every ``--every`` seconds until interrupted; prints progress lines.
+
+    Exit codes: 0 done, 1 indexing failed (retry later), 2 bad arguments, 3 bad input (not a
+    trace log, a checkpoint of another log or store, records deleted before they were indexed),
+    130 interrupted.
+    """
     if args.writers < 1:
         raise SystemExit("index: --writers must be >= 1")
-    # Refused before Spark starts: a relative local: path or a cluster master is checked here.
+    if args.trigger <= 0:
+        raise SystemExit("index: --trigger must be > 0")
+    # Refused before Spark starts: a relative local: path or a cluster master is checked here,
+    # and so is the log directory.
     try:
         check_store_for_master(args.master, absolute_store_url(args.store))
     except LocalStoreOnClusterError as exc:
         print(f"index: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    from collector.errors import NotATraceLogError
+    from collector.logstate import read_log_id
+
+    try:
+        read_log_id(args.log_dir)
+    except NotATraceLogError as exc:
+        print(f"index: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: the running batch is redone next time
     spark = spark_session(args.master, args.driver_memory)
     total_events = 0
     last_purge: float | None = None
     try:
+        if args.follow:
+            return _follow(spark, args)
         while True:
             now = time.monotonic()
             if args.every is None:
@@ -292,11 +589,14 @@ def run(args: argparse.Namespace) -> int:
                 purge = args.purge_every > 0 and (last_purge is None or now - last_purge >= args.purge_every)
             try:
                 report = index_once(spark, args.log_dir, args.store, args.batch_size,
-                                    writers=args.writers, purge=purge)
+                                    writers=args.writers, purge=purge, checkpoint=args.checkpoint)
+            except LogInputError as exc:
+                print(f"index: {exc}", file=sys.stderr)
+                return EXIT_BAD_INPUT
             except IndexJobError as exc:
                 print(f"index: {exc}", file=sys.stderr)
                 if args.every is None:
-                    return 1
+                    return EXIT_FAILED
             else:
                 if report.purged is not None:
                     last_purge = now
@@ -310,3 +610,7 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         spark.stop()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Any
 
 import pytest
 
+from collector.logstate import committed_offset, readable_end
 from collector.store import open_store
 from collector.store.query import TraceQuery
-from collector.tracelog import TraceLog, read_checkpoint, sealed_segments
+from collector.tracelog import TraceLog, sealed_segments
 from spark_jobs.errors import IndexJobError
-from spark_jobs.index_job import index_once
+from spark_jobs.index_job import default_checkpoint, index_once, spark_committed
 from tracehook.wire import BatchHeader, EventType, encode_batch, make_event
 
 pytestmark = pytest.mark.spark
@@ -56,7 +58,7 @@ def test_indexes_every_segment_then_checkpoints(spark: Any, tmp_path: Any) -> No
     report = index_once(spark, log_dir, f"local:{db}")
 
     assert (report.segments, report.records, report.events, report.bad) == (3, 6, 150, {})
-    assert read_checkpoint(log_dir) == {s.base for s in sealed_segments(log_dir)}
+    assert committed_offset(log_dir) == readable_end(log_dir).offset == 6  # what retention reads
     store = open_store(f"local:{db}")
     try:
         query = TraceQuery(store)
@@ -77,7 +79,7 @@ def test_second_run_and_reindex_change_nothing(spark: Any, tmp_path: Any) -> Non
     before = _store_rows(db)
 
     assert index_once(spark, log_dir, f"local:{db}").segments == 0
-    os.remove(os.path.join(log_dir, "indexed.json"))  # force a full re-index
+    shutil.rmtree(default_checkpoint(log_dir, f"local:{db}"))  # force a full re-index
     assert index_once(spark, log_dir, f"local:{db}").events == 4
     assert _store_rows(db) == before
 
@@ -125,7 +127,7 @@ def test_records_after_a_corrupt_frame_are_indexed_and_the_loss_counted(spark: A
     assert report.bad == {"corrupt_records": 1, "corrupt_bytes": sizes[2]}
     assert (report.records, report.events) == (4, 8)
     assert "1 corrupt_records" in str(report)
-    assert read_checkpoint(log_dir) == {seg.base}  # nothing left to read there: counted, not retried
+    assert committed_offset(log_dir) == seg.base + 5  # nothing left to read there: counted, not retried
     store = open_store(f"local:{db}")
     try:
         query = TraceQuery(store)
@@ -145,8 +147,8 @@ def test_rows_over_the_key_limit_are_counted(spark: Any, tmp_path: Any) -> None:
     assert (report.events, report.bad) == (1, {"row_key_too_long": 1})
 
 
-def test_checkpoint_forgets_segments_retention_deleted(spark: Any, tmp_path: Any) -> None:
-    log_dir, db = str(tmp_path / "log"), str(tmp_path / "index.sqlite3")
+def test_retention_deletes_only_what_every_checkpoint_committed(spark: Any, tmp_path: Any) -> None:
+    log_dir, db, other = str(tmp_path / "log"), str(tmp_path / "index.sqlite3"), str(tmp_path / "other.sqlite3")
     _write_log(log_dir, [[_batch(1, ["a"])], [_batch(2, ["b"])]])
     index_once(spark, log_dir, f"local:{db}")
     first, second = sealed_segments(log_dir)
@@ -157,12 +159,15 @@ def test_checkpoint_forgets_segments_retention_deleted(spark: Any, tmp_path: Any
     finally:
         log.close()
 
-    assert index_once(spark, log_dir, f"local:{db}").segments == 0
-    assert read_checkpoint(log_dir) == {second.base}
+    assert index_once(spark, log_dir, f"local:{db}").segments == 0  # the checkpoint is past the gap
 
     _write_log(log_dir, [[_batch(3, ["c"])]])
-    index_once(spark, log_dir, f"local:{db}")
-    assert read_checkpoint(log_dir) == {s.base for s in sealed_segments(log_dir)} and len(read_checkpoint(log_dir)) == 2
+    # A second store gets its own checkpoint: it indexes everything still in the log, and until it
+    # has, retention keeps the segments it has not read (the first store's checkpoint is past them).
+    report = index_once(spark, log_dir, f"local:{other}")
+    assert (report.events, report.segments) == (2, 2)
+    assert index_once(spark, log_dir, f"local:{db}").events == 1
+    assert committed_offset(log_dir) == readable_end(log_dir).offset
 
 
 def test_purge_deletes_expired_cells_of_a_local_store(spark: Any, tmp_path: Any) -> None:
@@ -191,8 +196,9 @@ def test_store_failure_fails_the_job_without_advancing_the_checkpoint(spark: Any
 
     with pytest.raises(IndexJobError):
         index_once(spark, log_dir, bad_url)
-    assert read_checkpoint(log_dir) == set()
+    assert spark_committed(default_checkpoint(log_dir, bad_url)) is None
+    assert committed_offset(log_dir) == 0  # retention keeps everything that store still needs
 
     db = str(tmp_path / "index.sqlite3")
     assert index_once(spark, log_dir, f"local:{db}").events == 1
-    assert read_checkpoint(log_dir) == {sealed_segments(log_dir)[0].base}
+    assert spark_committed(default_checkpoint(log_dir, f"local:{db}"))["offset"] == 1
