@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 from typing import Any
@@ -13,7 +14,7 @@ from collector.store import open_store
 from collector.store.query import TraceQuery
 from collector.tracelog import TraceLog, sealed_segments
 from spark_jobs.errors import IndexJobError
-from spark_jobs.index_job import default_checkpoint, index_once, spark_committed
+from spark_jobs.index_job import add_arguments, default_checkpoint, index_once, run, spark_committed
 from tracehook.wire import BatchHeader, EventType, encode_batch, make_event
 
 pytestmark = pytest.mark.spark
@@ -202,3 +203,42 @@ def test_store_failure_fails_the_job_without_advancing_the_checkpoint(spark: Any
     db = str(tmp_path / "index.sqlite3")
     assert index_once(spark, log_dir, f"local:{db}").events == 1
     assert spark_committed(default_checkpoint(log_dir, f"local:{db}"))["offset"] == 1
+
+
+def test_bad_input_is_refused_with_nothing_written(spark: Any, tmp_path: Any, capsys: Any) -> None:
+    from collector.logstate import COMMITS_DIR
+    from spark_jobs.errors import CheckpointMismatchError, LogInputError
+
+    url = f"local:{tmp_path / 'index.sqlite3'}"
+    # A directory that is not a trace log.
+    (tmp_path / "not-a-log").mkdir()
+    with pytest.raises(LogInputError, match="is not a trace-log directory"):
+        index_once(spark, str(tmp_path / "not-a-log"), url)
+    assert os.listdir(tmp_path / "not-a-log") == [] and not os.path.exists(tmp_path / "index.sqlite3")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert run(parser.parse_args(["--log-dir", str(tmp_path / "not-a-log"), "--store", url, "--follow"])) == 3
+    assert "is not a trace-log directory" in capsys.readouterr().err
+
+    # A checkpoint that belongs to another log.
+    log_a, log_b, ckpt = str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "ckpt")
+    _write_log(log_a, [[_batch(1, ["a1"])]])
+    _write_log(log_b, [[_batch(1, ["b1"])]])
+    index_once(spark, log_a, url, checkpoint=ckpt)
+    with pytest.raises(CheckpointMismatchError, match="belongs to another trace log"):
+        index_once(spark, log_b, url, checkpoint=ckpt)
+    assert not os.path.exists(os.path.join(log_b, COMMITS_DIR))
+
+    # Records deleted from the log before this checkpoint indexed them.
+    _write_log(log_a, [[_batch(2, ["a2"])], [_batch(3, ["a3"])]])
+    gone = sealed_segments(log_a)[1]
+    os.remove(gone.path)
+    before = spark_committed(ckpt)
+    with pytest.raises(LogInputError, match="no longer in"):
+        index_once(spark, log_a, url, checkpoint=ckpt)
+    assert spark_committed(ckpt) == before
+    store = open_store(url)
+    try:
+        assert TraceQuery(store).get_trace("a3") is None  # nothing after the gap was written either
+    finally:
+        store.close()
