@@ -3,6 +3,7 @@
 ::
 
     tracehook collector --data-dir /var/lib/tracehook --port 7070
+    tracehook collector --data-dir /var/lib/tracehook --index   # and a follow-mode index job (embedded)
     TRACEHOOK_COLLECTOR_INGEST_TOKEN=s3cret tracehook collector --config collector.toml
 
 Flags override env vars (``TRACEHOOK_COLLECTOR_*``), which override the TOML file.
@@ -13,6 +14,7 @@ SIGTERM and SIGINT stop it gracefully: in-flight batches are committed first.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
@@ -50,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="TOML", help="TOML config file (keys are the config field names)")
     for flag, dest, kind, help_ in _FLAGS:
         parser.add_argument(flag, dest=dest, type=kind, default=None, help=help_)
+    parser.add_argument("--index", action="store_true",
+                        help="also run the index job in follow mode (tracehook index --follow) on this collector's "
+                             "log and store, stopped with the collector; needs PySpark")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -71,6 +76,13 @@ def run(args: argparse.Namespace) -> int:
     from collector.logredact import install_redaction
     from collector.tls import server_ssl_context
 
+    index = getattr(args, "index", False)
+    if index and not config.store_enabled:
+        print("tracehook collector: --index needs a store (--store-url is none)", file=sys.stderr)
+        return 2
+    if index and importlib.util.find_spec("pyspark") is None:
+        print("tracehook collector: --index needs PySpark (pip install -e '.[spark]')", file=sys.stderr)
+        return 2
     install_redaction([config.ingest_token, config.query_token])
     try:
         ssl_context = server_ssl_context(config)
@@ -80,8 +92,13 @@ def run(args: argparse.Namespace) -> int:
     scheme = "https" if ssl_context else "http"
     # run_app turns SIGINT and SIGTERM into a graceful exit: stop accepting, let in-flight
     # requests finish (up to shutdown_timeout), then run cleanup (drain + sync the log).
+    app = create_app(config)
+    if index:
+        from collector.follower import index_follower
+
+        app.cleanup_ctx.append(index_follower(config))  # after the log's: it starts once the log is open
     web.run_app(
-        create_app(config),
+        app,
         host=config.host,
         port=config.port,
         ssl_context=ssl_context,

@@ -39,6 +39,7 @@ from collector.errors import (
     StorageError,
     UnsupportedMediaType,
 )
+from collector.indexlag import IndexLag
 from collector.metrics import CollectorMetrics
 from collector.ratelimit import RateLimiter
 from collector.tracelog import TraceLog
@@ -115,6 +116,8 @@ class Ingestor:
                           lambda: self.segments)
         metrics.add_gauge("tracehook_collector_queued_batches", "Valid batches waiting for a group commit.",
                           lambda: self._queue.qsize())
+        self.index_lag = IndexLag(tracelog.log_dir, tracelog.durable_end())
+        self.index_lag.register(metrics)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -276,6 +279,7 @@ class Ingestor:
             nbytes += len(p.payload)
             self.metrics.events.inc(p.events)
         self.metrics.batches.inc(len(group))
+        self.index_lag.acknowledged(offsets[-1] + 1, sum(p.events for p in group))
         self.metrics.bytes.inc(nbytes)
         self.metrics.group_batches.observe(len(group))
         if self.config.durability == "fsync":

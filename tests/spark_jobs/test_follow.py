@@ -153,3 +153,27 @@ def test_follow_survives_sigkill_mid_batch_collector_restart_and_retention(tmp_p
         if collector.proc.poll() is None:
             collector.stop()
     assert followers[-1].proc.returncode == 130, followers[-1].output()
+
+
+def test_collector_index_flag_runs_a_follower_and_stops_it(tmp_path: Any) -> None:
+    data_dir = str(tmp_path / "data")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    out_path = tmp_path / "collector.out"
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tracehook.cli", "collector", "--data-dir", data_dir, "--port", str(port),
+             "--ingest-token", TOKEN, "--index"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _until(lambda: proc.poll() is None and _get(url + "/healthz") == 200, "collector ready")
+        ids = _send(url, "embedded")
+        _until(lambda: all(_get(f"{url}/v1/messages/{m}") == 200 for m in ids), "queryable via the embedded follower")
+    finally:
+        proc.terminate()
+        code = proc.wait(timeout=120)
+    output = out_path.read_text(errors="replace")
+    assert code == 0, output
+    follower = int(output.split("index follower started (pid ")[1].split(")")[0])
+    with pytest.raises(ProcessLookupError):  # stopped with the collector
+        os.kill(follower, 0)
+    assert " index: " in output  # the follower's progress lines go to the collector's output
