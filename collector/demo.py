@@ -3,8 +3,9 @@
 Starts a collector (a subprocess, embedded local store) in ``./demo-data``,
 sends producer and consumer traffic through the tracehook library — failed
 consumes, retries, a dead letter, a transaction and a failed send included —
-waits for the trace log to seal its segment, indexes it with the Spark job in
-local mode, then prints a few traces and the web page's URL::
+with the index job following the log (``tracehook collector --index``, Spark in local
+mode), waits until the traces are queryable, then prints a few traces and the web page's
+URL (without Spark: seals the log and indexes it in-process)::
 
     tracehook demo                 # everything, then stop the collector
     tracehook demo --keep          # leave the collector running for the web page (Ctrl-C stops it)
@@ -31,6 +32,8 @@ DEFAULT_ORDERS = 20
 MIN_ORDERS = 15
 """Orders 3, 7 and 13 fail in shipping (13 into the dead-letter queue); the last is transactional."""
 START_TIMEOUT_S = 30.0
+FOLLOW_TIMEOUT_S = 300.0
+"""How long the demo waits for the follower (a cold Spark start on a busy machine) to index the traffic."""
 TOPIC = "orders"
 PRODUCER_GROUP = "shop-web"
 GROUPS = ("billing", "shipping")
@@ -58,8 +61,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_collector(data_dir: str, port: int, store_url: str | None = None) -> subprocess.Popen[bytes]:
-    """Start ``tracehook collector`` (embedded store unless ``store_url``) and wait until it answers."""
+def start_collector(data_dir: str, port: int, store_url: str | None = None,
+                    index: bool = False) -> subprocess.Popen[bytes]:
+    """Start ``tracehook collector`` (embedded store unless ``store_url``; ``index``: with its
+    follow-mode index job) and wait until it answers."""
     env = dict(os.environ)
     env.update({
         "TRACEHOOK_COLLECTOR_DATA_DIR": data_dir,
@@ -69,7 +74,8 @@ def start_collector(data_dir: str, port: int, store_url: str | None = None) -> s
     if store_url:
         env["TRACEHOOK_COLLECTOR_STORE_URL"] = store_url
     with open(os.path.join(data_dir, "collector.log"), "ab") as log:  # the child keeps its own copy
-        proc = subprocess.Popen([sys.executable, "-m", "tracehook", "collector"], env=env, stdout=log, stderr=log)
+        proc = subprocess.Popen([sys.executable, "-m", "tracehook", "collector", *(["--index"] if index else [])],
+                                env=env, stdout=log, stderr=log)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -89,7 +95,7 @@ def stop_collector(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=15)
+            proc.wait(timeout=90)  # it stops its index follower (a Spark driver) first
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -184,16 +190,33 @@ def seal_log(collector_url: str, log_dir: str) -> int:
     return count
 
 
-def run_index(log_dir: str, store_url: str) -> str:
-    """Index the sealed segments with the Spark job in local mode; say how it went."""
-    try:
-        from spark_jobs.index_job import run_index as spark_index
-    except ImportError as exc:  # PySpark or the job missing: index in this process instead
-        return f"Spark index job unavailable ({exc}); {index_in_process(log_dir, store_url)}"
+def spark_unavailable() -> str | None:
+    """Why the Spark index job cannot run here, or None when it can."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        return "PySpark is not installed"
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         # PySpark imports fine without a JVM and only fails when the session starts.
-        return f"Spark needs Java (none on PATH, no JAVA_HOME); {index_in_process(log_dir, store_url)}"
-    return f"Spark (local mode): {spark_index(log_dir, store_url, master='local[2]')}"
+        return "Spark needs Java (none on PATH, no JAVA_HOME)"
+    return None
+
+
+def wait_queryable(collector_url: str, ids: DemoIds, timeout_s: float = FOLLOW_TIMEOUT_S) -> float:
+    """Wait until the collector answers every id in ``ids``; seconds waited (Spark starts first)."""
+    started = time.monotonic()
+    pending = [ids.normal, ids.retried, ids.dead, ids.transactional]
+    while pending:
+        try:
+            with urllib.request.urlopen(f"{collector_url}/v1/messages/{pending[0]}", timeout=5):
+                pending.pop(0)
+                continue
+        except OSError:  # 404 until indexed
+            pass
+        if time.monotonic() - started > timeout_s:
+            raise DemoError(f"traces not queryable after {timeout_s:.0f}s; see the collector.log")
+        time.sleep(0.2)
+    return time.monotonic() - started
 
 
 def index_in_process(log_dir: str, store_url: str) -> str:
@@ -258,11 +281,17 @@ def run(args: argparse.Namespace) -> int:
     print(f"collector: {url} (data in {data_dir})")
     # A plain `kill` must also stop the collector subprocess: exit through the finally below.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    proc = start_collector(data_dir, port)
+    no_spark = spark_unavailable()
+    proc = start_collector(data_dir, port, index=no_spark is None)
     try:
         ids = run_traffic(url, args.orders)
-        print(f"sealed trace-log records (batches): {seal_log(url, log_dir)}")
-        print(f"index: {run_index(log_dir, store_url)}")
+        if no_spark is None:
+            waited = wait_queryable(url, ids)
+            print(f"index: Spark follow mode (tracehook collector --index): traces queryable {waited:.1f}s "
+                  "after the traffic, no segment sealed")
+        else:
+            print(f"sealed trace-log records (batches): {seal_log(url, log_dir)}")
+            print(f"index: {no_spark}; {index_in_process(log_dir, store_url)}")
         print_traces(url, store_url, ids)
         print(f"\nweb page: {url}/#id={ids.retried}")
         print(f"try: tracehook query --collector {url} key {TOPIC} order-3")
