@@ -193,6 +193,35 @@ def salvage_range(path: str, start_pos: int, stop_pos: int | None, first: int,
         yield Damage(start_pos + end, 0, stop_offset - expected, "records missing at the end")
 
 
+def frame_starts(path: str, start_pos: int, stop_pos: int | None, first: int,
+                 every_bytes: int) -> list[tuple[int, int]]:
+    """(byte position, record offset) of the frame at ``start_pos`` and of frames about every
+    ``every_bytes`` after it, before ``stop_pos``: where a reader can split a range.
+
+    Walks frame prefixes only (no CRC check, one small read per record); a frame that does not
+    look right (offset out of sequence, impossible length) ends the walk, leaving the rest of
+    the range in the last piece for :func:`salvage_range` to read and count.
+    """
+    points = [(start_pos, first)]
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        end = size if stop_pos is None else min(stop_pos, size)
+        pos, expected, last = start_pos, first, start_pos
+        while pos + _PREFIX.size + _U64.size <= end:
+            f.seek(pos)
+            head = f.read(_PREFIX.size + _U64.size)
+            length = _PREFIX.unpack_from(head)[0]
+            offset = _U64.unpack_from(head, _PREFIX.size)[0]
+            if offset != expected or length < _MIN_FRAME or pos + _PREFIX.size + length > end:
+                break
+            if pos - last >= every_bytes:
+                points.append((pos, offset))
+                last = pos
+            pos += _PREFIX.size + length
+            expected += 1
+    return points
+
+
 def _resync(data: bytes, view: memoryview, pos: int, lo: int, hi: int, path: str) -> int | None:
     """The first position >= ``pos`` of a verified frame with an offset in ``[lo, hi)``, else None."""
     if lo >= hi:

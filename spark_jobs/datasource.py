@@ -38,6 +38,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 
 FORMAT_NAME = "tracehook_log"
+MIN_SPLIT_BYTES = 1024 * 1024
+"""A segment slice is split into several partitions (up to the ``partitions`` option) only in
+pieces of at least this many bytes: the active segment of a busy collector is one slice."""
 SCHEMA = "base long, offset long, payload binary, error string, skipped_bytes long, lost_records long"
 
 
@@ -124,6 +127,7 @@ class TraceLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.commit_key = options.get("commit_key")
         self.store = options.get("store", "")
         self.checkpoint = options.get("checkpoint", "")
+        self.max_partitions = max(1, int(options.get("partitions", "1")))
         self.target: dict[str, Any] | None = None
 
     # -- offsets ----------------------------------------------------------------------------
@@ -213,10 +217,23 @@ class TraceLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if first < stop:
                 at = pos if seg_base == base else 0
                 until = end["pos"] if seg_base == end["base"] else None
-                slices.append(SliceOfSegment(seg_base, os.path.join(self.log_dir, segment_name(seg_base)),
-                                             at, until, first, stop))
+                slices.extend(self._split(seg_base, os.path.join(self.log_dir, segment_name(seg_base)),
+                                          at, until, first, stop))
             expected = max(expected, stop)
         return slices
+
+    def _split(self, base: int, path: str, at: int, until: int | None, first: int,
+               stop: int) -> list[InputPartition]:
+        """One slice, or up to ``max_partitions`` pieces of it split at frame boundaries."""
+        from collector.logformat import frame_starts
+
+        size = (os.path.getsize(path) if until is None else until) - at
+        if self.max_partitions < 2 or size < 2 * MIN_SPLIT_BYTES:
+            return [SliceOfSegment(base, path, at, until, first, stop)]
+        points = frame_starts(path, at, until, first, max(MIN_SPLIT_BYTES, size // self.max_partitions))
+        bounds = [*points[1:], (until, stop)]
+        return [SliceOfSegment(base, path, pos, nxt_pos, offset, nxt_offset)
+                for (pos, offset), (nxt_pos, nxt_offset) in zip(points, bounds)]
 
     def read(self, partition: InputPartition) -> Iterator[Row]:
         from collector.errors import SegmentGoneError

@@ -24,8 +24,9 @@ import tracehook
 from collector.store import open_store
 from collector.store.query import TraceQuery
 from collector.tracelog import sealed_segments
+from spark_jobs.checkpoint import default_checkpoint, spark_committed
 from spark_jobs.errors import IndexJobError
-from spark_jobs.index_job import default_checkpoint, index_once, spark_committed, spark_session
+from spark_jobs.index_job import index_once, spark_session
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

@@ -106,10 +106,17 @@ def _event_counts(store_url: str, ids: list[str]) -> dict[str, int]:
         store.close()
 
 
-def test_follow_survives_sigkill_mid_batch_collector_restart_and_retention(tmp_path: Any) -> None:
+@pytest.fixture(params=["local", pytest.param("hbase", marks=pytest.mark.hbase)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    if request.param == "local":
+        return f"local:{tmp_path / 'index.sqlite3'}"
+    return str(request.getfixturevalue("make_hbase_url")())
+
+
+def test_follow_survives_sigkill_mid_batch_collector_restart_and_retention(tmp_path: Any, store_url: str) -> None:
     data_dir = str(tmp_path / "data")
     os.makedirs(data_dir)
-    log_dir, store_url = os.path.join(data_dir, "log"), f"local:{tmp_path / 'index.sqlite3'}"
+    log_dir = os.path.join(data_dir, "log")
     paused = str(tmp_path / "paused")
     collector = _Collector(data_dir, store_url, segment_age_s=3600)  # seals nothing
     # Batch 0 completes; batch 1 writes its rows and then hangs before Spark commits it.

@@ -13,8 +13,9 @@ from collector.logstate import committed_offset, readable_end
 from collector.store import open_store
 from collector.store.query import TraceQuery
 from collector.tracelog import TraceLog, sealed_segments
+from spark_jobs.checkpoint import default_checkpoint, spark_committed
 from spark_jobs.errors import IndexJobError
-from spark_jobs.index_job import add_arguments, default_checkpoint, index_once, run, spark_committed
+from spark_jobs.index_job import add_arguments, index_once, run
 from tracehook.wire import BatchHeader, EventType, encode_batch, make_event
 
 pytestmark = pytest.mark.spark
