@@ -299,8 +299,8 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
         raise LogInputError(str(exc)) from exc
     checkpoint = os.path.abspath(checkpoint or default_checkpoint(log_dir, store_url))
     claim_checkpoint(checkpoint, log_id, log_dir, store_url)
-    protect_from_retention(log_dir, store_url, checkpoint)
     _prepare_store(store_url)
+    protect_from_retention(log_dir, store_url, checkpoint)  # only for a store that opens (a typo must not pin the log)
     run = _Run()
     work = index_partition(store_url, batch_size, writers)
 
