@@ -270,6 +270,33 @@ def _stream_error(exc: BaseException, run: _Run) -> IndexJobError:
     return IndexJobError(f"indexing failed; checkpoint not advanced: {first}")
 
 
+def _commit_recorder(log_dir: str, store_url: str, checkpoint: str) -> Any:
+    """A listener that records each batch's commit for retention as soon as Spark has written it.
+
+    Spark calls the source's ``commit`` only when it plans the next batch, so without this
+    a follower's last batch would stay unrecorded until more records arrive.
+    """
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class CommitRecorder(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:  # posted after the batch's commit log entry
+            try:
+                sync_commit(log_dir, store_url, checkpoint)
+            except OSError as exc:
+                log.warning("could not record the index commit for retention (next batch retries): %s", exc)
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            pass
+
+    return CommitRecorder()
+
+
 def _fault_pause(batch_id: int) -> None:
     """Tests only: stop dead after a batch's rows are written, before Spark commits it."""
     marker = os.environ.get(FAULT_PAUSE_ENV)
@@ -349,6 +376,8 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{follow_s} seconds")
+    recorder = _commit_recorder(log_dir, store_url, checkpoint)
+    spark.streams.addListener(recorder)
     query = writer.start()
     try:
         while not query.awaitTermination(1.0):
@@ -359,6 +388,7 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
     except Exception as exc:  # StreamingQueryException, Py4J errors
         raise _stream_error(exc, run) from exc
     finally:
+        spark.streams.removeListener(recorder)
         sync_commit(log_dir, store_url, checkpoint)
     drop_legacy_checkpoint(log_dir)
     return run.report(started, purge_expired(store_url) if purge else None)
