@@ -307,7 +307,10 @@ def sealed_segments(log_dir: str) -> list[SegmentInfo]:
 
 
 def read_checkpoint(log_dir: str) -> set[int]:
-    """Bases of the segments the index job has indexed (empty when there is no checkpoint)."""
+    """Bases of indexed segments in the legacy per-log ``indexed.json`` (empty when there is none).
+
+    Replaced by per-store checkpoints (:mod:`collector.logstate`, docs/index-job.md): retention no
+    longer reads it, the index job deletes it; only the demo's no-Spark fallback still writes it."""
     try:
         with open(os.path.join(log_dir, CHECKPOINT), encoding="utf-8") as f:
             return {int(b) for b in json.load(f)["indexed"]}
