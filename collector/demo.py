@@ -3,9 +3,10 @@
 Starts a collector (a subprocess, embedded local store) in ``./demo-data``,
 sends producer and consumer traffic through the tracehook library — failed
 consumes, retries, a dead letter, a transaction and a failed send included —
-waits for the trace log to seal its segment, indexes it with the Spark job in
-local mode (``tracehook index`` as a subprocess, so no JVM outlives it), then
-prints a few traces, the web page's URL and query commands that work as printed::
+with the index job following the log (``tracehook collector --index``, Spark in local
+mode), waits until the traces are queryable, then prints a few traces, the web page's URL
+and query commands that work as printed (without Spark: seals the log and indexes it
+in-process)::
 
     tracehook demo                 # everything, then stop the collector
     tracehook demo --keep          # leave the collector running for the web page (Ctrl-C stops it)
@@ -35,11 +36,12 @@ from typing import Any
 DEFAULT_DATA_DIR = "./demo-data"
 MARKER = ".tracehook-demo"
 """Written into the data directory: only a directory holding it is wiped for a fresh run."""
-INDEX_TIMEOUT_S = 600.0
 DEFAULT_ORDERS = 20
 MIN_ORDERS = 15
 """Orders 3, 7 and 13 fail in shipping (13 into the dead-letter queue); the last is transactional."""
 START_TIMEOUT_S = 30.0
+FOLLOW_TIMEOUT_S = 300.0
+"""How long the demo waits for the follower (a cold Spark start on a busy machine) to index the traffic."""
 TOPIC = "orders"
 PRODUCER_GROUP = "shop-web"
 GROUPS = ("billing", "shipping")
@@ -67,8 +69,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_collector(data_dir: str, port: int, store_url: str | None = None) -> subprocess.Popen[bytes]:
-    """Start ``tracehook collector`` (embedded store unless ``store_url``) and wait until it answers."""
+def start_collector(data_dir: str, port: int, store_url: str | None = None,
+                    index: bool = False) -> subprocess.Popen[bytes]:
+    """Start ``tracehook collector`` (embedded store unless ``store_url``; ``index``: with its
+    follow-mode index job) and wait until it answers."""
     env = dict(os.environ)
     env.update({
         "TRACEHOOK_COLLECTOR_DATA_DIR": data_dir,
@@ -78,7 +82,8 @@ def start_collector(data_dir: str, port: int, store_url: str | None = None) -> s
     if store_url:
         env["TRACEHOOK_COLLECTOR_STORE"] = store_url
     with open(os.path.join(data_dir, "collector.log"), "ab") as log:  # the child keeps its own copy
-        proc = subprocess.Popen([sys.executable, "-m", "tracehook", "collector"], env=env, stdout=log, stderr=log)
+        proc = subprocess.Popen([sys.executable, "-m", "tracehook", "collector", *(["--index"] if index else [])],
+                                env=env, stdout=log, stderr=log)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -98,7 +103,7 @@ def stop_collector(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=15)
+            proc.wait(timeout=90)  # it stops its index follower (a Spark driver) first
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -193,33 +198,33 @@ def seal_log(collector_url: str, log_dir: str) -> int:
     return count
 
 
-def run_index(log_dir: str, store_url: str) -> str:
-    """Index the sealed segments with the Spark job in local mode; say how it went.
+def spark_unavailable() -> str | None:
+    """Why the Spark index job cannot run here, or None when it can."""
+    import importlib.util
 
-    The job runs as ``tracehook index`` in a child process: its JVM (about 400 MB) ends
-    with it instead of idling in the demo while ``--keep`` serves the page, and Spark's
-    start-up chatter stays in ``DATA/index.log`` unless the job fails.
-    """
-    try:
-        import pyspark  # noqa: F401
-
-        import spark_jobs.index_job  # noqa: F401
-    except ImportError as exc:  # PySpark or the job missing: index in this process instead
-        return f"Spark index job unavailable ({exc}); {index_in_process(log_dir, store_url)}"
+    if importlib.util.find_spec("pyspark") is None:
+        return "PySpark is not installed"
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         # PySpark imports fine without a JVM and only fails when the session starts.
-        return f"Spark needs Java (none on PATH, no JAVA_HOME); {index_in_process(log_dir, store_url)}"
-    command = [sys.executable, "-m", "tracehook", "index", "--log-dir", log_dir, "--store", store_url,
-               "--master", "local[2]"]
-    log_path = os.path.join(os.path.dirname(log_dir), "index.log")
-    with open(log_path, "w") as log:
-        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=log, text=True, timeout=INDEX_TIMEOUT_S)
-    report = [line.split(" index: ", 1)[1] for line in done.stdout.splitlines() if " index: " in line]
-    if done.returncode != 0 or not report:
-        with open(log_path) as log:
-            tail = log.read()[-2000:]
-        raise DemoError(f"the index job failed (exit {done.returncode}); see {log_path}:\n{tail}")
-    return f"Spark (local mode): {report[0].rsplit(' (total ', 1)[0]}"
+        return "Spark needs Java (none on PATH, no JAVA_HOME)"
+    return None
+
+
+def wait_queryable(collector_url: str, ids: DemoIds, timeout_s: float = FOLLOW_TIMEOUT_S) -> float:
+    """Wait until the collector answers every id in ``ids``; seconds waited (Spark starts first)."""
+    started = time.monotonic()
+    pending = [ids.normal, ids.retried, ids.dead, ids.transactional]
+    while pending:
+        try:
+            with urllib.request.urlopen(f"{collector_url}/v1/messages/{pending[0]}", timeout=5):
+                pending.pop(0)
+                continue
+        except OSError:  # 404 until indexed
+            pass
+        if time.monotonic() - started > timeout_s:
+            raise DemoError(f"traces not queryable after {timeout_s:.0f}s; see the collector.log")
+        time.sleep(0.2)
+    return time.monotonic() - started
 
 
 def index_in_process(log_dir: str, store_url: str) -> str:
@@ -309,15 +314,21 @@ def run(args: argparse.Namespace) -> int:
     print(f"collector: {url} (data in {data_dir})")
     # A plain `kill` must also stop the collector subprocess: exit through the finally below.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    no_spark = spark_unavailable()
     try:
-        proc = start_collector(data_dir, port)
+        proc = start_collector(data_dir, port, index=no_spark is None)
     except DemoError as exc:
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1
     try:
         ids = run_traffic(url, args.orders)
-        print(f"sealed trace-log records (batches): {seal_log(url, log_dir)}")
-        print(f"index: {run_index(log_dir, store_url)}")
+        if no_spark is None:
+            waited = wait_queryable(url, ids)
+            print(f"index: Spark follow mode (tracehook collector --index): traces queryable {waited:.1f}s "
+                  "after the traffic, no segment sealed")
+        else:
+            print(f"sealed trace-log records (batches): {seal_log(url, log_dir)}")
+            print(f"index: {no_spark}; {index_in_process(log_dir, store_url)}")
         # The hints must work as printed: the live collector with --keep, else the index file.
         prefix = query_prefix(url if args.keep else None, store_url)
         print_traces(url, store_url, ids, prefix)

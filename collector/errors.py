@@ -140,3 +140,11 @@ class CorruptSegmentError(Exception):
         self.path = path
         self.position = position
         self.why = why
+
+
+class NotATraceLogError(Exception):
+    """A directory given as a trace log is not one (no ``log-id``, manifest or segments)."""
+
+
+class SegmentGoneError(Exception):
+    """Records a reader still needs are no longer in the log (a segment was deleted under it)."""

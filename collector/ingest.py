@@ -40,6 +40,7 @@ from collector.errors import (
     StorageError,
     UnsupportedMediaType,
 )
+from collector.indexlag import IndexLag
 from collector.metrics import CollectorMetrics
 from collector.ratelimit import RateLimiter
 from collector.tracelog import TraceLog
@@ -130,6 +131,8 @@ class Ingestor:
                           lambda: self.disk_free()[0])
         metrics.add_gauge("tracehook_collector_disk_free_inodes", "Free inodes on the trace log's file system.",
                           lambda: self.disk_free()[1])
+        self.index_lag = IndexLag(tracelog.log_dir, tracelog.durable_end())
+        self.index_lag.register(metrics)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -346,6 +349,7 @@ class Ingestor:
             nbytes += len(p.payload)
             self.metrics.events.inc(p.events)
         self.metrics.batches.inc(len(group))
+        self.index_lag.acknowledged(offsets[-1] + 1, sum(p.events for p in group))
         self.metrics.bytes.inc(nbytes)
         self.metrics.group_batches.observe(len(group))
         if self.config.durability == "fsync":

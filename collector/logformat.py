@@ -152,26 +152,74 @@ def salvage_segment(path: str, base: int, records: int) -> Iterator[LogRecord | 
     collision at a position that also looks like an offset in that range, so records after
     the damage are read rather than dropped, and what was lost is counted from the offsets.
     """
-    data = _read_file(path)
+    return salvage_range(path, 0, None, base, base + records)
+
+
+def _read_window(path: str, start: int, stop: int | None) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(start)
+        return f.read() if stop is None else f.read(max(0, stop - start))
+
+
+def salvage_range(path: str, start_pos: int, stop_pos: int | None, first: int,
+                  stop_offset: int) -> Iterator[LogRecord | Damage]:
+    """:func:`salvage_segment` over bytes ``[start_pos, stop_pos)`` of a segment (``None``: to
+    its end) holding records ``[first, stop_offset)``; :class:`Damage` positions are file positions.
+
+    The streaming reader passes the collector's durable byte position as ``stop_pos`` for the
+    active segment, so bytes the collector has not acknowledged are never even read.
+    """
+    data = _read_window(path, start_pos, stop_pos)
     view = memoryview(data)
-    pos, end, expected, stop_offset = 0, len(data), base, base + records
-    while pos < end:
+    pos, end, expected = 0, len(data), first
+    while pos < end and expected < stop_offset:
         try:
             record, nxt = _frame_at(view, pos, path)
         except CorruptSegmentError as exc:
             found = _resync(data, view, pos + 1, expected, stop_offset, path)
             if found is None:
-                yield Damage(pos, end - pos, max(0, stop_offset - expected), exc.why)
+                yield Damage(start_pos + pos, end - pos, max(0, stop_offset - expected), exc.why)
                 return
-            first = _HEADER.unpack_from(view, found + _PREFIX.size)[0]
-            yield Damage(pos, found - pos, first - expected, exc.why)
+            first_found = _HEADER.unpack_from(view, found + _PREFIX.size)[0]
+            yield Damage(start_pos + pos, found - pos, first_found - expected, exc.why)
             pos = found
             continue
+        if record.offset >= stop_offset:
+            return
         yield record
         expected = max(expected, record.offset + 1)
         pos = nxt
     if expected < stop_offset:  # a segment cut short after its last whole frame
-        yield Damage(end, 0, stop_offset - expected, "records missing at the end")
+        yield Damage(start_pos + end, 0, stop_offset - expected, "records missing at the end")
+
+
+def frame_starts(path: str, start_pos: int, stop_pos: int | None, first: int,
+                 every_bytes: int) -> list[tuple[int, int]]:
+    """(byte position, record offset) of the frame at ``start_pos`` and of frames about every
+    ``every_bytes`` after it, before ``stop_pos``: where a reader can split a range.
+
+    Walks frame prefixes only (no CRC check, one small read per record); a frame that does not
+    look right (offset out of sequence, impossible length) ends the walk, leaving the rest of
+    the range in the last piece for :func:`salvage_range` to read and count.
+    """
+    points = [(start_pos, first)]
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        end = size if stop_pos is None else min(stop_pos, size)
+        pos, expected, last = start_pos, first, start_pos
+        while pos + _PREFIX.size + _U64.size <= end:
+            f.seek(pos)
+            head = f.read(_PREFIX.size + _U64.size)
+            length = _PREFIX.unpack_from(head)[0]
+            offset = _U64.unpack_from(head, _PREFIX.size)[0]
+            if offset != expected or length < _MIN_FRAME or pos + _PREFIX.size + length > end:
+                break
+            if pos - last >= every_bytes:
+                points.append((pos, offset))
+                last = pos
+            pos += _PREFIX.size + length
+            expected += 1
+    return points
 
 
 def _resync(data: bytes, view: memoryview, pos: int, lo: int, hi: int, path: str) -> int | None:
@@ -259,7 +307,10 @@ def sealed_segments(log_dir: str) -> list[SegmentInfo]:
 
 
 def read_checkpoint(log_dir: str) -> set[int]:
-    """Bases of the segments the index job has indexed (empty when there is no checkpoint)."""
+    """Bases of indexed segments in the legacy per-log ``indexed.json`` (empty when there is none).
+
+    Replaced by per-store checkpoints (:mod:`collector.logstate`, docs/index-job.md): retention no
+    longer reads it, the index job deletes it; only the demo's no-Spark fallback still writes it."""
     try:
         with open(os.path.join(log_dir, CHECKPOINT), encoding="utf-8") as f:
             return {int(b) for b in json.load(f)["indexed"]}

@@ -125,7 +125,7 @@ class StoreSource:
 
         path = self.store_url[len("local:"):].partition("?")[0]
         log_dir = os.path.join(os.path.dirname(os.path.abspath(path)), "log")
-        return not_found_hint(pending(log_dir), self.store_url) if os.path.isdir(log_dir) else ""
+        return not_found_hint(pending(log_dir, self.store_url))
 
     def trace(self, msg_id: str) -> dict[str, Any] | None:
         from collector.views import trace_document

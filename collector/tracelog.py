@@ -4,8 +4,10 @@ Layout of a log directory::
 
     00000000000000000000.log   sealed segment (listed in manifest.json, never changes again)
     00000000000000004096.log   the active segment (only the collector touches it)
-    manifest.json              sealed segments, written atomically; readers use only this
-    indexed.json               checkpoint: bases of segments the index job has indexed
+    manifest.json              sealed segments, written atomically
+    log-id                     the log's identity (index checkpoints belong to one log)
+    durable                    the durable end: readers of the active segment stop there
+    index-commits/<key>.json   what each index checkpoint has committed (retention reads these)
 
 Each record is one batch exactly as received, framed as (big-endian)::
 
@@ -17,16 +19,15 @@ Each record is one batch exactly as received, framed as (big-endian)::
     u16 n + n bytes   the client id, utf-8
     payload           the batch bytes
 
-Reading, as the index job does::
+Reading sealed segments::
 
     from collector import tracelog
-    done = tracelog.read_checkpoint(log_dir)
     for seg in tracelog.sealed_segments(log_dir):
-        if seg.base not in done:
-            for rec in tracelog.read_segment(seg.path):
-                ...  # rec.payload is a tracehook.wire batch
-            done.add(seg.base)
-            tracelog.write_checkpoint(log_dir, done)
+        for rec in tracelog.read_segment(seg.path):
+            ...  # rec.payload is a tracehook.wire batch
+
+The index job reads the active segment too, up to the durable end
+(:mod:`collector.logstate`, :mod:`spark_jobs.datasource`).
 
 The writer is :class:`TraceLog`; opening one recovers the active segment by truncating
 a torn tail at the first bad frame.
@@ -62,6 +63,7 @@ from collector.logformat import (
     segment_name,
     write_checkpoint,
 )
+from collector.logstate import DurableWriter, LogPosition, committed_offset, ensure_log_id, read_commits
 
 __all__ = [
     "LogRecord", "SegmentInfo", "CorruptSegmentError", "TraceLog", "RecoveryReport", "SegmentScan",
@@ -135,6 +137,8 @@ class TraceLog:
         """How long the latest append's fdatasync took (for the fsync latency metric)."""
         self.recovered_batches: list[tuple[str, int, int]] = []
         """(client_id, seq, offset) of the records found in the active segment at open (dedup seed)."""
+        self.log_id = ""
+        self._durable: DurableWriter | None = None
 
     @classmethod
     def open(cls, log_dir: str, *, defer_if_full: bool = False, **options: object) -> TraceLog:
@@ -198,6 +202,8 @@ class TraceLog:
             os.close(self._fd)
             self._fd = -1
         os.makedirs(self.log_dir, exist_ok=True)
+        self.log_id = ensure_log_id(self.log_dir)
+        self._durable = DurableWriter(self.log_dir)
         self._sealed, sealed_end = _load_manifest(self.log_dir)
         self._sealed_end = sealed_end
         listed = {os.path.basename(s.path) for s in self._sealed}
@@ -237,6 +243,10 @@ class TraceLog:
         self.next_offset = next_offset
         if self._fd < 0:
             self._activate(next_offset, 0, [])
+        # Complete frames a crashed process wrote but never synced are kept: sync them
+        # before readers are told they are durable.
+        os.fsync(self._fd)
+        self._publish_durable()
         self._closed = False
         self.recovery = RecoveryReport(self.active_base, self.active_records, cut_bytes, cut_reason, len(orphans))
         if self.active_records:
@@ -296,7 +306,22 @@ class TraceLog:
             self.active_size += len(frames)
             self.active_records += len(entries)
             self.next_offset = first + len(entries)
+            self._publish_durable()
             return list(range(first, first + len(entries)))
+
+    def _publish_durable(self) -> None:
+        """Tell readers everything before the next offset is durable (after the sync)."""
+        if self._durable is None or self._fd < 0:
+            return
+        try:
+            self._durable.publish(LogPosition(self.next_offset, self.active_base, self.active_size))
+        except OSError as exc:  # readers lag behind until the next append publishes again
+            log.warning("could not publish the durable end: %s", exc)
+
+    def durable_end(self) -> LogPosition:
+        """The durable end as readers see it: the next offset, the active base and its size."""
+        with self._lock:
+            return LogPosition(self.next_offset, self.active_base, self.active_size)
 
     def _prepare_locked(self) -> None:
         """Make the active segment ready for a write, redoing whatever an earlier failure left."""
@@ -371,6 +396,7 @@ class TraceLog:
             self._activate(self.next_offset, 0, [])
         except OSError as exc:  # sealed all the same; the next append creates the file
             raise _storage_error(f"creating segment {segment_name(self.next_offset)}", exc) from exc
+        self._publish_durable()
         return info
 
     def _seal_locked(self) -> SegmentInfo:
@@ -401,11 +427,22 @@ class TraceLog:
         with self._lock:
             return list(self._sealed)
 
-    def backlog_bytes(self, indexed: set[int] | None = None) -> int:
-        """Bytes not yet indexed: sealed segments outside the checkpoint plus the active one."""
-        indexed = read_checkpoint(self.log_dir) if indexed is None else indexed
+    def backlog_bytes(self) -> int:
+        """Bytes not yet indexed by the index checkpoint furthest behind (all of them when
+        there is no checkpoint)."""
+        commits = read_commits(self.log_dir)
         with self._lock:
-            return self.active_size + sum(s.size for s in self._sealed if s.base not in indexed)
+            segments = [(s.base, s.base + s.records, s.size) for s in self._sealed]
+            segments.append((self.active_base, self.next_offset, self.active_size))
+        if not commits:
+            return sum(size for _, _, size in segments)
+        lowest = min(c.position for c in commits)
+        total = 0
+        for base, end, size in segments:
+            if end <= lowest.offset:
+                continue
+            total += size - lowest.pos if base == lowest.base else size
+        return total
 
     def total_bytes(self) -> int:
         """Size of the whole log on disk (sealed + active)."""
@@ -418,13 +455,16 @@ class TraceLog:
             return len(self._sealed) + 1
 
     def apply_retention(self, retention_s: float, now_ms: int | None = None) -> list[SegmentInfo]:
-        """Delete sealed segments that are indexed (in the checkpoint) and sealed longer ago
-        than ``retention_s``; an unindexed segment is never deleted. Returns what was deleted."""
+        """Delete sealed segments that every index checkpoint has committed past and that were
+        sealed longer ago than ``retention_s``; with no checkpoint nothing is deleted (a
+        segment nobody indexed is never deleted). Returns what was deleted."""
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        indexed = read_checkpoint(self.log_dir)
+        committed = committed_offset(self.log_dir)
+        if committed is None:
+            return []
         limit = now_ms - retention_s * 1000
         with self._lock:
-            doomed = [s for s in self._sealed if s.base in indexed and s.sealed_ms < limit]
+            doomed = [s for s in self._sealed if s.base + s.records <= committed and s.sealed_ms < limit]
             if not doomed:
                 return []
             keep = [s for s in self._sealed if s not in doomed]
@@ -448,3 +488,6 @@ class TraceLog:
                 os.fsync(self._fd)
                 os.close(self._fd)
                 self._fd = -1
+            if self._durable is not None:
+                self._durable.close()
+                self._durable = None

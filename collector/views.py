@@ -59,13 +59,15 @@ async def get_message(request: web.Request) -> web.Response:
 def not_found_detail(request: web.Request, msg_id: str) -> str:
     """'no trace for message ...', plus what the trace log holds unindexed and the command that indexes it."""
     from collector.app import CONFIG_KEY, TRACELOG_KEY
-    from collector.pending import not_found_hint, pending_in
+    from collector.pending import not_found_hint, pending
 
     text = f"no trace for message {msg_id!r}"
     tracelog, config = request.app.get(TRACELOG_KEY), request.app.get(CONFIG_KEY)
     if tracelog is None or config is None:
         return text
-    hint = not_found_hint(pending_in(tracelog, config.segment_age_s), config.store_url or "STORE_URL")
+    if not config.store_url:
+        return text
+    hint = not_found_hint(pending(tracelog.log_dir, config.store_url))
     return f"{text}; {hint}" if hint else text
 
 

@@ -17,3 +17,11 @@ class LocalStoreOnClusterError(IndexJobError, ValueError):
     Each executor would write its own SQLite file on its own host, and SQLite's WAL mode
     needs every writer on one host (shared memory), so a shared filesystem does not help.
     """
+
+
+class LogInputError(IndexJobError):
+    """The log or the checkpoint cannot be indexed as given (exit 3): fix the input, a retry will not help."""
+
+
+class CheckpointMismatchError(LogInputError):
+    """The checkpoint directory belongs to another log (or another store)."""

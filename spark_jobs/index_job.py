@@ -1,15 +1,22 @@
-"""``tracehook index``: index sealed trace-log segments into the store with PySpark.
+"""``tracehook index``: index the trace log into the store with one PySpark Structured Streaming query.
 
-The driver lists sealed segments not in the checkpoint (``indexed.json``) and hands
-their paths to :class:`spark_jobs.datasource.TraceLogSource` (one partition per
-segment).  Each partition decodes its batches, writes every index row with
-:func:`collector.store.indexer.index_records` over one store connection, and returns
-counts.  Only when every partition has succeeded does the driver add the segments
-to the checkpoint, so a failed run (store down, say) is simply retried next time;
-re-indexing a segment rewrites identical cells.
+The source is :class:`spark_jobs.datasource.TraceLogSource` read as a stream: offsets are
+trace-log record offsets, each micro-batch reads up to the collector's durable end (the
+active segment included), one partition per segment slice.  ``foreachBatch`` runs
+``mapPartitions`` over the batch: each partition decodes its batches and writes every index
+row with :func:`collector.store.indexer.index_records` over one store connection; then the
+driver runs :func:`collector.store.indexer.finish_batch`.  Spark's checkpoint (one per
+(log, store): ``<log-dir>/index-checkpoints/<hash of the store URL>/`` unless ``--checkpoint``)
+holds the offsets; a batch that failed or was killed is run again with the same offsets and
+rewrites identical cells.  Each commit is also recorded in ``<log-dir>/index-commits/`` for
+the collector's retention and lag metrics.
+
+``--follow`` keeps the query running with a processing-time trigger (default 1 s); one-shot
+runs and ``--every`` use ``Trigger.AvailableNow`` over the same source and checkpoint.
 
 Example::
 
+    tracehook index --log-dir /data/log --store local:/data/index.sqlite3 --follow
     tracehook index --log-dir /data/log --store hbase://127.0.0.1:9090?namespace=trace --master local[2]
     tracehook index --log-dir /data/log --store local:/data/index.sqlite3 --every 60
 """
@@ -17,9 +24,9 @@ Example::
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
+import signal
 import sqlite3
 import sys
 import time
@@ -28,8 +35,22 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from collector.tracelog import read_checkpoint, sealed_segments, write_checkpoint
-from spark_jobs.errors import IndexJobError, LocalStoreOnClusterError, NoSparkError
+from spark_jobs.checkpoint import (
+    claim_checkpoint,
+    commit_key,
+    default_checkpoint,
+    drop_legacy_checkpoint,
+    lag_after,
+    protect_from_retention,
+    sync_commit,
+)
+from spark_jobs.errors import (
+    CheckpointMismatchError,
+    IndexJobError,
+    LocalStoreOnClusterError,
+    LogInputError,
+    NoSparkError,
+)
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "1g"
@@ -42,6 +63,15 @@ DEFAULT_PURGE_EVERY_S = 3600.0
 APP_NAME = "tracehook-index"
 LOG_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 """Spark's log4j2 configuration in local mode: warnings and errors, no start-up banner."""
+DEFAULT_TRIGGER_S = 1.0
+"""``--follow``'s processing-time trigger: a trace is queryable about this long after it is durable."""
+FAULT_PAUSE_ENV = "TRACEHOOK_INDEX_FAULT_PAUSE"
+"""Tests only: a file path; the job writes it and hangs after a batch's rows are written, before
+Spark commits the batch (so a test can SIGKILL it there)."""
+FAULT_PAUSE_BATCH_ENV = "TRACEHOOK_INDEX_FAULT_PAUSE_BATCH"
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_BAD_INPUT = 3
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +128,8 @@ def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRI
     return spark
 
 
-PartitionResult = tuple[int, int, dict[str, int], list[str]]
-"""(records, events, bad counts by reason, damage descriptions) of one partition."""
+PartitionResult = tuple[int, int, dict[str, int], list[str], list[int]]
+"""(records, events, bad counts by reason, damage descriptions, segment bases read) of one partition."""
 
 
 def index_partition(store_url: str, batch_size: int,
@@ -114,9 +144,11 @@ def index_partition(store_url: str, batch_size: int,
         counts = {"records": 0}
         bad: Counter[str] = Counter()
         damage: list[str] = []
+        bases: set[int] = set()
 
         def events() -> Iterator[Any]:
             for row in rows:
+                bases.add(row.base)
                 if row.error is not None:
                     bad["corrupt_records"] += row.lost_records
                     bad["corrupt_bytes"] += row.skipped_bytes
@@ -137,7 +169,7 @@ def index_partition(store_url: str, batch_size: int,
             n = index_records(store, events(), batch_size, writers=writers, dropped=bad)
         finally:
             store.close()
-        yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage
+        yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage, sorted(bases)
 
     return run
 
@@ -193,6 +225,12 @@ def _prepare_store(store_url: str) -> None:
         raise IndexJobError(f"store {store_url} unavailable; checkpoint not advanced: {exc}") from exc
 
 
+def _split_into(spark: Any, store_url: str) -> int:
+    """Partitions a large segment slice may be split into: one per core, except into a ``local:``
+    store, whose single SQLite writer serialises the tasks anyway (measured slower split)."""
+    return 1 if store_url.startswith("local:") else max(1, spark.sparkContext.defaultParallelism)
+
+
 def _finish_batch(store_url: str) -> None:
     """Run :func:`collector.store.indexer.finish_batch` on the driver once the batch's partitions are written."""
     from collector.store import StoreError, open_store
@@ -208,48 +246,169 @@ def _finish_batch(store_url: str) -> None:
         raise IndexJobError(f"store {store_url} unavailable; checkpoint not advanced: {exc}") from exc
 
 
-def index_once(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAULT_BATCH_SIZE, *,
-               writers: int = DEFAULT_WRITERS, purge: bool = False) -> IndexReport:
-    """Index every sealed segment not yet in the checkpoint, then advance the checkpoint.
+class _Run:
+    """Totals of one streaming query, filled in by its ``foreachBatch`` on the driver."""
 
-    Damaged frames are skipped up to the next frame that verifies and counted in ``bad``
-    (their bytes cannot be read again, so the segment is checkpointed all the same).
-    The checkpoint keeps only bases still in the manifest.  ``purge`` deletes a ``local:``
-    store's expired cells afterwards.
+    def __init__(self) -> None:
+        self.segments: set[int] = set()
+        self.records = 0
+        self.events = 0
+        self.batches = 0
+        self.bad: Counter[str] = Counter()
+        self.failure: BaseException | None = None
+
+    def report(self, started: float, purged: int | None = None) -> IndexReport:
+        return IndexReport(segments=len(self.segments), records=self.records, events=self.events,
+                           bad=dict(self.bad), seconds=time.monotonic() - started, purged=purged)
+
+
+def _stream_error(exc: BaseException, run: _Run) -> IndexJobError:
+    """The one-line error for a failed streaming query."""
+    if isinstance(run.failure, IndexJobError):
+        return run.failure
+    text = str(exc)
+    for name, kind in (("SegmentGoneError", LogInputError), ("CheckpointMismatchError", CheckpointMismatchError),
+                       ("NotATraceLogError", LogInputError)):
+        at = text.find(f"{name}: ")
+        if at >= 0:
+            return kind(text[at + len(name) + 2:].splitlines()[0].strip())
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return IndexJobError(f"indexing failed; checkpoint not advanced: {first}")
+
+
+def _commit_recorder(log_dir: str, store_url: str, checkpoint: str) -> Any:
+    """A listener that records each batch's commit for retention as soon as Spark has written it.
+
+    Spark calls the source's ``commit`` only when it plans the next batch, so without this
+    a follower's last batch would stay unrecorded until more records arrive.
     """
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class CommitRecorder(StreamingQueryListener):
+        def onQueryStarted(self, event: Any) -> None:
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:  # posted after the batch's commit log entry
+            try:
+                sync_commit(log_dir, store_url, checkpoint)
+            except OSError as exc:
+                log.warning("could not record the index commit for retention (next batch retries): %s", exc)
+
+        def onQueryIdle(self, event: Any) -> None:
+            pass
+
+        def onQueryTerminated(self, event: Any) -> None:
+            pass
+
+    return CommitRecorder()
+
+
+def _fault_pause(batch_id: int) -> None:
+    """Tests only: stop dead after a batch's rows are written, before Spark commits it."""
+    marker = os.environ.get(FAULT_PAUSE_ENV)
+    if marker and batch_id >= int(os.environ.get(FAULT_PAUSE_BATCH_ENV, "0")):
+        with open(marker, "w", encoding="utf-8") as f:
+            f.write(str(batch_id))
+        while True:
+            time.sleep(60)
+
+
+def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAULT_BATCH_SIZE, *,
+                 writers: int = DEFAULT_WRITERS, checkpoint: str | None = None, follow_s: float | None = None,
+                 on_batch: Callable[[IndexReport, tuple[int, float]], None] | None = None,
+                 purge: bool = False) -> IndexReport:
+    """Index the log into the store through one Structured Streaming query.
+
+    ``follow_s`` None: ``Trigger.AvailableNow`` (everything durable now, then return);
+    otherwise a processing-time trigger every ``follow_s`` seconds until interrupted.
+    The checkpoint (default :func:`default_checkpoint`) belongs to this (log, store) pair;
+    ``on_batch`` gets each micro-batch's report and the lag after it.
+    """
+    from collector.errors import NotATraceLogError
+    from collector.logstate import read_log_id
     from spark_jobs.datasource import FORMAT_NAME
 
     started = time.monotonic()
     log_dir = os.path.abspath(log_dir)  # segment paths go to executors, whose cwd differs
     store_url = absolute_store_url(store_url)
     check_store_for_master(spark.sparkContext.master, store_url)
-    done = read_checkpoint(log_dir)
-    sealed = sealed_segments(log_dir)
-    present = {s.base for s in sealed}
-    todo = [s for s in sealed if s.base not in done]
-    if not todo:
-        if done - present:  # retention deleted indexed segments: forget them
-            write_checkpoint(log_dir, done & present)
-        return IndexReport(seconds=time.monotonic() - started,
-                           purged=purge_expired(store_url) if purge else None)
-    _prepare_store(store_url)
-    df = (spark.read.format(FORMAT_NAME)
-          .option("segments", json.dumps([[s.base, s.path, s.records] for s in todo]))
-          .load())
     try:
-        results = df.rdd.mapPartitions(index_partition(store_url, batch_size, writers)).collect()
-    except Exception as exc:  # Py4J/Spark wrap task errors in their own types
-        raise IndexJobError(f"indexing {len(todo)} segment(s) failed; checkpoint not advanced: {exc}") from exc
-    _finish_batch(store_url)
-    bad: Counter[str] = Counter()
-    for _, _, reasons, damage in results:
-        bad.update(reasons)
-        for what in damage:
-            log.warning("index: %s (counted in corrupt_records/corrupt_bytes)", what)
-    write_checkpoint(log_dir, (done & present) | {s.base for s in todo})
-    return IndexReport(segments=len(todo), records=sum(r[0] for r in results), events=sum(r[1] for r in results),
-                       bad=dict(bad), seconds=time.monotonic() - started,
-                       purged=purge_expired(store_url) if purge else None)
+        log_id = read_log_id(log_dir)
+    except NotATraceLogError as exc:
+        raise LogInputError(str(exc)) from exc
+    checkpoint = os.path.abspath(checkpoint or default_checkpoint(log_dir, store_url))
+    claim_checkpoint(checkpoint, log_id, log_dir, store_url)
+    _prepare_store(store_url)
+    protect_from_retention(log_dir, store_url, checkpoint)  # only for a store that opens (a typo must not pin the log)
+    run = _Run()
+    work = index_partition(store_url, batch_size, writers)
+
+    def process(batch_df: Any, batch_id: int) -> None:
+        try:
+            sync_commit(log_dir, store_url, checkpoint)  # the previous batch is in Spark's commit log now
+            batch_started = time.monotonic()
+            try:
+                results = batch_df.rdd.mapPartitions(work).collect()
+            except Exception as exc:  # Py4J/Spark wrap task errors in their own types
+                raise _stream_error(exc, run) from exc
+            _finish_batch(store_url)
+            _fault_pause(batch_id)
+            batch = _Run()
+            for records, events, reasons, damage, bases in results:
+                batch.records += records
+                batch.events += events
+                batch.bad.update(reasons)
+                batch.segments.update(bases)
+                for what in damage:
+                    log.warning("index: %s (counted in corrupt_records/corrupt_bytes)", what)
+            run.batches += 1
+            run.records += batch.records
+            run.events += batch.events
+            run.bad.update(batch.bad)
+            run.segments |= batch.segments
+            if on_batch is not None and batch.records:
+                on_batch(batch.report(batch_started), lag_after(log_dir, checkpoint, batch_id))
+        except BaseException as exc:
+            run.failure = exc
+            raise
+
+    df = (spark.readStream.format(FORMAT_NAME)
+          .option("log_dir", log_dir).option("log_id", log_id).option("commit_key", commit_key(checkpoint))
+          .option("store", store_url).option("checkpoint", checkpoint)
+          .option("partitions", str(_split_into(spark, store_url)))
+          .load())
+    writer = df.writeStream.foreachBatch(process).option("checkpointLocation", checkpoint)
+    if follow_s is None:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{follow_s} seconds")
+    recorder = _commit_recorder(log_dir, store_url, checkpoint)
+    spark.streams.addListener(recorder)
+    query = writer.start()
+    try:
+        while not query.awaitTermination(1.0):
+            pass
+    except KeyboardInterrupt:
+        query.stop()
+        raise
+    except Exception as exc:  # StreamingQueryException, Py4J errors
+        raise _stream_error(exc, run) from exc
+    finally:
+        spark.streams.removeListener(recorder)
+        sync_commit(log_dir, store_url, checkpoint)
+    drop_legacy_checkpoint(log_dir)
+    return run.report(started, purge_expired(store_url) if purge else None)
+
+
+def index_once(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAULT_BATCH_SIZE, *,
+               writers: int = DEFAULT_WRITERS, purge: bool = False, checkpoint: str | None = None) -> IndexReport:
+    """Index everything durable in the log now (``Trigger.AvailableNow``), then return.
+
+    Damaged frames are skipped up to the next frame that verifies and counted in ``bad``.
+    ``purge`` deletes a ``local:`` store's expired cells afterwards.
+    """
+    return index_stream(spark, log_dir, store_url, batch_size, writers=writers, checkpoint=checkpoint,
+                        purge=purge)
 
 
 def run_index(log_dir: str, store_url: str, master: str = DEFAULT_MASTER,
@@ -262,8 +421,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``tracehook index``."""
     parser.add_argument("--log-dir", required=True, help="trace-log directory (shared by every executor on a cluster)")
     parser.add_argument("--store", required=True, help="local:PATH or hbase://HOST:PORT?namespace=NS")
-    parser.add_argument("--every", type=float, default=None, metavar="SECONDS",
-                        help="keep running, indexing new sealed segments every SECONDS")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--follow", action="store_true",
+                      help="keep running: index new records seconds after the collector acknowledges them")
+    mode.add_argument("--every", type=float, default=None, metavar="SECONDS",
+                      help="keep running, indexing everything new every SECONDS (Trigger.AvailableNow)")
+    parser.add_argument("--trigger", type=float, default=DEFAULT_TRIGGER_S, metavar="SECONDS",
+                        help="with --follow: start a micro-batch every SECONDS (default: %(default)s)")
+    parser.add_argument("--checkpoint", default=None, metavar="DIR",
+                        help="Spark checkpoint directory of this (log, store) pair "
+                             "(default: LOG_DIR/index-checkpoints/<hash of the store URL>)")
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="rows per store put")
     parser.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY, help="spark.driver.memory")
@@ -287,6 +454,8 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ValueError("--batch-size must be >= 1")
     if args.every is not None and args.every <= 0:
         raise ValueError("--every must be a positive number of seconds")
+    if args.trigger <= 0:
+        raise ValueError("--trigger must be a positive number of seconds")
     if not os.path.isdir(args.log_dir):
         raise IndexJobError(f"no trace log at {args.log_dir}: pass the collector's DATA_DIR/log")
     names = os.listdir(args.log_dir)
@@ -301,33 +470,57 @@ def check_arguments(args: argparse.Namespace) -> None:
     check_store_for_master(args.master, absolute_store_url(args.store))
 
 
-def _print_waiting(log_dir: str) -> None:
-    """After a run that found no sealed segment: say what the active segment holds and when it seals."""
-    from collector.pending import pending
+def _print_batch(report: IndexReport, behind: tuple[int, float]) -> None:
+    records, seconds = behind
+    print(f"{time.strftime('%H:%M:%S')} index: {report}; lag {records} record(s), {seconds:.1f}s", flush=True)
 
-    p = pending(log_dir)
-    if p.active_records:
-        print(f"index: nothing sealed to index yet; the active segment holds {p.active_records} record(s), "
-              f"which the collector seals in about {p.seals_in_s:.0f} s (or at once with POST /v1/admin/roll); "
-              "run again then, or keep it running with --every 10", flush=True)
+
+def _follow(spark: Any, args: argparse.Namespace) -> int:
+    try:
+        report = index_stream(spark, args.log_dir, args.store, args.batch_size, writers=args.writers,
+                              checkpoint=args.checkpoint, follow_s=args.trigger, on_batch=_print_batch)
+    except LogInputError as exc:
+        print(f"index: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except IndexJobError as exc:
+        print(f"index: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"index: stopped: {report}", flush=True)  # a stopped query (e.g. from the Spark UI)
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run once, or every ``--every`` seconds until interrupted; prints one progress line per run."""
+    """Follow, run once, or every ``--every`` seconds until interrupted; prints progress lines.
+
+    Exit codes: 0 done, 1 indexing failed (retry later), 2 bad arguments, 3 bad input (not a
+    trace log, a checkpoint of another log or store, records deleted before they were indexed),
+    130 interrupted.
+    """
     # Refused before Spark starts: bad numbers, a log dir with no trace log, a cluster master with a local: store.
     try:
         check_arguments(args)
     except (IndexJobError, ValueError) as exc:
         print(f"index: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    from collector.errors import NotATraceLogError
+    from collector.logstate import read_log_id
+
+    try:
+        read_log_id(args.log_dir)
+    except NotATraceLogError as exc:
+        print(f"index: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: the running batch is redone next time
     try:
         spark = spark_session(args.master, args.driver_memory)
     except NoSparkError as exc:
         print(f"index: {exc} (install it with: pip install 'tracehook[spark]')", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     total_events = 0
     last_purge: float | None = None
     try:
+        if args.follow:
+            return _follow(spark, args)
         while True:
             now = time.monotonic()
             if args.every is None:
@@ -336,19 +529,20 @@ def run(args: argparse.Namespace) -> int:
                 purge = args.purge_every > 0 and (last_purge is None or now - last_purge >= args.purge_every)
             try:
                 report = index_once(spark, args.log_dir, args.store, args.batch_size,
-                                    writers=args.writers, purge=purge)
+                                    writers=args.writers, purge=purge, checkpoint=args.checkpoint)
+            except LogInputError as exc:
+                print(f"index: {exc}", file=sys.stderr)
+                return EXIT_BAD_INPUT
             except IndexJobError as exc:
                 print(f"index: {exc}", file=sys.stderr)
                 if args.every is None:
-                    return 1
+                    return EXIT_FAILED
             else:
                 if report.purged is not None:
                     last_purge = now
                 total_events += report.events
                 stamp = time.strftime("%H:%M:%S")
                 print(f"{stamp} index: {report} (total {total_events} events)", flush=True)
-                if report.segments == 0 and args.every is None:
-                    _print_waiting(args.log_dir)
             if args.every is None:
                 return 0
             time.sleep(args.every)
@@ -356,3 +550,7 @@ def run(args: argparse.Namespace) -> int:
         return 130
     finally:
         spark.stop()
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt

@@ -19,7 +19,7 @@ from typing import NoReturn
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "collector": ("collector.cli", "run the collector (ingest, query API, web page)"),
-    "index": ("spark_jobs.index_job", "index sealed trace-log segments into the store (PySpark)"),
+    "index": ("spark_jobs.index_job", "index the trace log into the store (PySpark Structured Streaming; --follow keeps up)"),
     "query": ("collector.query_cli", "look up traces by id, key, topic + time or dead letters"),
     "offsets": ("collector.backtrack_cli", "offsets at a time and a group's reset plan"),
     "replay-list": ("collector.backtrack_cli", "messages a group never consumed successfully"),

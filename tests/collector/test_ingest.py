@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 from collector_service_helpers import make_batch, read_log
 
-from collector import tracelog
+from collector import logstate, tracelog
 from collector.app import INGESTOR_KEY, STORE_KEY, create_app
 from collector.auth import require_query_token
 from collector.config import CollectorConfig
@@ -123,9 +123,8 @@ async def test_backlog_over_the_limit_gets_429_until_indexed(aiohttp_client, col
     resp = await client.post("/v1/batches", data=make_batch(seq=3, n=50), headers=MSGPACK)
     assert resp.status == 429 and resp.headers["Retry-After"] == "3"
     assert len(read_log(cfg.log_dir)) == 2
-    # The index job catches up: seal, checkpoint, and the next maintenance round lifts the limit.
-    await client.post("/v1/admin/roll")
-    tracelog.write_checkpoint(cfg.log_dir, [s.base for s in tracelog.sealed_segments(cfg.log_dir)])
+    # The index job catches up (commits the durable end), and the next maintenance round lifts the limit.
+    logstate.write_commit(cfg.log_dir, "job", "local:x", "/ck", logstate.read_durable(cfg.log_dir))
     ingestor = client.server.app[INGESTOR_KEY]
     while ingestor.backlog_bytes:
         await asyncio.sleep(0.02)
@@ -229,7 +228,8 @@ async def test_background_retention_deletes_indexed_segments_only(aiohttp_client
         await client.post("/v1/batches", data=make_batch("ret", seq), headers=MSGPACK)
         await client.post("/v1/admin/roll")
     first, second = tracelog.sealed_segments(cfg.log_dir)
-    tracelog.write_checkpoint(cfg.log_dir, [first.base])  # only the first is indexed
+    # only the first is indexed
+    logstate.write_commit(cfg.log_dir, "job", "local:x", "/ck", logstate.LogPosition(second.base, first.base, first.size))
     while os.path.exists(first.path):
         await asyncio.sleep(0.02)
     await asyncio.sleep(0.2)  # several more maintenance rounds

@@ -90,3 +90,25 @@ async def test_only_fsync_durability_syncs_each_group_commit(aiohttp_client, col
     assert samples["tracehook_collector_fsync_seconds_count"] == (commits if durability == "fsync" else 0)
     # last_sync_s is set only when an append really calls fdatasync.
     assert (client.server.app[INGESTOR_KEY].tracelog.last_sync_s > 0) == (durability == "fsync")
+
+
+async def test_index_lag_per_store_from_the_checkpoints_commits(aiohttp_client, collector_config) -> None:
+    from collector import logstate
+
+    client = await aiohttp_client(create_app(collector_config))
+    log_dir = collector_config.log_dir
+    assert (await client.post("/v1/batches", data=make_batch(seq=1, n=3), headers=MSGPACK)).status == 200
+    caught_up = logstate.read_durable(log_dir)
+    for seq in (2, 3):
+        assert (await client.post("/v1/batches", data=make_batch(seq=seq, n=4), headers=MSGPACK)).status == 200
+    logstate.write_commit(log_dir, "a", "local:/a.sqlite3", "/ck/a", caught_up)  # behind by two batches
+    logstate.write_commit(log_dir, "b", "hbase://h:9090", "/ck/b", logstate.read_durable(log_dir))
+
+    samples = parse(await (await client.get("/metrics")).text())
+
+    assert samples['tracehook_index_lag_records{store="local:/a.sqlite3"}'] == 2
+    assert samples['tracehook_index_lag_events{store="local:/a.sqlite3"}'] == 8
+    assert samples['tracehook_index_lag_seconds{store="local:/a.sqlite3"}'] >= 0
+    assert samples['tracehook_index_lag_records{store="hbase://h:9090"}'] == 0
+    assert samples['tracehook_index_lag_events{store="hbase://h:9090"}'] == 0
+    assert samples['tracehook_index_lag_seconds{store="hbase://h:9090"}'] == 0

@@ -26,13 +26,17 @@ def write_log(log_dir: str, records: int, *, seal_first: int = 0) -> None:
     log.close()
 
 
-def test_pending_counts_sealed_and_active_records(tmp_path):
-    log_dir = str(tmp_path / "log")
-    assert pending(log_dir).records == 0  # no log at all
+def test_pending_counts_durable_records_the_store_has_not_committed(tmp_path):
+    from collector.logstate import LogPosition, write_commit
+
+    log_dir, store = str(tmp_path / "log"), f"local:{tmp_path / 'index.sqlite3'}"
+    assert pending(log_dir, store).records == 0  # no log at all
     write_log(log_dir, 5, seal_first=2)
-    p = pending(log_dir, segment_age_s=60)
-    assert (p.sealed_records, p.active_records) == (2, 3)
-    assert 0 < p.seals_in_s <= 60
+    p = pending(log_dir, store)
+    assert (p.records, p.indexed_before) == (5, False)  # sealed and active records alike
+    write_commit(log_dir, "k1", store, str(tmp_path / "ckpt"), LogPosition(3, 2, 0))
+    assert (pending(log_dir, store).records, pending(log_dir, store).indexed_before) == (2, True)
+    assert pending(log_dir, "local:" + str(tmp_path / "other.sqlite3")).records == 5  # commits are per store
 
 
 def test_cli_lookup_on_an_index_with_pending_records_prints_the_index_command(tmp_path, capsys):
@@ -43,7 +47,7 @@ def test_cli_lookup_on_an_index_with_pending_records_prints_the_index_command(tm
     assert run(args) == 1
     err = capsys.readouterr().err
     assert err.startswith("no trace for message 'm-404'\nhint: ")
-    assert "holds 4 record(s)" in err and "active segment" in err
+    assert "holds 4 record(s)" in err and "--follow" in err
     assert f"tracehook index --log-dir {tmp_path / 'log'} --store local:{tmp_path / 'index.sqlite3'}" in err
 
 
@@ -55,5 +59,5 @@ async def test_api_404_detail_says_what_is_not_indexed(aiohttp_client, tmp_path)
     assert response.status == 404
     detail = (await response.json())["detail"]
     assert detail.startswith("no trace for message 'm-404'; the trace log")
-    assert "3 record(s)" in detail and "1 in sealed segment(s)" in detail and "2 in the active segment" in detail
+    assert "3 record(s)" in detail
     assert f"tracehook index --log-dir {config.log_dir} --store {config.store_url}" in detail

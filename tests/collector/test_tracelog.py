@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector import tracelog
+from collector import logstate, tracelog
 from collector.errors import CorruptSegmentError, StorageError
 from collector.tracelog import TraceLog
 
@@ -93,32 +93,44 @@ def test_read_segment_yields_good_records_then_raises(tmp_path: pathlib.Path) ->
     assert info.value.path == path and 0 < info.value.position < size
 
 
-def test_checkpoint_round_trip_and_default(tmp_path: pathlib.Path) -> None:
-    assert tracelog.read_checkpoint(str(tmp_path)) == set()
-    tracelog.write_checkpoint(str(tmp_path), [5, 0, 5])
-    assert tracelog.read_checkpoint(str(tmp_path)) == {0, 5}
-    assert not [n for n in os.listdir(tmp_path) if ".tmp" in n]
+def test_durable_end_follows_every_append_and_roll(tmp_path: pathlib.Path) -> None:
+    log_dir = str(tmp_path)
+    assert logstate.read_durable(log_dir) is None
+    tl = TraceLog.open(log_dir, segment_bytes=200)
+    assert logstate.read_durable(log_dir) == logstate.LogPosition(0, 0, 0)
+    for entry in _entries(6):
+        tl.append([entry])
+        end = logstate.read_durable(log_dir)
+        assert end == tl.durable_end() and end.pos == os.path.getsize(os.path.join(log_dir, tracelog.segment_name(end.base)))
+    tl.close()
+    log_id = logstate.read_log_id(log_dir)
+    assert TraceLog.open(log_dir).log_id == log_id  # the id belongs to the log, not to one process
 
 
-def test_retention_deletes_only_indexed_old_segments(tmp_path: pathlib.Path) -> None:
+def test_retention_deletes_only_what_every_checkpoint_committed(tmp_path: pathlib.Path) -> None:
     log_dir = str(tmp_path)
     tl = TraceLog.open(log_dir, segment_bytes=200)
     for entry in _entries(16):
         tl.append([entry])
     sealed = tracelog.sealed_segments(log_dir)
     assert len(sealed) >= 3
-    indexed = {sealed[0].base, sealed[2].base}
-    tracelog.write_checkpoint(log_dir, indexed)
+    assert tl.apply_retention(0, now_ms=sealed[-1].sealed_ms + 1) == []  # no checkpoint: nothing is indexed
+    end_of = [logstate.LogPosition(s.base + s.records, s.base, s.size) for s in sealed]
+    logstate.write_commit(log_dir, "a", "local:a", "/ck/a", end_of[2])
+    logstate.write_commit(log_dir, "b", "local:b", "/ck/b", end_of[0])  # a second store, further behind
     backlog_before = tl.backlog_bytes()
     # Too young: nothing goes, even if indexed.
     assert tl.apply_retention(3600) == []
     deleted = tl.apply_retention(0, now_ms=sealed[-1].sealed_ms + 1)
-    assert {s.base for s in deleted} == indexed
+    assert [s.base for s in deleted] == [sealed[0].base]  # only what both have committed
     assert all(not os.path.exists(s.path) for s in deleted)
-    remaining = tracelog.sealed_segments(log_dir)
-    assert {s.base for s in remaining} == {s.base for s in sealed} - indexed
-    assert all(os.path.exists(s.path) for s in remaining)
     assert tl.backlog_bytes() == backlog_before  # deleted segments were not backlog
+    logstate.remove_commit(log_dir, "b")  # that store is dropped: retention stops waiting for it
+    deleted = tl.apply_retention(0, now_ms=sealed[-1].sealed_ms + 1)
+    assert [s.base for s in deleted] == [sealed[1].base, sealed[2].base]
+    remaining = tracelog.sealed_segments(log_dir)
+    assert [s.base for s in remaining] == [s.base for s in sealed[3:]]
+    assert all(os.path.exists(s.path) for s in remaining)
 
 
 def test_orphan_left_by_a_retention_crash_is_removed_at_open(tmp_path: pathlib.Path) -> None:

@@ -72,7 +72,7 @@ def test_demo_runs_on_a_fresh_directory(first_run):
         assert f"== {title}: tracehook query --store local:{data_dir}/index.sqlite3 id demo-" in out
     assert "(not indexed)" not in out
     assert re.search(r"^traffic: 15 orders, 2 consumer groups; \d+ events sent, 0 dropped$", out, re.M)
-    assert re.search(r"^index: Spark \(local mode\): \d+ segment\(s\), \d+ record\(s\), \d+ event\(s\)", out, re.M), out
+    assert re.search(r"^index: Spark follow mode \(tracehook collector --index\): traces queryable", out, re.M), out
     dead_section = out.split("== dead letter in shipping")[1].split("\n== ")[0]
     assert re.search(r"consumer\s+shipping\s+dead", dead_section)
     retried_section = out.split("== retried by shipping")[1].split("\n== ")[0]

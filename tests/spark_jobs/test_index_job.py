@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import os
+import shutil
 from typing import Any
 
 import pytest
 
+from collector.logstate import committed_offset, readable_end
 from collector.store import open_store
 from collector.store.query import TraceQuery
-from collector.tracelog import TraceLog, read_checkpoint, sealed_segments
+from collector.tracelog import TraceLog, sealed_segments
+from spark_jobs.checkpoint import default_checkpoint, spark_committed
 from spark_jobs.errors import IndexJobError
-from spark_jobs.index_job import index_once
+from spark_jobs.index_job import add_arguments, index_once, run
 from tracehook.wire import BatchHeader, EventType, encode_batch, make_event
 
 pytestmark = pytest.mark.spark
@@ -56,7 +60,7 @@ def test_indexes_every_segment_then_checkpoints(spark: Any, tmp_path: Any) -> No
     report = index_once(spark, log_dir, f"local:{db}")
 
     assert (report.segments, report.records, report.events, report.bad) == (3, 6, 150, {})
-    assert read_checkpoint(log_dir) == {s.base for s in sealed_segments(log_dir)}
+    assert committed_offset(log_dir) == readable_end(log_dir).offset == 6  # what retention reads
     store = open_store(f"local:{db}")
     try:
         query = TraceQuery(store)
@@ -77,7 +81,7 @@ def test_second_run_and_reindex_change_nothing(spark: Any, tmp_path: Any) -> Non
     before = _store_rows(db)
 
     assert index_once(spark, log_dir, f"local:{db}").segments == 0
-    os.remove(os.path.join(log_dir, "indexed.json"))  # force a full re-index
+    shutil.rmtree(default_checkpoint(log_dir, f"local:{db}"))  # force a full re-index
     assert index_once(spark, log_dir, f"local:{db}").events == 4
     assert _store_rows(db) == before
 
@@ -125,7 +129,7 @@ def test_records_after_a_corrupt_frame_are_indexed_and_the_loss_counted(spark: A
     assert report.bad == {"corrupt_records": 1, "corrupt_bytes": sizes[2]}
     assert (report.records, report.events) == (4, 8)
     assert "1 corrupt_records" in str(report)
-    assert read_checkpoint(log_dir) == {seg.base}  # nothing left to read there: counted, not retried
+    assert committed_offset(log_dir) == seg.base + 5  # nothing left to read there: counted, not retried
     store = open_store(f"local:{db}")
     try:
         query = TraceQuery(store)
@@ -145,8 +149,8 @@ def test_rows_over_the_key_limit_are_counted(spark: Any, tmp_path: Any) -> None:
     assert (report.events, report.bad) == (1, {"row_key_too_long": 1})
 
 
-def test_checkpoint_forgets_segments_retention_deleted(spark: Any, tmp_path: Any) -> None:
-    log_dir, db = str(tmp_path / "log"), str(tmp_path / "index.sqlite3")
+def test_retention_deletes_only_what_every_checkpoint_committed(spark: Any, tmp_path: Any) -> None:
+    log_dir, db, other = str(tmp_path / "log"), str(tmp_path / "index.sqlite3"), str(tmp_path / "other.sqlite3")
     _write_log(log_dir, [[_batch(1, ["a"])], [_batch(2, ["b"])]])
     index_once(spark, log_dir, f"local:{db}")
     first, second = sealed_segments(log_dir)
@@ -157,12 +161,15 @@ def test_checkpoint_forgets_segments_retention_deleted(spark: Any, tmp_path: Any
     finally:
         log.close()
 
-    assert index_once(spark, log_dir, f"local:{db}").segments == 0
-    assert read_checkpoint(log_dir) == {second.base}
+    assert index_once(spark, log_dir, f"local:{db}").segments == 0  # the checkpoint is past the gap
 
     _write_log(log_dir, [[_batch(3, ["c"])]])
-    index_once(spark, log_dir, f"local:{db}")
-    assert read_checkpoint(log_dir) == {s.base for s in sealed_segments(log_dir)} and len(read_checkpoint(log_dir)) == 2
+    # A second store gets its own checkpoint: it indexes everything still in the log, and until it
+    # has, retention keeps the segments it has not read (the first store's checkpoint is past them).
+    report = index_once(spark, log_dir, f"local:{other}")
+    assert (report.events, report.segments) == (2, 2)
+    assert index_once(spark, log_dir, f"local:{db}").events == 1
+    assert committed_offset(log_dir) == readable_end(log_dir).offset
 
 
 def test_purge_deletes_expired_cells_of_a_local_store(spark: Any, tmp_path: Any) -> None:
@@ -191,8 +198,48 @@ def test_store_failure_fails_the_job_without_advancing_the_checkpoint(spark: Any
 
     with pytest.raises(IndexJobError):
         index_once(spark, log_dir, bad_url)
-    assert read_checkpoint(log_dir) == set()
+    assert spark_committed(default_checkpoint(log_dir, bad_url)) is None
+    assert committed_offset(log_dir) is None  # a store that never opened does not hold retention back
 
     db = str(tmp_path / "index.sqlite3")
     assert index_once(spark, log_dir, f"local:{db}").events == 1
-    assert read_checkpoint(log_dir) == {sealed_segments(log_dir)[0].base}
+    assert spark_committed(default_checkpoint(log_dir, f"local:{db}"))["offset"] == 1
+
+
+def test_bad_input_is_refused_with_nothing_written(spark: Any, tmp_path: Any, capsys: Any) -> None:
+    from collector.logstate import COMMITS_DIR
+    from spark_jobs.errors import CheckpointMismatchError, LogInputError
+
+    url = f"local:{tmp_path / 'index.sqlite3'}"
+    # A directory that is not a trace log.
+    (tmp_path / "not-a-log").mkdir()
+    with pytest.raises(LogInputError, match="is not a trace-log directory"):
+        index_once(spark, str(tmp_path / "not-a-log"), url)
+    assert os.listdir(tmp_path / "not-a-log") == [] and not os.path.exists(tmp_path / "index.sqlite3")
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert run(parser.parse_args(["--log-dir", str(tmp_path / "not-a-log"), "--store", url, "--follow"])) == 3
+    assert "is not a trace-log directory" in capsys.readouterr().err
+
+    # A checkpoint that belongs to another log.
+    log_a, log_b, ckpt = str(tmp_path / "a"), str(tmp_path / "b"), str(tmp_path / "ckpt")
+    _write_log(log_a, [[_batch(1, ["a1"])]])
+    _write_log(log_b, [[_batch(1, ["b1"])]])
+    index_once(spark, log_a, url, checkpoint=ckpt)
+    with pytest.raises(CheckpointMismatchError, match="belongs to another trace log"):
+        index_once(spark, log_b, url, checkpoint=ckpt)
+    assert not os.path.exists(os.path.join(log_b, COMMITS_DIR))
+
+    # Records deleted from the log before this checkpoint indexed them.
+    _write_log(log_a, [[_batch(2, ["a2"])], [_batch(3, ["a3"])]])
+    gone = sealed_segments(log_a)[1]
+    os.remove(gone.path)
+    before = spark_committed(ckpt)
+    with pytest.raises(LogInputError, match="no longer in"):
+        index_once(spark, log_a, url, checkpoint=ckpt)
+    assert spark_committed(ckpt) == before
+    store = open_store(url)
+    try:
+        assert TraceQuery(store).get_trace("a3") is None  # nothing after the gap was written either
+    finally:
+        store.close()

@@ -1,0 +1,187 @@
+"""``tracehook index --follow`` as real processes: a trace is queryable without sealing, and
+SIGKILL mid-batch, collector restarts and retention running alongside leave every acknowledged
+event exactly once in the store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+import requests
+
+import tracehook
+from collector.store import open_store
+from collector.store.query import TraceQuery
+from spark_jobs.index_job import FAULT_PAUSE_BATCH_ENV, FAULT_PAUSE_ENV
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
+
+TOKEN = "follow-token"
+PER_ROUND = 40
+WAIT_S = 240  # a bound for a loaded 2-core machine, not a speed assertion
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class _Collector:
+    def __init__(self, data_dir: str, store_url: str, segment_age_s: float) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.out = open(os.path.join(data_dir, f"collector-{self.port}.out"), "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(self.port),
+             "--store-url", store_url, "--ingest-token", TOKEN, "--segment-age", str(segment_age_s), "--retention", "0"],
+            stdout=self.out, stderr=subprocess.STDOUT)
+        _until(lambda: self.proc.poll() is None and _get(self.url + "/healthz") == 200, "collector ready")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        assert self.proc.wait(timeout=60) == 0
+        self.out.close()
+
+
+class _Follower:
+    def __init__(self, log_dir: str, store_url: str, out_path: str, env: dict[str, str] | None = None) -> None:
+        self.out_path = out_path
+        with open(out_path, "wb") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tracehook.cli", "index", "--follow", "--trigger", "0.5",
+                 "--log-dir", log_dir, "--store", store_url, "--master", "local[1]"],
+                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                start_new_session=True)  # its own group: SIGKILL takes its Spark JVM along
+
+    def output(self) -> str:
+        with open(self.out_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+
+def _get(url: str) -> int:
+    try:
+        return requests.get(url, timeout=5).status_code
+    except requests.ConnectionError:
+        return 0
+
+
+def _until(check: Any, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for: {what}")
+        time.sleep(0.2)
+
+
+def _send(url: str, prefix: str) -> list[str]:
+    """PER_ROUND messages, each sent and consumed (3 events), acknowledged by the collector."""
+    tracer = tracehook.Tracer(tracehook.TracerConfig(app="shop", collectors=(url,), token=TOKEN, linger_s=0.01))
+    try:
+        ids = []
+        for i in range(PER_ROUND):
+            msg_id = tracer.record_send("orders", msg_id=f"{prefix}-{i}", keys=f"k{i % 5}")
+            with tracer.consume("orders", msg_id, "billing"):
+                pass
+            ids.append(msg_id)
+        assert tracer.flush(timeout=60)
+        assert tracer.stats()["dropped_total"] == 0
+        return ids
+    finally:
+        tracer.close(timeout=10)
+
+
+def _event_counts(store_url: str, ids: list[str]) -> dict[str, int]:
+    store = open_store(store_url)
+    try:
+        query = TraceQuery(store)
+        return {m: len(query._stored_events(m)) for m in ids}
+    finally:
+        store.close()
+
+
+@pytest.fixture(params=["local", pytest.param("hbase", marks=pytest.mark.hbase)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    if request.param == "local":
+        return f"local:{tmp_path / 'index.sqlite3'}"
+    return str(request.getfixturevalue("make_hbase_url")())
+
+
+def test_follow_survives_sigkill_mid_batch_collector_restart_and_retention(tmp_path: Any, store_url: str) -> None:
+    data_dir = str(tmp_path / "data")
+    os.makedirs(data_dir)
+    log_dir = os.path.join(data_dir, "log")
+    paused = str(tmp_path / "paused")
+    collector = _Collector(data_dir, store_url, segment_age_s=3600)  # seals nothing
+    # Batch 0 completes; batch 1 writes its rows and then hangs before Spark commits it.
+    job = _Follower(log_dir, store_url, str(tmp_path / "job1.out"),
+                    {FAULT_PAUSE_ENV: paused, FAULT_PAUSE_BATCH_ENV: "1"})
+    followers = [job]
+    try:
+        first = _send(collector.url, "r1")
+        # Queryable through the collector's API while its segment is still active.
+        _until(lambda: all(_get(f"{collector.url}/v1/messages/{m}") == 200 for m in first[-3:]), "round 1 queryable")
+
+        second = _send(collector.url, "r2")
+        _until(lambda: os.path.exists(paused), "batch 1 written, not committed")
+        os.killpg(job.proc.pid, signal.SIGKILL)
+        job.proc.wait(timeout=60)
+
+        job = _Follower(log_dir, store_url, str(tmp_path / "job2.out"))
+        followers.append(job)
+        third = _send(collector.url, "r3")
+        collector.stop()  # restart the collector while the job follows
+        collector = _Collector(data_dir, store_url, segment_age_s=2)  # seals, and retention deletes
+        fourth = _send(collector.url, "r4")
+        sent = first + second + third + fourth
+
+        def all_indexed() -> bool:
+            assert job.proc.poll() is None, job.output()
+            return all(n > 0 for n in _event_counts(store_url, sent).values())
+
+        _until(all_indexed, "every round indexed")
+        # Let a few more micro-batches and retention rounds pass over the same data.
+        time.sleep(3)
+        assert _event_counts(store_url, sent) == {m: 3 for m in sent}  # send + 2 consume events, once each
+        # Retention runs alongside: the first segment goes once its records are committed (the
+        # follower records each commit when Spark writes it, not when the next batch is planned).
+        _until(lambda: not os.path.exists(os.path.join(log_dir, f"{0:020d}.log")), "retention of segment 0")
+        assert " lag " in job.output()
+    finally:
+        for follower in followers:
+            if follower.proc.poll() is None:
+                os.killpg(follower.proc.pid, signal.SIGINT)
+                follower.proc.wait(timeout=120)
+        if collector.proc.poll() is None:
+            collector.stop()
+    assert followers[-1].proc.returncode == 130, followers[-1].output()
+
+
+def test_collector_index_flag_runs_a_follower_and_stops_it(tmp_path: Any) -> None:
+    data_dir = str(tmp_path / "data")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    out_path = tmp_path / "collector.out"
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tracehook.cli", "collector", "--data-dir", data_dir, "--port", str(port),
+             "--ingest-token", TOKEN, "--index"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        _until(lambda: proc.poll() is None and _get(url + "/healthz") == 200, "collector ready")
+        ids = _send(url, "embedded")
+        _until(lambda: all(_get(f"{url}/v1/messages/{m}") == 200 for m in ids), "queryable via the embedded follower")
+    finally:
+        proc.terminate()
+        code = proc.wait(timeout=120)
+    output = out_path.read_text(errors="replace")
+    assert code == 0, output
+    follower = int(output.split("index follower started (pid ")[1].split(")")[0])
+    with pytest.raises(ProcessLookupError):  # stopped with the collector
+        os.kill(follower, 0)
+    assert " index: " in output  # the follower's progress lines go to the collector's output
