@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -28,6 +29,16 @@ def otel_provider(collector_url: str, service: str) -> Iterator[TracerProvider]:
     finally:
         assert provider.force_flush(10_000)
         provider.shutdown()
+
+
+@contextlib.contextmanager
+def instrumented(instrumentor: Any, provider: TracerProvider, **options: Any) -> Iterator[None]:
+    """``instrumentor`` instrumenting with ``provider`` inside the block, uninstrumented after it."""
+    instrumentor.instrument(tracer_provider=provider, **options)
+    try:
+        yield
+    finally:
+        instrumentor.uninstrument()
 
 
 def metric(collector_url: str, sample: str) -> float:

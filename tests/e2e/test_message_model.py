@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 import tracehook
 from collector.demo import free_port, start_collector, stop_collector
-from spark_jobs.index_job import index_once, spark_session
+from spark_jobs.index_job import index_once
 from tracehook import cli as tracehook_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -59,13 +59,6 @@ def running_site(data_dir: str, store_url: str) -> Iterator[Site]:
         yield Site(f"http://127.0.0.1:{port}", data_dir, store_url)
     finally:
         stop_collector(proc)
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("local[2]", "1g")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

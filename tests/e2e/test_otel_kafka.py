@@ -16,7 +16,7 @@ from adapter_helpers import collect_and_index_url, trace_query
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from opentelemetry.instrumentation.kafka import KafkaInstrumentor
-from otel_helpers import metric, otel_provider
+from otel_helpers import instrumented, metric, otel_provider
 
 from collector.demo import free_port
 from collector.otlp import derived_msg_id
@@ -130,12 +130,8 @@ def test_aiokafka_and_confluent_consumers_land_on_the_same_derived_ids(kafka_boo
 
     def run(url: str) -> None:
         with otel_provider(url, "shop-aio") as provider:
-            instrumentor = AIOKafkaInstrumentor()
-            instrumentor.instrument(tracer_provider=provider)
-            try:
+            with instrumented(AIOKafkaInstrumentor(), provider):
                 asyncio.run(aio_app())
-            finally:
-                instrumentor.uninstrument()
         with otel_provider(url, "audit-confluent") as provider:
             consumer = ConfluentKafkaInstrumentor.instrument_consumer(Consumer({
                 "bootstrap.servers": kafka_bootstrap, "group.id": "audit", "auto.offset.reset": "earliest"}),

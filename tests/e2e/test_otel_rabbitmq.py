@@ -16,7 +16,7 @@ from adapter_helpers import collect_and_index_url, trace_query
 from fixtures.brokers import drain
 from opentelemetry import trace
 from opentelemetry.instrumentation.pika import PikaInstrumentor
-from otel_helpers import metric, otel_provider
+from otel_helpers import instrumented, metric, otel_provider
 
 from collector.demo import free_port
 from tracehook.wire import Status
@@ -112,12 +112,8 @@ def test_aio_pika_otel_app_exception_in_the_callback_is_a_failed_attempt(rabbitm
 
     def run(url: str) -> None:
         with otel_provider(url, "billing-aio") as provider:
-            instrumentor = AioPikaInstrumentor()
-            instrumentor.instrument(tracer_provider=provider)
-            try:
+            with instrumented(AioPikaInstrumentor(), provider):
                 asyncio.run(app())
-            finally:
-                instrumentor.uninstrument()
 
     store_url = collect_and_index_url(tmp_path, run)
     with trace_query(store_url) as query:

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,7 +26,7 @@ from collector.store.query import TraceQuery
 from collector.tracelog import sealed_segments
 from spark_jobs.checkpoint import default_checkpoint, spark_committed
 from spark_jobs.errors import IndexJobError
-from spark_jobs.index_job import index_once, spark_session
+from spark_jobs.index_job import index_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -40,13 +40,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("local[2]", "1g")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

@@ -44,3 +44,14 @@ def consumed(topic: str, msg_id: str, t: int, group: str, *, status: Status | No
         out.append((CONSUMER, ev(EventType.SUB_AFTER, at + 5, group, topic, msg_id, cost_us=5000, status=status,
                                  error="" if status == Status.OK else "boom", **common)))
     return out
+
+
+def page_ids(fetch: Any, limit: int) -> list[str]:
+    """The msg_ids of every page of a paged query, following ``next_cursor`` to the end."""
+    ids, cursor = [], None
+    while True:
+        page = fetch(limit=limit, cursor=cursor)
+        ids += [i.msg_id for i in page.items]
+        if page.next_cursor is None:
+            return ids
+        cursor = page.next_cursor

@@ -4,7 +4,7 @@ add to its outcome, and every listing shows each message once (issue 11's repros
 from __future__ import annotations
 
 import pytest
-from index_helpers import CONSUMER, PRODUCER, consumed, ev, message, unique
+from index_helpers import CONSUMER, PRODUCER, consumed, ev, message, page_ids, unique
 
 from collector import backtrack
 from collector.store import Store
@@ -36,16 +36,6 @@ def index(store: Store, records: list) -> TraceQuery:
     return TraceQuery(store)
 
 
-def all_ids(fetch, limit: int) -> list[str]:
-    ids, cursor = [], None
-    while True:
-        page = fetch(limit=limit, cursor=cursor)
-        ids += [i.msg_id for i in page.items]
-        if page.next_cursor is None:
-            return ids
-        cursor = page.next_cursor
-
-
 def test_consume_without_store_time_does_not_place_the_message(store: Store) -> None:
     """The issue's minimal repro: stored an hour ago, consumed the README way and through consume_batch now."""
     topic = unique("orders")
@@ -74,8 +64,8 @@ def test_shared_key_pages_list_each_message_once(store: Store) -> None:
     q = index(store, records)
     expected = [f"m{n:03d}" for n in reversed(range(150))]
     for limit in (7, 20):
-        assert all_ids(lambda **kw: q.by_key(topic, "shared", 0, END, **kw), limit) == expected
-        assert all_ids(lambda **kw: q.by_time(topic, 0, END, **kw), limit) == expected
+        assert page_ids(lambda **kw: q.by_key(topic, "shared", 0, END, **kw), limit) == expected
+        assert page_ids(lambda **kw: q.by_time(topic, 0, END, **kw), limit) == expected
 
 
 def test_dead_letters_of_two_groups_are_two_rows_at_the_store_time(store: Store) -> None:

@@ -6,7 +6,7 @@ import tempfile
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from index_helpers import message
+from index_helpers import message, page_ids
 
 from collector.store import open_store
 from collector.store.indexer import index_records
@@ -16,16 +16,6 @@ messages = st.lists(
     st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["k1", "k2", "k1 k2", ""]), st.integers(1, 50)),
     max_size=40,
 )  # store times from 1: 0 means "unknown" and files the message under its event time
-
-
-def follow(fetch, limit: int) -> list[str]:
-    ids, cursor = [], None
-    while True:
-        page = fetch(limit=limit, cursor=cursor)
-        ids += [i.msg_id for i in page.items]
-        if page.next_cursor is None:
-            return ids
-        cursor = page.next_cursor
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -41,9 +31,9 @@ def test_pages_equal_brute_force(msgs, limit: int, begin: int, end: int) -> None
         q = TraceQuery(store)
         listed = [(f"m{n:03d}", topic, keys.split(), t) for n, (topic, keys, t) in enumerate(msgs)]
         in_a = sorted((t, m) for m, topic, _, t in listed if topic == "a" and begin <= t <= end)
-        assert follow(lambda **kw: q.by_time("a", begin, end, newest_first=False, **kw), limit) == [m for _, m in in_a]
-        assert follow(lambda **kw: q.by_time("a", begin, end, **kw), limit) == [m for _, m in reversed(in_a)]
+        assert page_ids(lambda **kw: q.by_time("a", begin, end, newest_first=False, **kw), limit) == [m for _, m in in_a]
+        assert page_ids(lambda **kw: q.by_time("a", begin, end, **kw), limit) == [m for _, m in reversed(in_a)]
         with_k1 = sorted(((t, m) for m, topic, keys, t in listed if topic == "a" and "k1" in keys
                           and begin <= t <= end), key=lambda x: (-x[0], x[1]))
-        assert follow(lambda **kw: q.by_key("a", "k1", begin, end, **kw), limit) == [m for _, m in with_k1]
+        assert page_ids(lambda **kw: q.by_key("a", "k1", begin, end, **kw), limit) == [m for _, m in with_k1]
         store.close()
