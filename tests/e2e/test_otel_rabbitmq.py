@@ -18,6 +18,7 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.pika import PikaInstrumentor
 from otel_helpers import instrumented, metric, otel_provider
 
+from collector import backtrack
 from collector.demo import free_port
 from tracehook.wire import Status
 
@@ -78,6 +79,9 @@ def test_pika_otel_app_found_by_id_and_time_with_outcomes(rabbitmq_url, tmp_path
             assert trace_.send["trace_id"] == attempt["before"]["trace_id"] == trace_.trace_id
         listed = query.by_time(queue, 0, 2**62, 100).items
         assert sorted(i.msg_id for i in listed) == sorted(f"m{i}" for i in range(N))
+        # The replay list answers from the spans too: receive spans alone never say "consumed".
+        replay = {i.msg_id: i.status for i in backtrack.iter_replay(query, queue, "billing-otel", 0, 2**62)}
+        assert replay == {f"m{i}": "EXCEPTION" if f"m{i}" in FAILING else "PENDING" for i in range(N)}
 
 
 def test_aio_pika_otel_app_exception_in_the_callback_is_a_failed_attempt(rabbitmq_url, tmp_path) -> None:
