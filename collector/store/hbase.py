@@ -115,7 +115,9 @@ class HBaseStore:
                 for table in missing:
                     self._create_table(conn, table, buckets)
                 if missing and buckets > 1 and self._thrift2 is None:
-                    log.warning("created HBase tables %s_* as one region each: pass thrift2=HOST:PORT (an HBase "
+                    # A warning when the URL chose a bucket count (the user is sizing for volume).
+                    level = logging.INFO if self.options.salt_buckets is None else logging.WARNING
+                    log.log(level, "created HBase tables %s_* as one region each: pass thrift2=HOST:PORT (an HBase "
                                 "Thrift2 gateway) in the store URL to create them pre-split by salt bucket",
                                 self.namespace)
                 self._warn_other_ttl(conn, [t.name for t in schema.TABLES if t.name in existing])
