@@ -43,11 +43,11 @@ class LocalStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         had_tables = self._db.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (schema.MESSAGES,)).fetchone() is not None
-        # The layout record never expires: a plain key/value table outside the TTL'd tables.
-        self._db.execute(f'CREATE TABLE IF NOT EXISTS "{layout.META_TABLE}" (name BLOB PRIMARY KEY, value BLOB NOT NULL)')
-        for table in schema.TABLES:
+        # The layout record (same shape as the other tables, HBase's <ns>_meta) is outside
+        # schema.TABLES, so no TTL applies to it and purges never touch it.
+        for name in [layout.META_TABLE] + [t.name for t in schema.TABLES]:
             self._db.execute(
-                f'CREATE TABLE IF NOT EXISTS "{table.name}" '
+                f'CREATE TABLE IF NOT EXISTS "{name}" '
                 "(row BLOB NOT NULL, col BLOB NOT NULL, ts INTEGER NOT NULL, value BLOB NOT NULL, "
                 "PRIMARY KEY (row, col)) WITHOUT ROWID"
             )
@@ -60,13 +60,13 @@ class LocalStore:
             raise
 
     def _recorded_salt_buckets(self) -> int | None:
-        found = self._db.execute(f'SELECT value FROM "{layout.META_TABLE}" WHERE name = ?',
-                                 (layout.SALT_BUCKETS_COLUMN,)).fetchone()
+        found = self._db.execute(f'SELECT value FROM "{layout.META_TABLE}" WHERE row = ? AND col = ?',
+                                 (layout.META_ROW, layout.SALT_BUCKETS_COLUMN)).fetchone()
         return None if found is None else layout.decode_count(bytes(found[0]))
 
     def _record_salt_buckets(self, n: int) -> None:
-        self._db.execute(f'INSERT OR IGNORE INTO "{layout.META_TABLE}" (name, value) VALUES (?, ?)',
-                         (layout.SALT_BUCKETS_COLUMN, layout.encode_count(n)))
+        self._db.execute(f'INSERT OR IGNORE INTO "{layout.META_TABLE}" (row, col, ts, value) VALUES (?, ?, ?, ?)',
+                         (layout.META_ROW, layout.SALT_BUCKETS_COLUMN, self._clock(), layout.encode_count(n)))
 
     def _oldest_live_ms(self) -> int:
         return self._clock() - self.options.ttl_s * 1000
