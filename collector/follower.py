@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -59,6 +60,10 @@ def index_follower(config: CollectorConfig) -> Callable[[web.Application], Any]:
                     log.warning("index follower did not stop in %.0fs; killing it", STOP_TIMEOUT_S)
                     proc.kill()
                     await proc.wait()
+            if proc is not None:
+                # Its Spark JVM is a child of its own: end whatever of the group outlived it.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -69,7 +74,8 @@ def index_follower(config: CollectorConfig) -> Callable[[web.Application], Any]:
 async def _supervise(config: CollectorConfig, holder: dict[str, asyncio.subprocess.Process],
                      stopping: asyncio.Event) -> None:
     while not stopping.is_set():
-        proc = await asyncio.create_subprocess_exec(*follower_command(config))
+        # A process group of its own, so the collector can end the follower's JVM with it.
+        proc = await asyncio.create_subprocess_exec(*follower_command(config), start_new_session=True)
         holder["proc"] = proc
         log.info("index follower started (pid %d): %s -> %s", proc.pid, config.log_dir, config.store_url)
         code = await proc.wait()

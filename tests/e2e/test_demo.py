@@ -10,6 +10,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -133,4 +134,8 @@ def test_demo_keep_starts_fresh_serves_the_hints_and_stops_spark(first_run, tmp_
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=120)
     assert proc.returncode == 0
+    for _ in range(100):  # a hang guard, not a timing assertion: a JVM may take a moment to exit
+        if not [pid for pid in jvms if os.path.exists(f"/proc/{pid}")]:
+            break
+        time.sleep(0.2)
     assert not [pid for pid in jvms if os.path.exists(f"/proc/{pid}")], "the follower's JVM outlived the demo"
