@@ -176,6 +176,8 @@ def test_collector_index_flag_runs_a_follower_and_stops_it(tmp_path: Any) -> Non
         _until(lambda: proc.poll() is None and _get(url + "/healthz") == 200, "collector ready")
         ids = _send(url, "embedded")
         _until(lambda: all(_get(f"{url}/v1/messages/{m}") == 200 for m in ids), "queryable via the embedded follower")
+        # Rows land before the batch's progress line is printed: wait for it rather than race it.
+        _until(lambda: " index: " in out_path.read_text(errors="replace"), "a progress line of the follower")
     finally:
         proc.terminate()
         code = proc.wait(timeout=120)
