@@ -103,11 +103,12 @@ async def index_page(request: web.Request) -> web.FileResponse:
 
 def setup(app: web.Application) -> None:
     """Register the query API, the OpenAPI document and the web page on ``app``."""
-    from collector import backtrack_api, qmq, views
+    from collector import backtrack_api, console_api, qmq, views
 
     qmq.add_routes(app)
     views.add_routes(app)
     backtrack_api.setup(app)
+    console_api.setup(app)
     app.router.add_get("/openapi.json", openapi)
     app.router.add_get("/", index_page)
     app.router.add_static("/static/", STATIC_DIR)

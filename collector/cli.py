@@ -46,6 +46,8 @@ _FLAGS: list[tuple[str, str, type, str]] = [
     ("--rate-limit-events", "rate_limit_events_s", float, "events per second per client id (0: unlimited)"),
     ("--rate-limit-batches", "rate_limit_batches_s", float, "batches per second per client id (0: unlimited)"),
     ("--rate-limit-burst", "rate_limit_burst_s", float, "seconds of its rate a client may send at once (default 2)"),
+    ("--trace-ui-url", "trace_ui_url", str, "web console links trace ids to this URL template, e.g. "
+                                            "'http://jaeger:16686/trace/{trace_id}'"),
 ]
 FLAG_ALIASES = {"--store": ["--store-url"]}
 """Older names that still work (every command names the index store ``--store``)."""

@@ -74,6 +74,7 @@ class CollectorConfig:
     rate_limit_batches_s: float = 0.0  # per client id; 0: unlimited
     rate_limit_burst_s: float = DEFAULT_RATE_LIMIT_BURST_S  # a client may save up this many seconds of its rate
     otlp_token_header: str = ""  # POST /v1/traces also takes the ingest token from this header; "": Authorization only
+    trace_ui_url: str = ""  # web console links a W3C trace id here: "http://jaeger:16686/trace/{trace_id}"; "": no link
 
     def __post_init__(self) -> None:
         if not self.data_dir:
@@ -99,6 +100,10 @@ class CollectorConfig:
             raise ConfigError("tls_cert and tls_key must be given together (or neither, for plain HTTP)")
         if self.ingest_token is not None and self.ingest_token == self.query_token:
             raise ConfigError("ingest_token and query_token must differ")
+        if self.trace_ui_url and (
+                "{trace_id}" not in self.trace_ui_url or not self.trace_ui_url.startswith(("http://", "https://"))):
+            raise ConfigError("trace_ui_url must be an http(s) URL containing {trace_id}, "
+                              "like http://jaeger:16686/trace/{trace_id}")
         if not self.store_url:
             object.__setattr__(self, "store_url", f"local:{os.path.join(self.data_dir, 'index.sqlite3')}")
 

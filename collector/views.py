@@ -4,7 +4,8 @@
     GET /v1/messages/{msg_id}                 the full trace plus its timeline rows
     GET /v1/messages/{msg_id}/records         consume records (received / finished / dead)
     GET /v1/topics/{topic}/messages           by ?key= (newest first) or by time (?order=newest|oldest);
-                                              ?begin=&end=&limit=&cursor=
+                                              ?begin=&end=&limit=&cursor=; ?group=&outcome= keep the
+                                              messages with that outcome (collector.outcome_filter)
     GET /v1/topics/{topic}/dead               dead letters; ?group=&begin=&end=&limit=&cursor=
 
 Times are read by :func:`collector.params.request_window` (epoch ms, ISO-8601,
@@ -21,6 +22,7 @@ from typing import Any
 from aiohttp import web
 
 from collector.api import error_response, query_route, run_query
+from collector.outcome_filter import FILTER_SCAN_ROWS, parse_filter
 from collector.params import ParamError, page_size, request_window, text_param
 from collector.timeline import build_timeline
 
@@ -96,7 +98,7 @@ async def trace_messages(request: web.Request) -> web.Response:
 
 @query_route
 async def topic_messages(request: web.Request) -> web.Response:
-    """GET /v1/topics/{topic}/messages: by key (newest first) or by time range."""
+    """GET /v1/topics/{topic}/messages: by key (newest first) or by time range, optionally filtered by outcome."""
     topic = request.match_info["topic"]
     key = text_param("key", request.query.get("key"))
     begin, end = request_window(request.query)
@@ -105,11 +107,13 @@ async def topic_messages(request: web.Request) -> web.Response:
     order = request.query.get("order", "newest")
     if order not in ("newest", "oldest"):
         raise ParamError("bad_value", "order must be newest or oldest")
+    found = parse_filter(text_param("group", request.query.get("group")), request.query.get("outcome"))
+    filtered = {} if found is None else {"match": found.matches, "max_rows": FILTER_SCAN_ROWS}
     if key is not None:
-        page = await run_query(request, "by_key", topic, key, begin, end, limit, cursor=cursor)
+        page = await run_query(request, "by_key", topic, key, begin, end, limit, cursor=cursor, **filtered)
     else:
         page = await run_query(request, "by_time", topic, begin, end, limit, cursor=cursor,
-                               newest_first=order == "newest")
+                               newest_first=order == "newest", **filtered)
     return web.json_response(page_dict(page))
 
 

@@ -111,9 +111,14 @@ class TraceQuery:
     # place its send gave it, with its outcome per consumer group.
 
     def by_key(
-        self, topic: str, key: str, begin_ms: int, end_ms: int, limit: int, cursor: str | None = None
+        self, topic: str, key: str, begin_ms: int, end_ms: int, limit: int, cursor: str | None = None,
+        *, match: Callable[[MessageTrace], bool] | None = None, max_rows: int | None = None,
     ) -> Page:
-        """Messages of ``topic`` carrying business key ``key``, newest first."""
+        """Messages of ``topic`` carrying business key ``key``, newest first.
+
+        ``match`` keeps only the messages it accepts (e.g. :mod:`collector.outcome_filter`);
+        ``max_rows`` bounds the index rows one page reads (a short page then carries a cursor).
+        """
         _check_range(begin_ms, end_ms, limit)
         prefix = keys.pack(schema.key_prefix(topic, key))
         start = prefix + keys.pack_one(keys.reverse_int(end_ms))
@@ -125,13 +130,16 @@ class TraceQuery:
             lo = start if after is None else max(start, keys.successor(prefix + after))
             return [(row[len(prefix):], cols) for row, cols in self.store.scan(schema.KEYIDX, lo, stop, limit=n)]
 
-        return self._message_page("k", fetch, limit, lambda s, t: t.time_ms == s["time_ms"])
+        return self._message_page("k", fetch, limit, _matching(lambda s, t: t.time_ms == s["time_ms"], match),
+                                  max_rows=max_rows)
 
     def by_time(
         self, topic: str, begin_ms: int, end_ms: int, limit: int, cursor: str | None = None,
-        *, newest_first: bool = True,
+        *, newest_first: bool = True, match: Callable[[MessageTrace], bool] | None = None,
+        max_rows: int | None = None,
     ) -> Page:
-        """Messages of ``topic`` placed within the range, newest first (or oldest first)."""
+        """Messages of ``topic`` placed within the range, newest first (or oldest first); ``match``, ``max_rows``
+        as in :meth:`by_key`."""
         _check_range(begin_ms, end_ms, limit)
         kind = "tn" if newest_first else "t"
         after0 = _decode_cursor(kind, cursor, (int, str)) if cursor is not None else None
@@ -140,7 +148,8 @@ class TraceQuery:
             after = after0 if after is None else after
             return self._time_rows(topic, begin_ms, end_ms, n, after, newest_first)
 
-        return self._message_page(kind, fetch, limit, lambda s, t: t.placed_ms == s["time_ms"])
+        return self._message_page(kind, fetch, limit, _matching(lambda s, t: t.placed_ms == s["time_ms"], match),
+                                  max_rows=max_rows)
 
     def _time_rows(
         self, topic: str, begin_ms: int, end_ms: int, n: int, after: bytes | None, newest_first: bool,
@@ -225,21 +234,25 @@ class TraceQuery:
 
     def _message_page(
         self, kind: str, fetch: Callable[[bytes | None, int], list[_Candidate]], limit: int,
-        keep: Callable[[dict[str, Any], MessageTrace], bool], *, dead: bool = False,
+        keep: Callable[[dict[str, Any], MessageTrace], bool], *, dead: bool = False, max_rows: int | None = None,
     ) -> Page:
         """Up to ``limit`` messages from the index rows ``fetch`` yields, each checked against its message row.
 
         ``fetch(after, n)`` returns the next ``n`` ``(suffix, columns)`` index rows after suffix
         ``after`` (``None``: from the start); the cursor is the suffix of the last row used.
+        After ``max_rows`` rows the page ends where it is, with a cursor (a filter that rarely matches).
         """
         items: list[MessageSummary] = []
         after: bytes | None = None
-        rounds = 0
+        rounds = read = 0
         while True:
+            if max_rows is not None and read >= max_rows and after is not None:
+                return Page(items, _encode_cursor(kind, after))
             # One row past the page tells whether there is more; rows that fail ``keep`` widen the next read.
             want = min(MAX_LIMIT + 1, (limit - len(items) + 1) << rounds)
             rounds += 1
             rows = fetch(after, want)
+            read += len(rows)
             summaries = [schema.decode_summary(cols) for _, cols in rows]
             traces = self._traces({s["msg_id"] for s in summaries})
             for (suffix, _), summary in zip(rows, summaries):
@@ -315,6 +328,15 @@ class TraceQuery:
         ids = [schema.decode_summary(cols)["msg_id"] for _, cols in self.store.scan(schema.SEQIDX, start, stop, limit=limit)]
         traces = self._traces(set(ids))
         return [traces[i].summary() for i in dict.fromkeys(ids) if i in traces and traces[i].topic == topic]
+
+
+def _matching(
+    keep: Callable[[dict[str, Any], MessageTrace], bool], match: Callable[[MessageTrace], bool] | None,
+) -> Callable[[dict[str, Any], MessageTrace], bool]:
+    """``keep``, and ``match`` too when given."""
+    if match is None:
+        return keep
+    return lambda summary, trace: keep(summary, trace) and match(trace)
 
 
 _pool: ThreadPoolExecutor | None = None
