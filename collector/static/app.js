@@ -1,12 +1,11 @@
 // The trace search page: talks to the native JSON API (/v1/...) and renders
-// every value with textContent, never as HTML.
+// every value with textContent, never as HTML.  Shared helpers and the message
+// page live here; the router is console.js, the views search.js, message.js, backtrack.js.
 "use strict";
 
 const EVENT_NAMES = { 1: "send", 2: "received", 3: "finished", 4: "end transaction", 5: "dead letter" };
 const STATUS_NAMES = { 0: "ok", 1: "failed", 2: "timeout", 3: "exception", 4: "retry_later", 5: "unknown" };
 const $ = (id) => document.getElementById(id);
-let nextCursor = null;
-let lastSearch = null;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -52,53 +51,6 @@ async function api(path, params) {
     throw error;
   }
   return body;
-}
-
-function mode() {
-  return document.querySelector("input[name=mode]:checked").value;
-}
-
-function showFields() {
-  const m = mode();
-  $("msg-id").hidden = m !== "id";
-  $("topic").hidden = m === "id";
-  $("key").hidden = m !== "key";
-  $("group").hidden = m !== "dead";
-  $("begin").hidden = m === "id";
-  $("end").hidden = m === "id";
-}
-
-async function search(append) {
-  const m = mode();
-  if (!append) nextCursor = null;
-  if (m === "id") {
-    const id = $("msg-id").value.trim();
-    if (!id) return setStatus("Enter a message id.", true);
-    window.location.hash = "id=" + encodeURIComponent(id);
-    return showTrace(id);
-  }
-  const topic = $("topic").value.trim();
-  if (!topic) return setStatus("Enter a topic.", true);
-  const params = { begin: $("begin").value.trim(), end: $("end").value.trim(), limit: "20", cursor: nextCursor };
-  let path = "/v1/topics/" + encodeURIComponent(topic) + "/messages";
-  if (m === "key") {
-    params.key = $("key").value.trim();
-    if (!params.key) return setStatus("Enter a key.", true);
-  } else if (m === "dead") {
-    path = "/v1/topics/" + encodeURIComponent(topic) + "/dead";
-    params.group = $("group").value.trim();
-  }
-  lastSearch = { path, params };
-  setStatus("Searching…");
-  try {
-    const page = await api(path, params);
-    renderResults(page, append);
-    await confirmMore();
-    if (m === "dead" && !append) await renderDeadCounts(topic, params);
-    else if (!append) $("dead-counts").hidden = true;
-  } catch (error) {
-    setStatus(error.message, true);
-  }
 }
 
 // Bucket sizes the dead-letter chart picks from: the smallest that gives at most MAX_DEAD_BARS bars.
@@ -154,44 +106,6 @@ async function renderDeadCounts(topic, params) {
   box.hidden = false;
 }
 
-// msg_ids listed since the last new search: a message filed under two times can come back on a later page.
-let shownIds = new Set();
-
-// Whether a page's next_cursor leads anywhere: a cursor only says the scan stopped at the page size,
-// so without this probe the last page could offer "more" that turns out empty.
-async function hasMore(cursor) {
-  if (!cursor || !lastSearch) return false;
-  const probe = await api(lastSearch.path, { ...lastSearch.params, cursor, limit: "20" });
-  return probe.items.some((item) => !shownIds.has(rowKey(item))) || Boolean(probe.next_cursor);
-}
-
-// A listing row is a message, and in dead letters a message and the group that dead-lettered it.
-function rowKey(item) {
-  return item.msg_id + "\u0000" + (item.group || "");
-}
-
-function renderResults(page, append) {
-  const tbody = $("results-table").querySelector("tbody");
-  if (!append) { tbody.replaceChildren(); shownIds = new Set(); }
-  for (const item of page.items) {
-    if (shownIds.has(rowKey(item))) continue;
-    shownIds.add(rowKey(item));
-    const link = el("a", { text: item.msg_id, href: "#id=" + encodeURIComponent(item.msg_id), class: "msg-link" });
-    tbody.append(el("tr", { class: "result" },
-      el("td", {}, link),
-      el("td", { text: item.keys || "" }), el("td", { text: item.tags || "" }),
-      el("td", { text: item.broker || "" }), el("td", { text: String(item.queue ?? "") }),
-      el("td", { text: String(item.offset ?? "") }), el("td", { text: fmtTime(item.time_ms) }),
-      el("td", { class: "send-status", text: sendStatus(item) }),
-      el("td", { class: "outcomes" }, ...outcomeBadges(item.groups || {}))));
-  }
-  nextCursor = page.next_cursor;
-  $("more").hidden = !nextCursor;
-  $("results").hidden = false;
-  $("trace").hidden = true;
-  setStatus(tbody.children.length + " message(s)" + (nextCursor ? ", more available" : ""));
-}
-
 // The send's status, or that no send was traced (the message was found through its consumers).
 function sendStatus(item) {
   return item.send_traced === false ? "not traced" : nameOf(STATUS_NAMES, item.status);
@@ -205,17 +119,6 @@ function outcomeBadges(groups) {
     return el("span", { class: "outcome outcome-" + o.outcome, "data-group": group, "data-outcome": o.outcome,
       title: o.error || "", text: group + ": " + o.outcome + attempts });
   });
-}
-
-// After a page with a cursor: look one page ahead, and drop "more" when nothing new follows.
-async function confirmMore() {
-  if (!nextCursor) return;
-  const more = await hasMore(nextCursor).catch(() => true);  // on an error keep the button: it may work
-  if (!more) {
-    nextCursor = null;
-    $("more").hidden = true;
-    setStatus($("results-table").querySelector("tbody").children.length + " message(s)");
-  }
 }
 
 async function showTrace(msgId) {
@@ -234,6 +137,7 @@ async function showTrace(msgId) {
   const fields = [["topic", doc.topic], ["keys", doc.keys], ["tags", doc.tags], ["broker", doc.broker],
     ["queue", doc.queue], ["offset", doc.offset], ["born", fmtTime(doc.born_ms)], ["stored", fmtTime(doc.store_ms)]];
   for (const [name, value] of fields) info.append(el("dt", { text: name }), el("dd", { text: String(value ?? "") }));
+  renderMessageExtras(doc);  // message.js: outcome per group, trace links
   renderTimeline(doc.timeline);
   renderEvents(doc.events || []);
   $("trace").hidden = false;
@@ -334,21 +238,5 @@ function renderEvents(events) {
   }
 }
 
-function fromHash() {
-  const match = /^#id=(.+)$/.exec(window.location.hash);
-  if (!match) return;
-  const id = decodeURIComponent(match[1]);
-  document.querySelector("input[name=mode][value=id]").checked = true;
-  showFields();
-  $("msg-id").value = id;
-  showTrace(id);
-}
-
-$("search").addEventListener("submit", (event) => { event.preventDefault(); search(false); });
-$("more").addEventListener("click", () => search(true));
-for (const radio of document.querySelectorAll("input[name=mode]")) radio.addEventListener("change", showFields);
 $("token").value = window.localStorage.getItem("tracehook-token") || "";
 $("token").addEventListener("change", () => window.localStorage.setItem("tracehook-token", $("token").value));
-window.addEventListener("hashchange", fromHash);
-showFields();
-fromHash();

@@ -1,0 +1,57 @@
+// The message page (#message?id=...): the outcome per consumer group above the timeline, the
+// W3C trace id with a link to its other messages and, when the collector sets trace_ui_url,
+// to the external trace UI (Jaeger, Tempo).  showTrace (app.js) renders the rest.
+"use strict";
+
+const OUTCOME_LABELS = { consumed: "consumed", retrying: "retrying", failed: "failed", dead: "dead",
+  pending: "not yet consumed" };
+let consoleConfig = null;  // GET /v1/console/config, once it answered
+
+async function loadConsoleConfig() {
+  if (consoleConfig === null) consoleConfig = await api("/v1/console/config");
+  return consoleConfig;
+}
+
+function renderMessageExtras(doc) {
+  const tbody = $("group-outcomes").querySelector("tbody");
+  tbody.replaceChildren();
+  const groups = Object.keys(doc.outcomes || {}).sort();
+  for (const group of groups) {
+    const o = doc.outcomes[group];
+    tbody.append(el("tr", { class: "group-outcome", "data-group": group, "data-outcome": o.outcome },
+      el("td", { text: group }),
+      el("td", {}, el("span", { class: "outcome outcome-" + o.outcome, text: OUTCOME_LABELS[o.outcome] || o.outcome })),
+      el("td", { text: String(o.attempts) }), el("td", { text: String(o.last_status || "").toLowerCase() }),
+      el("td", { text: fmtTime(o.last_ms) }), el("td", { text: o.error || "" })));
+  }
+  if (groups.length === 0) {
+    tbody.append(el("tr", { class: "no-groups" }, el("td", { colspan: "6", text: "no consumer group has received it yet" })));
+  }
+  renderTraceLinks(doc.trace_id || "");
+}
+
+function renderTraceLinks(traceId) {
+  const search = $("trace-search-link");
+  const external = $("trace-ui-link");
+  search.hidden = !traceId;
+  external.hidden = true;
+  if (!traceId) return;
+  search.setAttribute("href", viewHash("search", { mode: "trace", trace_id: traceId }));
+  loadConsoleConfig().then((config) => {
+    if (!config.trace_ui_url || $("w3c-trace-id").textContent !== traceId) return;
+    external.setAttribute("href", config.trace_ui_url.split("{trace_id}").join(encodeURIComponent(traceId)));
+    external.hidden = false;
+  }).catch(() => { consoleConfig = null; });  // e.g. no token yet: try again on the next message
+}
+
+function showMessage(params) {
+  const id = params.get("id") || "";
+  document.querySelector("input[name=mode][value=id]").checked = true;
+  showFields();
+  $("msg-id").value = id;
+  $("search").hidden = false;
+  if (!id) return setStatus("Enter a message id.", true);
+  return showTrace(id);
+}
+
+registerView("message", ["search", "trace"], showMessage);
