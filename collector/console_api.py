@@ -14,6 +14,7 @@ import asyncio
 import csv
 import io
 import json
+import logging
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -21,13 +22,14 @@ from typing import Any
 from aiohttp import web
 
 from collector import backtrack
-from collector.api import query_route, trace_query
+from collector.api import query_errors, query_route, trace_query
 from collector.params import ParamError, request_window, text_param
 from collector.store.query import MAX_LIMIT
 
 EXPORT_FORMATS = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
 """Download formats and their media types."""
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+log = logging.getLogger(__name__)
 
 
 async def console_config(request: web.Request) -> web.Response:
@@ -82,15 +84,23 @@ async def export_unconsumed(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     seen: set[str] = set()
     header = True
-    while True:
-        fresh = [item.to_json() for item in page.items if item.msg_id not in seen]
-        seen.update(item["msg_id"] for item in fresh)
-        await response.write(export_text(fresh, fmt, header=header).encode())
-        header = False
-        if page.next_cursor is None:
-            break
-        page = await asyncio.to_thread(backtrack.replay_list, query, topic, group, begin, end, MAX_LIMIT,
-                                       page.next_cursor)
+    try:
+        while True:
+            fresh = [item.to_json() for item in page.items if item.msg_id not in seen]
+            seen.update(item["msg_id"] for item in fresh)
+            await response.write(export_text(fresh, fmt, header=header).encode())
+            header = False
+            if page.next_cursor is None:
+                break
+            page = await asyncio.to_thread(backtrack.replay_list, query, topic, group, begin, end, MAX_LIMIT,
+                                           page.next_cursor)
+    except query_errors() as exc:
+        # The download has started, so no JSON error can follow: cut the connection, and the
+        # client sees a failed download instead of a short file that looks complete.
+        log.warning("replay-list export of %r / %r cut short: %s", topic, group, exc)
+        if request.transport is not None:
+            request.transport.abort()
+        return response
     await response.write_eof()
     return response
 

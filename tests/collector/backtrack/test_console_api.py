@@ -168,3 +168,26 @@ async def test_console_config_gives_the_trace_ui_template_to_token_holders(clien
 def test_trace_ui_url_must_be_http_with_a_trace_id_placeholder(tmp_path: pathlib.Path, url: str) -> None:
     with pytest.raises(ConfigError, match="trace_ui_url"):
         CollectorConfig(data_dir=str(tmp_path), trace_ui_url=url)
+
+
+async def test_a_store_error_during_a_download_breaks_it_instead_of_ending_it(client, monkeypatch) -> None:
+    from aiohttp import ClientPayloadError
+
+    from collector import console_api
+    from collector.store.errors import StoreUnavailableError
+
+    real = backtrack.replay_list
+    calls = []
+
+    def failing_second_page(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 2:
+            raise StoreUnavailableError("hbase went away")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(console_api, "MAX_LIMIT", 2)
+    monkeypatch.setattr(console_api.backtrack, "replay_list", failing_second_page)
+    response = await client.get(f"/v1/topics/{TOPIC}/unconsumed/export", params=dict(WINDOW, group=GROUP))
+    assert response.status == 200  # the first page was fine
+    with pytest.raises(ClientPayloadError):
+        await response.read()
