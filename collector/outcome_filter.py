@@ -22,7 +22,7 @@ from collector.store.model import CONSUMED, DEAD, FAILED, PENDING, RETRYING, Mes
 NOT_CONSUMED = "not_consumed"
 OUTCOMES = (CONSUMED, RETRYING, FAILED, DEAD, PENDING, NOT_CONSUMED)
 """The values ``outcome`` takes."""
-FILTER_SCAN_ROWS = 5000
+FILTER_SCAN_ROWS = 1000
 """Most index rows one filtered page reads: a rare match gives a short (even empty) page with a cursor,
 never one request that scans a whole month."""
 
