@@ -28,10 +28,10 @@ from collections.abc import Callable
 
 from backtrack import GROUP, SPAN_MS, TOPIC, records
 
-from collector.outcome_filter import FILTER_SCAN_ROWS, parse_filter
+from collector.query.outcome_filter import FILTER_SCAN_ROWS, parse_filter
 from collector.store import open_store
 from collector.store.indexer import index_records
-from collector.store.query import MAX_LIMIT, TraceQuery
+from collector.store.reader import MAX_LIMIT, TraceQuery
 
 OUTCOMES = ("dead", "failed", "not_consumed")
 PAGE = 20

@@ -1,6 +1,6 @@
 """Screenshots of the web console's views for docs/console.md, taken in headless Chromium.
 
-Indexes the sample scenario (collector.sample) into a temporary store, starts a collector on it
+Indexes the sample scenario (tests/fixtures/sample.py) into a temporary store, starts a collector on it
 (with a trace UI link configured), opens each view by its deep link and saves one PNG per view
 under docs/img/.  Run from the repository root::
 
@@ -20,10 +20,10 @@ from collections.abc import Sequence
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from collector.demo import free_port, start_collector, stop_collector  # noqa: E402
-from collector.sample import SHARED_KEY, TOPIC, scenario  # noqa: E402
+from collector.cli.demo import free_port, start_collector, stop_collector  # noqa: E402
 from collector.store import open_store  # noqa: E402
 from collector.store.indexer import index_records  # noqa: E402
+from tests.fixtures.sample import SHARED_KEY, TOPIC, scenario  # noqa: E402
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 VIEWPORT = {"width": 1200, "height": 720}

@@ -324,8 +324,8 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
     The checkpoint (default :func:`default_checkpoint`) belongs to this (log, store) pair;
     ``on_batch`` gets each micro-batch's report and the lag after it.
     """
-    from collector.errors import NotATraceLogError
-    from collector.logstate import read_log_id
+    from collector.log.errors import NotATraceLogError
+    from collector.log.state import read_log_id
     from spark_jobs.datasource import FORMAT_NAME
 
     started = time.monotonic()
@@ -445,7 +445,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_arguments(args: argparse.Namespace) -> None:
     """Raise :class:`IndexJobError` (or ValueError) for arguments that cannot work, before Spark starts."""
-    from collector.logformat import MANIFEST, SEGMENT_SUFFIX
+    from collector.log.format import MANIFEST, SEGMENT_SUFFIX
     from collector.store import resolve_store_url
 
     if args.writers < 1:
@@ -502,8 +502,8 @@ def run(args: argparse.Namespace) -> int:
     except (IndexJobError, ValueError) as exc:
         print(f"index: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from collector.errors import NotATraceLogError
-    from collector.logstate import read_log_id
+    from collector.log.errors import NotATraceLogError
+    from collector.log.state import read_log_id
 
     try:
         read_log_id(args.log_dir)
@@ -514,7 +514,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         spark = spark_session(args.master, args.driver_memory)
     except NoSparkError as exc:
-        print(f"index: {exc} (install it with: pip install 'tracehook[spark]')", file=sys.stderr)
+        print(f"index: {exc} (install it with: pip install 'tracehook[index]')", file=sys.stderr)
         return EXIT_USAGE
     total_events = 0
     last_purge: float | None = None

@@ -15,10 +15,10 @@ from urllib.parse import quote
 
 import pytest
 
-from collector.demo import free_port, start_collector, stop_collector
-from collector.sample import SHARED_KEY, TOPIC, scenario
+from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.store import open_store
 from collector.store.indexer import index_records
+from tests.fixtures.sample import SHARED_KEY, TOPIC, scenario
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
