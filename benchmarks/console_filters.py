@@ -29,9 +29,10 @@ from collections.abc import Callable
 from backtrack import GROUP, SPAN_MS, TOPIC, records
 
 from collector.query.outcome_filter import FILTER_SCAN_ROWS, parse_filter
+from collector.query.params import MAX_PAGE_SIZE
 from collector.store import open_store
 from collector.store.indexer import index_records
-from collector.store.reader import MAX_LIMIT, TraceQuery
+from collector.store.reader import TraceQuery
 
 OUTCOMES = ("dead", "failed", "not_consumed")
 PAGE = 20
@@ -56,7 +57,7 @@ def client(query: TraceQuery, outcome: str, begin: int, end: int) -> list[str]:
     match = parse_filter(GROUP, outcome)
     ids, cursor = [], None
     while True:
-        page = query.by_time(TOPIC, begin, end, MAX_LIMIT, cursor)
+        page = query.by_time(TOPIC, begin, end, MAX_PAGE_SIZE, cursor)
         for s in page.items:
             found = s.groups.get(GROUP)
             keep = (found is None or found.outcome != "consumed") if outcome == "not_consumed" else (
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             peer_ms, peer = timed(lambda o=outcome: client(query, o, begin, end), args.repeats)
             assert ours == peer, (outcome, len(ours), len(peer))
             rows.append([outcome, f"{len(ours):,}", f"{ours_ms:.0f}", f"{len(pages)}", f"{pages[0]:.1f}",
-                         f"{max(pages):.1f}", f"{peer_ms:.0f}", f"{(args.messages + MAX_LIMIT - 1) // MAX_LIMIT}"])
+                         f"{max(pages):.1f}", f"{peer_ms:.0f}", f"{(args.messages + MAX_PAGE_SIZE - 1) // MAX_PAGE_SIZE}"])
         store.close()
     head = ["billing outcome", "matches", "server: all (ms)", "server pages", "first page (ms)", "worst page (ms)",
             "client: all (ms)", "client pages"]

@@ -39,7 +39,6 @@ DEFAULT_DEDUP_WINDOW = 100_000
 DEFAULT_MAINTENANCE_INTERVAL_S = 1.0
 DEFAULT_RETRY_AFTER_S = 5
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
-DEFAULT_DECODE_WORKERS = 0
 DEFAULT_RATE_LIMIT_BURST_S = 2.0
 KEY_ALIASES = {"store": "store_url"}
 """Names a TOML key or env var may use for a field (``store``, as the ``--store`` flag of every command)."""
@@ -67,7 +66,6 @@ class CollectorConfig:
     maintenance_interval_s: float = DEFAULT_MAINTENANCE_INTERVAL_S
     retry_after_s: int = DEFAULT_RETRY_AFTER_S
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
-    decode_workers: int = DEFAULT_DECODE_WORKERS  # processes validating large batches; 0: on the event loop
     tls_cert: str | None = None  # PEM certificate chain; with tls_key the collector serves HTTPS
     tls_key: str | None = None  # PEM private key (unencrypted)
     rate_limit_events_s: float = 0.0  # per client id; 0: unlimited
@@ -89,7 +87,7 @@ class CollectorConfig:
         for name in ("segment_age_s", "maintenance_interval_s", "rate_limit_burst_s"):
             if getattr(self, name) <= 0:
                 raise CollectorConfigError(f"{name} must be positive")
-        for name in ("backlog_limit_bytes", "retention_s", "shutdown_timeout_s", "decode_workers",
+        for name in ("backlog_limit_bytes", "retention_s", "shutdown_timeout_s",
                      "rate_limit_events_s", "rate_limit_batches_s"):
             if getattr(self, name) < 0:
                 raise CollectorConfigError(f"{name} must not be negative")
