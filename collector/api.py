@@ -103,9 +103,10 @@ async def index_page(request: web.Request) -> web.FileResponse:
 
 def setup(app: web.Application) -> None:
     """Register the query API, the OpenAPI document and the web page on ``app``."""
-    from collector import backtrack_api, qmq, views
+    from collector import backtrack_api, overview_api, qmq, views
 
     qmq.add_routes(app)
+    overview_api.setup(app)
     views.add_routes(app)
     backtrack_api.setup(app)
     app.router.add_get("/openapi.json", openapi)

@@ -148,8 +148,11 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text format."""
-    return web.Response(text=request.app[METRICS_KEY].render(), content_type="text/plain", charset="utf-8",
+    """Prometheus text format: the collector's own metrics, then the rollups' (collector.overview_api)."""
+    from collector.overview_api import metrics_text
+
+    text = request.app[METRICS_KEY].render() + await metrics_text(request)
+    return web.Response(text=text, content_type="text/plain", charset="utf-8",
                         headers={"X-Content-Type-Options": "nosniff"})
 
 
