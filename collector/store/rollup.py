@@ -25,6 +25,7 @@ are in no rollup.
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -33,8 +34,10 @@ import msgpack
 
 from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
-from collector.store.model import CONSUMED, DEAD, FAILED, PENDING, RETRYING, MessageTrace, build_trace
-from tracehook.wire import Status
+from collector.store.model import (
+    CONSUMED, PENDING, RETRYING, MessageTrace, build_trace, placing_event, sort_events,
+)
+from tracehook.wire import EventType, Status
 
 LATENCY_BOUNDS_MS: tuple[int, ...] = (
     5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 1_800_000,
@@ -108,16 +111,20 @@ class MinuteBucket:
         return cols
 
     @classmethod
-    def from_row(cls, row: bytes, columns: Columns) -> MinuteBucket:
-        _, topic, minute_ms = keys.unpack(row)
-        out = cls(str(topic), int(minute_ms))
+    def from_row(cls, topic: str, row: bytes, columns: Columns) -> MinuteBucket:
+        out = cls(topic, schema.rollup_row_minute(row))
         for name, value in columns.items():
             if name == schema.ROLLUP_COLUMN:
                 _, out.sent, out.first_ms = msgpack.unpackb(value)[:3]
             else:
-                (group,) = keys.unpack(schema.split_column(name)[1])
-                out.groups[str(group)] = GroupBucket.decode(value)
+                out.groups[_group_of(name)] = GroupBucket.decode(value)
         return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _group_of(column: bytes) -> str:
+    (group,) = keys.unpack(schema.split_column(column)[1])
+    return str(group)
 
 
 def compute_bucket(topic: str, minute_ms: int, traces: Iterable[MessageTrace]) -> MinuteBucket:
@@ -187,17 +194,32 @@ def minute_traces(
     return out
 
 
-def recompute_minute(store: Store, topic: str, minute_ms: int, *, salt_buckets: int = schema.DEFAULT_SALT_BUCKETS) -> None:
-    """Overwrite the rollup row of (``topic``, minute) with what the indexed messages give now."""
-    bucket = compute_bucket(topic, minute_ms, minute_traces(store, topic, minute_ms, salt_buckets=salt_buckets))
-    row = schema.rollup_row(topic, minute_ms)
-    if bucket.sent == 0:
-        store.delete_rows(schema.ROLLUPS, [row])
-        return
-    columns = bucket.columns()
-    if set(store.get_row(schema.ROLLUPS, row)) - set(columns):  # a group left the minute (expired rows)
-        store.delete_rows(schema.ROLLUPS, [row])
-    store.put_rows(schema.ROLLUPS, [(row, columns), (schema.rollup_topic_row(topic), {schema.ROLLUP_COLUMN: b"1"})])
+def compute_minute(
+    store: Store, topic: str, minute_ms: int, *, salt_buckets: int = schema.DEFAULT_SALT_BUCKETS,
+) -> MinuteBucket:
+    """What the rollup of (``topic``, minute) is, given the indexed messages now."""
+    return compute_bucket(topic, minute_ms, minute_traces(store, topic, minute_ms, salt_buckets=salt_buckets))
+
+
+def _placements(store: Store, msg_ids: list[str]) -> Iterator[tuple[str, int]]:
+    """(topic, placement time) of each placed message among ``msg_ids``.
+
+    The send alone places a message, so its send-family events are decoded first; only a
+    message without a traced send needs all of its events.
+    """
+    rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in msg_ids])
+    for msg_id, columns in zip(msg_ids, rows, strict=True):
+        sends = sort_events(schema.decode_event_value(v) for c, v in columns.items() if c.startswith(_SEND_PREFIX))
+        placing = placing_event(sends)
+        if placing is not None and placing.event.type == EventType.PUB:
+            yield placing.event.topic, schema.message_time(placing.event)
+            continue
+        trace = build_trace(msg_id, [schema.decode_event_value(v) for v in columns.values()])
+        if trace is not None and trace.placed_ms is not None:
+            yield trace.topic, trace.placed_ms
+
+
+_SEND_PREFIX = schema.column(schema.SEND_FAMILY, b"")
 
 
 def refresh_rollups(
@@ -218,14 +240,27 @@ def refresh_rollups(
     marks = store.scan(schema.ROLLUPS, start, stop)
     while chunk_rows := list(itertools.islice(marks, chunk)):
         msg_ids = [str(keys.unpack(row)[-1]) for row, _ in chunk_rows]
-        for trace in _traces(store, msg_ids):
-            if trace.placed_ms is not None:
-                minutes.add((trace.topic, schema.minute_of(trace.placed_ms)))
+        minutes.update((topic, schema.minute_of(placed_ms)) for topic, placed_ms in _placements(store, msg_ids))
         done += [row for row, _ in chunk_rows]
+    puts: list[Row] = []
+    empty: list[bytes] = []
+    for topic in sorted({topic for topic, _ in minutes}):
+        puts.append((schema.rollup_topic_row(topic), {schema.ROLLUP_COLUMN: b"1"}))
     for topic, minute_ms in sorted(minutes):
-        recompute_minute(store, topic, minute_ms, salt_buckets=salt_buckets)
-    for i in range(0, len(done), chunk):
-        store.delete_rows(schema.ROLLUPS, done[i:i + chunk])
+        bucket = compute_minute(store, topic, minute_ms, salt_buckets=salt_buckets)
+        if bucket.sent:
+            # Groups only ever join a minute (events are only added), so a put overwrites every column.
+            puts.append((schema.rollup_row(topic, minute_ms), bucket.columns()))
+        else:
+            empty.append(schema.rollup_row(topic, minute_ms))
+        if len(puts) >= chunk:
+            store.put_rows(schema.ROLLUPS, puts)
+            puts = []
+    if puts:
+        store.put_rows(schema.ROLLUPS, puts)
+    for rows in (empty, done):
+        for i in range(0, len(rows), chunk):
+            store.delete_rows(schema.ROLLUPS, rows[i:i + chunk])
     return len(minutes)
 
 
@@ -241,7 +276,7 @@ def read_minutes(store: Store, topic: str, begin_ms: int, end_ms: int) -> list[M
     """The rollups of ``topic`` for the minutes from the one holding ``begin_ms`` to the one holding ``end_ms``."""
     start = schema.rollup_row(topic, schema.minute_of(begin_ms))
     stop = schema.rollup_row(topic, schema.minute_of(end_ms) + schema.MINUTE_MS)
-    return [MinuteBucket.from_row(row, cols) for row, cols in store.scan(schema.ROLLUPS, start, stop)]
+    return [MinuteBucket.from_row(topic, row, cols) for row, cols in store.scan(schema.ROLLUPS, start, stop)]
 
 
 def rows_of(buckets: Iterable[MinuteBucket]) -> list[Row]:

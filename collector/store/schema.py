@@ -200,6 +200,11 @@ def rollup_row(topic: str, minute_ms: int) -> bytes:
     return keys.pack((ROLLUP_MINUTE, topic, minute_ms))
 
 
+def rollup_row_minute(row: bytes) -> int:
+    """The minute of a :func:`rollup_row` key (its last element), without decoding the topic."""
+    return keys.unpack(row[-keys.INT_BYTES:])[0]  # type: ignore[return-value]
+
+
 def rollup_dirty_row(topic: str, minute_ms: int) -> bytes:
     """Marks a minute whose rollup must be recomputed (a send was indexed in it)."""
     return keys.pack((ROLLUP_DIRTY, topic, minute_ms))
