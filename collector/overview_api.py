@@ -20,6 +20,7 @@ from collector.api import query_route
 from collector.errors import BadTimeError
 from collector.metrics import render_labels
 from collector.params import MAX_PARAM_LEN, ParamError, request_window, text_param
+from collector.store import Store
 from collector.store.rollup import LATENCY_BOUNDS_MS
 from collector.timeparse import current_ms, parse_duration
 
@@ -63,9 +64,9 @@ async def get_overview(request: web.Request) -> web.Response:
     return web.json_response(result.to_json())
 
 
-def render_metrics(store: object, now_ms: int) -> str:
+def render_metrics(store: Store, now_ms: int) -> str:
     """The rollup metrics in the Prometheus text format (gauges over the last hour, lag now)."""
-    result = ov.overview(store, now_ms - METRICS_WINDOW_MS, now_ms, now_ms=now_ms)  # type: ignore[arg-type]
+    result = ov.overview(store, now_ms - METRICS_WINDOW_MS, now_ms, now_ms=now_ms)
     sent = ["# HELP tracehook_topic_messages_sent Messages sent to the topic in the last hour (from rollups).",
             "# TYPE tracehook_topic_messages_sent gauge"]
     outcome = ["# HELP tracehook_group_messages Messages of the last hour by consumer group and outcome (from rollups).",

@@ -35,7 +35,13 @@ import msgpack
 from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
 from collector.store.model import (
-    CONSUMED, PENDING, RETRYING, MessageTrace, build_trace, placing_event, sort_events,
+    CONSUMED,
+    PENDING,
+    RETRYING,
+    MessageTrace,
+    build_trace,
+    placing_event,
+    sort_events,
 )
 from tracehook.wire import EventType, Status
 

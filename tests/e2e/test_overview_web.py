@@ -80,7 +80,7 @@ def test_start_page_shows_topics_groups_and_a_chart(sites, browser_page, artifac
         assert {k: shown[k] for k in ("consumed", "failed", "dead", "pending", "not_received")} == {
             k: str(group[k]) for k in ("consumed", "failed", "dead", "pending", "not_received")}
     assert cells(page, TOPIC, DEAD_GROUP)["dead"] == "1"
-    lag = float(page.get_attribute(f'tr.ov-group[data-group="billing"] td[data-col=lag]', "data-lag-s"))
+    lag = float(page.get_attribute('tr.ov-group[data-group="billing"] td[data-col=lag]', "data-lag-s"))
     assert lag > 3000  # its oldest unconsumed message is about an hour old
     chart = f'.ov-chart[data-topic="{TOPIC}"]'
     assert page.locator(f"{chart} canvas").count() == 1
