@@ -6,12 +6,13 @@ store through the indexer API (no Spark): 4 topics, 2 consumer groups each, a mi
 ``LOAD_CHUNK`` messages is indexed and then finished as the index job finishes a batch
 (:func:`collector.store.indexer.finish_batch`, which recomputes the rollups), and both are timed.
 
-Then, against a warm collector subprocess on that store:
+Then, against a warm collector subprocess on that store, for windows W ending where the data ends
+(``begin=end-W&end=...``, the custom-window path; a re-run reuses the loaded store):
 
-    api      GET /v1/overview?window=W           from the rollups (median and p99 of sequential requests)
+    api      GET /v1/overview?begin=&end=         from the rollups (median and p99 of sequential requests)
     naive    the same counts by scanning every message of the window (TraceQuery.by_time pages of
              1,000, in process: no HTTP, so a lower bound of what a scanning overview would cost)
-    page     Chromium: navigation to /?window=W until the overview has rendered (median of 5, warm)
+    page     Chromium: navigation to /?begin=&end= until the overview has rendered (median of 5, warm)
 
 Run::
 
@@ -126,14 +127,19 @@ def ensure_loaded(data_dir: str, total: int) -> dict:
     return info
 
 
-def time_api(port: int, window: str) -> tuple[float, float, int]:
+def window_query(window: str, end_ms: int) -> str:
+    """The query string of a window ending at ``end_ms`` (the end of the loaded data, not the clock)."""
+    return f"begin={end_ms - parse_duration(window)}&end={end_ms}"
+
+
+def time_api(port: int, window: str, end_ms: int) -> tuple[float, float, int]:
     """Median and p99 ms of ``API_REQUESTS`` sequential overview requests (after 3 warm-ups), and the body size."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     samples, size = [], 0
     try:
         for i in range(3 + API_REQUESTS):
             started = time.perf_counter()
-            conn.request("GET", f"/v1/overview?window={window}")
+            conn.request("GET", f"/v1/overview?{window_query(window, end_ms)}")
             response = conn.getresponse()
             body = response.read()
             json.loads(body)
@@ -148,12 +154,12 @@ def time_api(port: int, window: str) -> tuple[float, float, int]:
     return statistics.median(samples), samples[min(len(samples) - 1, int(0.99 * len(samples)))], size
 
 
-def naive_scan(store_url: str, window: str) -> tuple[float, int]:
+def naive_scan(store_url: str, window: str, end_ms: int) -> tuple[float, int]:
     """Seconds to count outcomes per topic and group by paging through every message of the window."""
     store = open_store(store_url)
     try:
         query = TraceQuery(store)
-        now = int(time.time() * 1000)
+        now = end_ms
         begin = now - parse_duration(window)
         counts: Counter[tuple[str, str, str]] = Counter()
         seen = 0
@@ -174,7 +180,7 @@ def naive_scan(store_url: str, window: str) -> tuple[float, int]:
         store.close()
 
 
-def time_page(url: str, windows: tuple[str, ...]) -> dict[str, float]:
+def time_page(url: str, windows: tuple[str, ...], end_ms: int) -> dict[str, float]:
     """Median ms from navigation to a rendered overview, per window, in a warm Chromium."""
     from playwright.sync_api import sync_playwright
 
@@ -186,7 +192,7 @@ def time_page(url: str, windows: tuple[str, ...]) -> dict[str, float]:
             samples = []
             for i in range(1 + PAGE_LOADS):
                 started = time.perf_counter()
-                page.goto(f"{url}/?window={window}")
+                page.goto(f"{url}/?{window_query(window, end_ms)}")
                 page.wait_for_selector("#overview[data-loaded]:not([aria-busy]) .ov-topic canvas", timeout=120_000)
                 if i:
                     samples.append((time.perf_counter() - started) * 1000)
@@ -210,11 +216,11 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     proc = start_collector(data_dir, port)
     try:
-        api = {w: time_api(port, w) for w in WINDOWS}
-        page = {} if args.no_browser else time_page(f"http://127.0.0.1:{port}", WINDOWS)
+        api = {w: time_api(port, w, load["now_ms"]) for w in WINDOWS}
+        page = {} if args.no_browser else time_page(f"http://127.0.0.1:{port}", WINDOWS, load["now_ms"])
     finally:
         stop_collector(proc)
-    naive = {w: naive_scan(store_url, w) for w in args.naive_windows.split(",") if w}
+    naive = {w: naive_scan(store_url, w, load["now_ms"]) for w in args.naive_windows.split(",") if w}
 
     print(f"\noverview over {args.messages:,} messages ({load['events']:,} events, 24 h, {len(TOPICS)} topics "
           f"x 2 groups), embedded store")

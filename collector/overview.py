@@ -82,9 +82,17 @@ class GroupStats:
         return sum(self.counts[c] for c in ("consumed", "retrying", "failed", "dead", "pending"))
 
     def add(self, bucket: GroupBucket) -> None:
-        for name in COUNTS:
-            self.counts[name] += getattr(bucket, name)
-        self.latency = [a + b for a, b in zip(self.latency, bucket.latency)]
+        counts = self.counts
+        counts["consumed"] += bucket.consumed
+        counts["retrying"] += bucket.retrying
+        counts["failed"] += bucket.failed
+        counts["dead"] += bucket.dead
+        counts["pending"] += bucket.pending
+        counts["retried"] += bucket.retried
+        if bucket.consumed:  # only consumed messages have a latency
+            latency = self.latency
+            for i, n in enumerate(bucket.latency):
+                latency[i] += n
         self.latency_sum_ms += bucket.latency_sum_ms
 
     def to_json(self) -> Json:

@@ -52,12 +52,13 @@ LATENCY_BOUNDS_MS: tuple[int, ...] = (
 Fixed, so buckets of any minutes, topics or collectors add up."""
 OPEN_OUTCOMES = frozenset((RETRYING, PENDING))
 """Outcomes that leave a message not yet consumed by the group (with never received): they make lag."""
+_LATENCY_BUCKETS = len(LATENCY_BOUNDS_MS) + 1
 DEFAULT_CHUNK = 1000
 """Message rows read per round trip while recomputing."""
 _VERSION = 1
 
 
-@dataclass
+@dataclass(slots=True)
 class GroupBucket:
     """One consumer group's outcomes for the messages placed in one minute.
 
@@ -94,12 +95,14 @@ class GroupBucket:
 
     @classmethod
     def decode(cls, value: bytes) -> GroupBucket:
-        _, *fields = msgpack.unpackb(value)
-        latency = list(fields[10]) + [0] * (len(LATENCY_BOUNDS_MS) + 1 - len(fields[10]))
-        return cls(*fields[:10], latency=latency)
+        fields = msgpack.unpackb(value)
+        latency = fields[11]
+        if len(latency) < _LATENCY_BUCKETS:  # written with fewer bounds: the open-ended bucket moved up
+            latency = latency + [0] * (_LATENCY_BUCKETS - len(latency))
+        return cls(*fields[1:11], latency=latency)
 
 
-@dataclass
+@dataclass(slots=True)
 class MinuteBucket:
     """One topic's rollup for one minute: messages placed in it and each group's outcomes."""
 
