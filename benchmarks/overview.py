@@ -32,13 +32,15 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 
-from collector.demo import free_port, start_collector, stop_collector
-from collector.sample import BILLING_HEADER, PRODUCER, PRODUCER_HEADER, SHIPPING_HEADER, _event
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root: tests.fixtures
+
+from collector.cli.demo import free_port, start_collector, stop_collector
+from collector.query.timeparse import parse_duration
 from collector.store import open_store
 from collector.store.indexer import finish_batch, index_records
-from collector.store.query import TraceQuery
+from collector.store.reader import TraceQuery
 from collector.store.rollup import topics
-from collector.timeparse import parse_duration
+from tests.fixtures.sample import BILLING_HEADER, PRODUCER, PRODUCER_HEADER, SHIPPING_HEADER, _event
 from tracehook.wire import BatchHeader, Event, EventType, Status
 
 DEFAULT_MESSAGES = 1_000_000

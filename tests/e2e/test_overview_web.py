@@ -11,10 +11,10 @@ import pytest
 import requests
 from test_web import CHROMIUM_ARGS, chromium_path
 
-from collector.demo import free_port, start_collector, stop_collector
-from collector.sample import DEAD_GROUP, TOPIC, scenario
+from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.store import open_store
 from collector.store.indexer import finish_batch, index_records
+from tests.fixtures.sample import DEAD_GROUP, TOPIC, scenario
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

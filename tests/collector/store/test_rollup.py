@@ -8,7 +8,7 @@ from typing import Any
 
 from index_helpers import CONSUMER, PRODUCER, ev, unique
 
-from collector.overview import overview
+from collector.query.overview import overview
 from collector.store import Store, keys, schema
 from collector.store.indexer import finish_batch, index_records
 from collector.store.rollup import LATENCY_BOUNDS_MS, read_minutes
