@@ -25,7 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from collector.log.file import TraceLog
-from collector.server import backtrack_routes, console_routes, native, otlp_http, qmq, routes
+from collector.server import backtrack_routes, console_routes, native, otlp_http, overview_routes, qmq, routes
 from collector.server.appkeys import CONFIG_KEY, INGESTOR_KEY, METRICS_KEY, STORE_KEY, TRACELOG_KEY
 from collector.server.auth import require_ingest_token
 from collector.server.config import CollectorConfig
@@ -143,8 +143,9 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text format."""
-    return web.Response(text=request.app[METRICS_KEY].render(), content_type="text/plain", charset="utf-8",
+    """Prometheus text format: the collector's own metrics, then the rollups' (collector.server.overview_routes)."""
+    text = request.app[METRICS_KEY].render() + await overview_routes.metrics_text(request)
+    return web.Response(text=text, content_type="text/plain", charset="utf-8",
                         headers={"X-Content-Type-Options": "nosniff"})
 
 
@@ -183,6 +184,7 @@ def create_app(config: CollectorConfig) -> web.Application:
     native.add_routes(app)
     backtrack_routes.setup(app)
     console_routes.setup(app)
+    overview_routes.setup(app)
     routes.add_page_routes(app)
     otlp_http.setup(app)
     return app

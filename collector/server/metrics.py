@@ -30,6 +30,11 @@ def _labels(key: LabelKey, extra: Iterable[tuple[str, str]] = ()) -> str:
     return "{" + ",".join(f'{k}="{v}"' for (k, _), v in zip(pairs, escaped)) + "}"
 
 
+def render_labels(pairs: Iterable[tuple[str, str]]) -> str:
+    """``{name="value",...}`` with Prometheus escaping ("" for no labels)."""
+    return _labels((), pairs)
+
+
 def _num(value: float) -> str:
     return repr(float(value)) if isinstance(value, float) else str(value)
 

@@ -50,6 +50,8 @@ def _places(event: Event) -> bool:
     return event.type == EventType.PUB or (event.type in _KEY_TYPES and event.store_ms > 0)
 
 
+_MARK: Columns = {schema.ROLLUP_COLUMN: b"1"}
+
 ROW_KEY_TOO_LONG = "row_key_too_long"
 """The ``dropped`` reason of a row left out because its key is over ``schema.MAX_ROW_KEY_BYTES``."""
 
@@ -88,6 +90,12 @@ def rows_for(
         if event.type != EventType.DEAD and event.broker and event.offset >= 0:
             row = schema.seq_row(topic, event.broker, event.offset, event.queue, msg_id)
             rows.append((schema.SEQIDX, row, summary))
+    # Mark what the rollups (collector.store.rollup) must recompute after this batch: a send's minute,
+    # or any other event's message (its send, so its minute, may be in another batch or partition).
+    if event.type == EventType.PUB:
+        rows.append((schema.ROLLUPS, schema.rollup_dirty_row(topic, schema.minute_of(time_ms)), _MARK))
+    else:
+        rows.append((schema.ROLLUPS, schema.rollup_dirty_msg_row(msg_id), _MARK))
     # HBase refuses a whole put with one over-long row key: leave such a row out of that
     # index rather than fail every later run on it (wire limits allow 16 KB topics and keys).
     kept = [r for r in rows if len(r[1]) <= schema.MAX_ROW_KEY_BYTES]
@@ -176,9 +184,12 @@ def finish_batch(store: Store, *, now_ms: int | None = None, chunk: int = DEFAUL
     pending dead letter under its message's placement time, now that the send may have been
     indexed (by another partition, or a later batch), and removes the rows it had under its
     own time.  Dead letters whose send is still unknown stay pending up to
-    :data:`PENDING_MAX_AGE_MS`.  Idempotent; returns the dead letters it placed.
+    :data:`PENDING_MAX_AGE_MS`.  Then it recomputes the rollups of the minutes the batch
+    touched (:func:`collector.store.rollup.refresh_rollups`).  Idempotent; returns the dead
+    letters it placed.
     """
     from collector.store.model import build_trace  # the model imports the schema, not the indexer
+    from collector.store.rollup import refresh_rollups
 
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     placed = 0
@@ -210,6 +221,7 @@ def finish_batch(store: Store, *, now_ms: int | None = None, chunk: int = DEFAUL
             store.delete_rows(schema.DEAD, stale)
         if done:
             store.delete_rows(schema.PENDING, done)
+    refresh_rollups(store)
     return placed
 
 

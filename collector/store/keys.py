@@ -35,6 +35,8 @@ INT_MAX = 2**63 - 1
 _BYTES, _STR, _INT = 0x01, 0x02, 0x03
 _INT_BIAS = 2**63
 _INT_STRUCT = struct.Struct(">BQ")
+INT_BYTES = _INT_STRUCT.size
+"""Length of one encoded int element: a key ending in an int has its value in its last INT_BYTES bytes."""
 _END = b"\x00"
 _ESCAPED_NUL = b"\x00\xff"
 # Greater than every byte an encoded element can start with: prefix + STOP bounds a prefix scan.

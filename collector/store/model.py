@@ -171,18 +171,36 @@ def _sort_key(ev: StoredEvent) -> tuple[int, int, str]:
     return (ev.event.time_ms, ev.event.type, ev.event.request_id)
 
 
+def _send_of(events: list[StoredEvent]) -> StoredEvent | None:
+    """The send of a message: its first successful PUB, else its last PUB (events in time order)."""
+    pubs = [e for e in events if e.event.type == EventType.PUB]
+    ok_pubs = [e for e in pubs if e.event.status == Status.OK]
+    return ok_pubs[0] if ok_pubs else (pubs[-1] if pubs else None)
+
+
+def placing_event(events: list[StoredEvent], send: StoredEvent | None = None) -> StoredEvent | None:
+    """The event that places a message (``events`` in time order, as :func:`build_trace` sorts them).
+
+    Only the send places a message; without one, a consume or dead event that knew the
+    broker's store time does (an adapter read it from the record), never a consume time.
+    """
+    send = send or _send_of(events)
+    return send or next((e for e in events if e.event.type in _FILING_TYPES and e.event.store_ms > 0), None)
+
+
+def sort_events(stored: Iterable[StoredEvent]) -> list[StoredEvent]:
+    """Stored events in the order :func:`build_trace` reads them."""
+    return sorted(stored, key=_sort_key)
+
+
 def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | None:
     """The trace of ``msg_id`` from its stored events; ``None`` when there are none."""
     events = sorted(stored, key=_sort_key)
     if not events:
         return None
-    pubs = [e for e in events if e.event.type == EventType.PUB]
-    ok_pubs = [e for e in pubs if e.event.status == Status.OK]
-    send = ok_pubs[0] if ok_pubs else (pubs[-1] if pubs else None)
-    # Only the send places a message; without one, a consume or dead event that knew the
-    # broker's store time does (an adapter read it from the record), never a consume time.
+    send = _send_of(events)
     filing = [e for e in events if e.event.type in _FILING_TYPES]
-    placing = send or next((e for e in filing if e.event.store_ms > 0), None)
+    placing = placing_event(events, send)
     # Unplaced, it is known by its first event that carries keys: its key rows are filed under that
     # event's time, so a key listing finds it even when a keyless consume came first.
     known_by = placing or next((e for e in filing if e.event.keys), None) or (filing[0] if filing else events[0])

@@ -20,6 +20,10 @@ queueidx   (topic, queue, msg time, offset)                ``i:<event type>`` me
 seqidx     (topic, broker, offset, queue, msg_id)          ``i:<event type>`` message summary
 pending    (hash4(msg_id), msg_id)                         ``s:<event id>`` DEAD events not yet placed
 traceidx   (trace id, msg_id)                              ``i:<event type>`` message summary
+rollups    (TOPIC, topic)                                  ``r:`` marker: the topics with rollups
+           (MINUTE, topic, minute)                         ``r:`` topic counts, ``r:<group>`` the group's
+           (DIRTY, topic, minute)                          ``r:`` marker: a send landed in this minute
+           (DIRTY_MSG, hash4(msg_id), msg_id)              ``r:`` marker: an event of this message landed
 ========== =============================================== ==========================================
 
 "msg time" is the broker's store time when known, else the born time, else the
@@ -31,6 +35,8 @@ time and parked in ``pending``; :func:`collector.store.indexer.finish_batch` mov
 to the placement time once the send is indexed.  Queries keep an index row only when
 its time is the message's listing time (:class:`collector.store.model.MessageTrace`),
 so a stray row never lists a message twice or in the wrong window.
+Rollup rows are recomputed from the message rows by :mod:`collector.store.rollup`
+after every batch, for the minutes the batch's dirty markers name.
 Event ids are a hash of the stored value, so a duplicate event overwrites itself.
 """
 
@@ -56,10 +62,10 @@ MAX_ROW_KEY_BYTES = 32767
 DEFAULT_SALT_BUCKETS = 8
 """Buckets of the time index: spreads one busy topic's writes over regions."""
 
-MESSAGES, KEYIDX, TIMEIDX, DEAD, RECORDS, QUEUEIDX, SEQIDX, PENDING, TRACEIDX = (
-    "messages", "keyidx", "timeidx", "dead", "records", "queueidx", "seqidx", "pending", "traceidx",
+MESSAGES, KEYIDX, TIMEIDX, DEAD, RECORDS, QUEUEIDX, SEQIDX, PENDING, TRACEIDX, ROLLUPS = (
+    "messages", "keyidx", "timeidx", "dead", "records", "queueidx", "seqidx", "pending", "traceidx", "rollups",
 )
-SEND_FAMILY, CONSUME_FAMILY, INDEX_FAMILY = "s", "c", "i"
+SEND_FAMILY, CONSUME_FAMILY, INDEX_FAMILY, ROLLUP_FAMILY = "s", "c", "i", "r"
 
 
 @dataclass(frozen=True)
@@ -80,11 +86,15 @@ TABLES: tuple[Table, ...] = (
     Table(SEQIDX, (INDEX_FAMILY,)),
     Table(PENDING, (SEND_FAMILY,)),
     Table(TRACEIDX, (INDEX_FAMILY,)),
+    Table(ROLLUPS, (ROLLUP_FAMILY,)),
 )
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 
 _CONSUME_TYPES = frozenset((EventType.SUB_BEFORE, EventType.SUB_AFTER))
 _DEAD_ALL, _DEAD_ONE = 0, 1  # the two row kinds of the dead table
+# The row kinds of the rollups table.
+ROLLUP_TOPIC, ROLLUP_MINUTE, ROLLUP_DIRTY, ROLLUP_DIRTY_MSG = 0, 1, 2, 3
+MINUTE_MS = 60_000
 
 
 # --- times -----------------------------------------------------------------
@@ -175,6 +185,42 @@ def seq_row(topic: str, broker: str, offset: int, queue: int, msg_id: str) -> by
     queue is one prefix scan over all queues; msg_id last so two messages at one position
     (a reset broker) stay apart instead of merging their summaries."""
     return keys.pack((topic, broker, offset, queue, msg_id))
+
+
+def minute_of(time_ms: int) -> int:
+    """The start of the minute ``time_ms`` falls in (rollup buckets are minutes)."""
+    return time_ms - time_ms % MINUTE_MS
+
+
+def rollup_topic_row(topic: str) -> bytes:
+    return keys.pack((ROLLUP_TOPIC, topic))
+
+
+def rollup_row(topic: str, minute_ms: int) -> bytes:
+    return keys.pack((ROLLUP_MINUTE, topic, minute_ms))
+
+
+def rollup_row_minute(row: bytes) -> int:
+    """The minute of a :func:`rollup_row` key (its last element), without decoding the topic."""
+    return keys.unpack(row[-keys.INT_BYTES:])[0]  # type: ignore[return-value]
+
+
+def rollup_dirty_row(topic: str, minute_ms: int) -> bytes:
+    """Marks a minute whose rollup must be recomputed (a send was indexed in it)."""
+    return keys.pack((ROLLUP_DIRTY, topic, minute_ms))
+
+
+def rollup_dirty_msg_row(msg_id: str) -> bytes:
+    """Marks a message whose placement minute must be recomputed (a consume, dead or tx event of it)."""
+    return keys.pack((ROLLUP_DIRTY_MSG, msg_hash(msg_id), msg_id))
+
+
+ROLLUP_COLUMN = b"r:"
+"""The topic's counts in a minute row; also the only column of marker rows."""
+
+
+def rollup_group_column(group: str) -> bytes:
+    return column(ROLLUP_FAMILY, keys.pack((group,)))
 
 
 # --- columns and values ----------------------------------------------------

@@ -13,6 +13,7 @@ from collector.log.file import TraceLog, sealed_segments
 from collector.log.state import committed_offset, readable_end
 from collector.store import open_store
 from collector.store.reader import TraceQuery
+from collector.store.rollup import read_minutes
 from spark_jobs.checkpoint import default_checkpoint, spark_committed
 from spark_jobs.errors import IndexJobError
 from spark_jobs.index_job import add_arguments, index_once, run
@@ -69,6 +70,8 @@ def test_indexes_every_segment_then_checkpoints(spark: Any, tmp_path: Any) -> No
             assert trace is not None and trace.topic == "orders" and trace.keys == f"k-{msg_id}"
         page = query.by_time("orders", T0 - 1, T0 + 1000, 1000)
         assert sorted(s.msg_id for s in page.items) == sorted(m for seg in ids for m in seg)
+        # The driver's finish_batch wrote the rollups of every minute the run touched.
+        assert sum(m.sent for m in read_minutes(store, "orders", T0 - 1, T0 + 1000)) == 150
     finally:
         store.close()
 

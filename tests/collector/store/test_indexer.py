@@ -19,7 +19,8 @@ def tables_of(rows) -> list[str]:
 def test_pub_files_message_under_id_keys_time_and_queue() -> None:
     (header, pub), = message("t", "m1", 1000, keys="k1 k2 k1", queue=3, offset=42)
     rows = rows_for(header, pub)
-    assert tables_of(rows) == ["keyidx", "keyidx", "messages", "queueidx", "seqidx", "timeidx", "traceidx"]
+    assert tables_of(rows) == ["keyidx", "keyidx", "messages", "queueidx", "rollups", "seqidx", "timeidx",
+                                "traceidx"]
     unpacked = {(table, keys.unpack(row)) for table, row, _ in rows}
     assert ("keyidx", ("t", "k1", keys.reverse_int(1000), "m1")) in unpacked
     assert ("keyidx", ("t", "k2", keys.reverse_int(1000), "m1")) in unpacked
@@ -31,10 +32,12 @@ def test_pub_files_message_under_id_keys_time_and_queue() -> None:
 
 def test_consume_and_dead_events_rows() -> None:
     before, after = consumed("t", "m1", 1000, "g1")
-    assert tables_of(rows_for(*before)) == ["messages", "queueidx", "records", "timeidx", "traceidx"]
-    assert tables_of(rows_for(*after)) == ["messages", "records"]
+    assert tables_of(rows_for(*before)) == ["messages", "queueidx", "records", "rollups", "timeidx",
+                                            "traceidx"]
+    assert tables_of(rows_for(*after)) == ["messages", "records", "rollups"]
     dead = ev(EventType.DEAD, 5000, "g1", "t", "m1", store_ms=1000, keys="k")
-    assert tables_of(rows_for(CONSUMER, dead)) == ["dead", "dead", "keyidx", "messages", "pending", "timeidx", "traceidx"]
+    assert tables_of(rows_for(CONSUMER, dead)) == ["dead", "dead", "keyidx", "messages", "pending", "rollups",
+                                                   "timeidx", "traceidx"]
 
 
 def test_row_keys_do_not_depend_on_batch_seq_but_on_the_sender() -> None:

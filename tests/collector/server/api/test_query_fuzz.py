@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.server.routes import OPENAPI_PATH
 from collector.store import open_store
-from collector.store.indexer import index_records
+from collector.store.indexer import finish_batch, index_records
 from tests.fixtures.sample import TOPIC, send
 
 schemathesis = pytest.importorskip("schemathesis")
@@ -60,6 +60,7 @@ def live_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCol
     index_records(store, [send(msg_id, t + n, dict(topic=topic, keys=key, broker="b", queue=0, offset=n,
                                                    born_ms=t, store_ms=t + n))
                           for n, (topic, key, msg_id) in enumerate(HOSTILE)])
+    finish_batch(store)  # rollups, so /v1/overview answers with hostile topic names too
     store.close()
     port = free_port()
     proc = start_collector(data_dir, port)

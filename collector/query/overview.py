@@ -1,0 +1,235 @@
+"""The overview: topics and consumer groups over a window, read from rollups only.
+
+No message is scanned: the rows :mod:`collector.store.rollup` keeps per (topic, minute)
+hold every count, a latency histogram that merges across minutes, and what a group's
+lag in time needs.  The web console's start page, ``GET /v1/overview`` and the
+Prometheus export on ``/metrics`` all read :func:`overview`.
+
+Example::
+
+    ov = overview(store, now_ms - 3_600_000, now_ms, now_ms=now_ms)
+    for topic in ov.topics:
+        print(topic.topic, topic.sent, [(g.group, g.consumed, g.lag_ms) for g in topic.groups])
+
+Lag in time of a group: the age (at ``now_ms``) of the oldest message sent in the lag
+horizon (:data:`DEFAULT_LAG_HORIZON_MS` before the window's end) that the group has not
+yet consumed (never received, still pending or being retried; failed and dead count as
+finished), not counting messages sent before the first message the group received in
+that horizon (it did not exist yet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from collector.query.errors import BadTimeError, ParamError
+from collector.query.params import MAX_PARAM_LEN, request_window, text_param
+from collector.query.timeparse import parse_duration
+from collector.store import Store
+from collector.store.rollup import LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket, read_minutes, topics
+
+DEFAULT_LAG_HORIZON_MS = 24 * 3600 * 1000
+"""How far back from the window's end the lag looks for unconsumed messages."""
+MAX_POINTS = 360
+"""Most points of a time series; longer windows get coarser steps."""
+STEPS_MIN = (1, 2, 5, 10, 15, 30, 60, 120, 180, 360, 720, 1440)
+"""Series steps in minutes, the smallest that keeps a window within :data:`MAX_POINTS` is used."""
+MINUTE_MS = 60_000
+COUNTS = ("consumed", "retrying", "failed", "dead", "pending", "retried")
+"""The per-group counters a rollup keeps (``not_received`` is ``sent`` minus what the group received)."""
+PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+MAX_WINDOW_MS = 31 * 24 * 3600 * 1000
+"""Longest overview window (rollups live as long as the index's TTL, 30 days by default)."""
+DEFAULT_WINDOW = "1h"
+
+Json = dict[str, Any]
+
+
+def window_from_params(query: Mapping[str, str], now_ms: int) -> tuple[int, int, str | None]:
+    """``(begin_ms, end_ms, topic)`` from ``window=DURATION`` (the last DURATION) or ``begin``/``end``
+    (default: the last hour); :class:`ParamError` names what is wrong."""
+    window = query.get("window", "")
+    topic = text_param("topic", query.get("topic"))
+    if not window and not query.get("begin") and not query.get("end"):
+        window = DEFAULT_WINDOW
+    if not window:
+        begin, end = request_window(query, now_ms=now_ms, max_window_ms=MAX_WINDOW_MS)
+        return begin, end, topic
+    if query.get("begin") or query.get("end"):
+        raise ParamError("bad_window", "give either window or begin/end, not both")
+    if len(window) > MAX_PARAM_LEN:
+        raise ParamError("bad_window", "window is too long")
+    try:
+        length = parse_duration(window, name="window")
+    except BadTimeError as exc:
+        raise ParamError("bad_window", exc.detail) from None
+    if not 0 < length <= MAX_WINDOW_MS:
+        raise ParamError("bad_window", f"window must be between 1m and {MAX_WINDOW_MS // 86_400_000}d")
+    return now_ms - length, now_ms, topic
+
+
+def step_ms_for(begin_ms: int, end_ms: int) -> int:
+    """The series step for a window: whole minutes, at most :data:`MAX_POINTS` points."""
+    minutes = (end_ms - begin_ms) // MINUTE_MS + 1
+    for step in STEPS_MIN:
+        if minutes <= step * MAX_POINTS:
+            return step * MINUTE_MS
+    return STEPS_MIN[-1] * MINUTE_MS * -(-minutes // (STEPS_MIN[-1] * MAX_POINTS))
+
+
+def percentile_ms(counts: list[int], q: float) -> float | None:
+    """The ``q`` quantile of a :data:`LATENCY_BOUNDS_MS` histogram, interpolated inside its bucket."""
+    total = sum(counts)
+    if total == 0:
+        return None
+    rank, running = q * total, 0
+    for i, n in enumerate(counts):
+        if n and running + n >= rank:
+            lower = LATENCY_BOUNDS_MS[i - 1] if i > 0 else 0
+            if i == len(LATENCY_BOUNDS_MS):  # the open-ended bucket: its lower bound is all we know
+                return float(lower)
+            return lower + (LATENCY_BOUNDS_MS[i] - lower) * (rank - running) / n
+        running += n
+    return float(LATENCY_BOUNDS_MS[-1])
+
+
+@dataclass
+class GroupStats:
+    """One consumer group on one topic over the window."""
+
+    group: str
+    sent: int = 0
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
+    latency: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BOUNDS_MS) + 1))
+    latency_sum_ms: int = 0
+    lag_ms: int = 0
+    series: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def received(self) -> int:
+        return sum(self.counts[c] for c in ("consumed", "retrying", "failed", "dead", "pending"))
+
+    def add(self, bucket: GroupBucket) -> None:
+        counts = self.counts
+        counts["consumed"] += bucket.consumed
+        counts["retrying"] += bucket.retrying
+        counts["failed"] += bucket.failed
+        counts["dead"] += bucket.dead
+        counts["pending"] += bucket.pending
+        counts["retried"] += bucket.retried
+        if bucket.consumed:  # only consumed messages have a latency
+            latency = self.latency
+            for i, n in enumerate(bucket.latency):
+                latency[i] += n
+        self.latency_sum_ms += bucket.latency_sum_ms
+
+    def to_json(self) -> Json:
+        return {
+            "group": self.group, **self.counts, "not_received": max(0, self.sent - self.received),
+            "latency_ms": {"count": sum(self.latency), **{name: percentile_ms(self.latency, q) for name, q in PERCENTILES}},
+            "lag_s": self.lag_ms / 1000, "series": self.series,
+        }
+
+
+@dataclass
+class TopicStats:
+    """One topic over the window: messages sent, a series per minute step, and its groups."""
+
+    topic: str
+    sent: int = 0
+    series: dict[str, list[int]] = field(default_factory=dict)
+    groups: list[GroupStats] = field(default_factory=list)
+
+    def to_json(self) -> Json:
+        return {"topic": self.topic, "sent": self.sent, "series": self.series,
+                "groups": [g.to_json() for g in self.groups]}
+
+
+@dataclass
+class Overview:
+    """Every topic with rollups in ``[begin_ms, end_ms]`` (minute resolution) or with a group lagging."""
+
+    begin_ms: int
+    end_ms: int
+    now_ms: int
+    step_ms: int
+    times: list[int]
+    topics: list[TopicStats]
+
+    def to_json(self) -> Json:
+        return {
+            "begin_ms": self.begin_ms, "end_ms": self.end_ms, "now_ms": self.now_ms, "step_ms": self.step_ms,
+            "times": self.times, "latency_bounds_ms": list(LATENCY_BOUNDS_MS),
+            "topics": [t.to_json() for t in self.topics],
+        }
+
+
+def overview(
+    store: Store, begin_ms: int, end_ms: int, *, now_ms: int, lag_horizon_ms: int = DEFAULT_LAG_HORIZON_MS,
+    topic: str | None = None,
+) -> Overview:
+    """The overview of ``[begin_ms, end_ms]`` (of one ``topic`` when given) from the rollups."""
+    step = step_ms_for(begin_ms, end_ms)
+    first = begin_ms - begin_ms % step
+    times = list(range(first, end_ms + 1, step))
+    out = Overview(begin_ms, end_ms, now_ms, step, times, [])
+    names = topics(store) if topic is None else [topic]
+    for name in names:
+        minutes = read_minutes(store, name, min(begin_ms, end_ms - lag_horizon_ms), end_ms)
+        stats = _topic_stats(name, minutes, begin_ms, end_ms, now_ms, first, step, len(times))
+        if stats is not None:
+            out.topics.append(stats)
+    return out
+
+
+def _topic_stats(
+    topic: str, minutes: list[MinuteBucket], begin_ms: int, end_ms: int, now_ms: int, first: int, step: int,
+    points: int,
+) -> TopicStats | None:
+    lo = begin_ms - begin_ms % MINUTE_MS
+    in_window = [m for m in minutes if lo <= m.minute_ms <= end_ms]
+    lags = {g: lag for g in {g for m in minutes for g in m.groups} if (lag := lag_ms(g, minutes, now_ms))}
+    if not in_window and not lags:
+        return None
+    stats = TopicStats(topic, series={"sent": [0] * points})
+    groups: dict[str, GroupStats] = {}
+    for m in in_window:
+        i = (m.minute_ms - first) // step
+        stats.sent += m.sent
+        stats.series["sent"][i] += m.sent
+        for name, bucket in m.groups.items():
+            g = groups.get(name)
+            if g is None:
+                g = groups[name] = GroupStats(name, series={"consumed": [0] * points, "failed": [0] * points})
+            g.add(bucket)
+            g.series["consumed"][i] += bucket.consumed
+            g.series["failed"][i] += bucket.failed + bucket.dead
+    for name in lags:
+        if name not in groups:  # a stalled group: nothing in the window, but messages waiting
+            groups[name] = GroupStats(name, series={"consumed": [0] * points, "failed": [0] * points})
+    for g in groups.values():
+        g.sent = stats.sent
+        g.lag_ms = lags.get(g.group, 0)
+    stats.groups = [groups[name] for name in sorted(groups)]
+    return stats
+
+
+def lag_ms(group: str, minutes: list[MinuteBucket], now_ms: int) -> int:
+    """The group's lag in time from a topic's minutes in order (0: nothing waiting)."""
+    started = False
+    for m in minutes:
+        bucket = m.groups.get(group)
+        if not started:
+            if bucket is None:
+                continue  # before the group's first message: not its backlog
+            started, oldest = True, bucket.oldest_open_after_first_ms
+        elif bucket is None:
+            oldest = m.first_ms  # the group received nothing of this minute
+        else:
+            oldest = bucket.oldest_open_ms
+        if oldest is not None:
+            return max(0, now_ms - oldest)
+    return 0

@@ -1,0 +1,89 @@
+"""``GET /v1/overview`` and the rollup metrics on ``/metrics``, over the sample scenario."""
+
+from __future__ import annotations
+
+import pytest
+from api_helpers import QUERY_TOKEN, fill_store
+
+from collector.server.app import create_app
+from collector.server.config import CollectorConfig
+from collector.store import open_store
+from collector.store.indexer import finish_batch
+from tests.fixtures.sample import DEAD_GROUP, TOPIC
+
+
+def index_with_rollups(store_url: str, now_ms: int) -> None:
+    fill_store(store_url, now_ms)
+    store = open_store(store_url)
+    try:
+        finish_batch(store)
+    finally:
+        store.close()
+
+
+@pytest.fixture
+async def rolled_client(aiohttp_client, config, now_ms):
+    index_with_rollups(config.store_url, now_ms)
+    return await aiohttp_client(create_app(config))
+
+
+async def test_overview_counts_groups_and_series(rolled_client) -> None:
+    response = await rolled_client.get("/v1/overview", params={"window": "2h"})
+    assert response.status == 200, await response.text()
+    body = await response.json()
+    (topic,) = body["topics"]
+    assert topic["topic"] == TOPIC and topic["sent"] > 0
+    assert sum(topic["series"]["sent"]) == topic["sent"] and len(body["times"]) == len(topic["series"]["sent"])
+    groups = {g["group"]: g for g in topic["groups"]}
+    assert set(groups) == {"billing", DEAD_GROUP}
+    shipping = groups[DEAD_GROUP]
+    assert shipping["dead"] == 1 and shipping["consumed"] >= 1
+    assert shipping["not_received"] == topic["sent"] - sum(
+        shipping[k] for k in ("consumed", "retrying", "failed", "dead", "pending"))
+    billing = groups["billing"]
+    assert billing["pending"] == 1  # the scenario's unfinished consume
+    assert billing["latency_ms"]["count"] == billing["consumed"] and billing["latency_ms"]["p50"] is not None
+    assert billing["lag_s"] > 3000  # its oldest unconsumed message was sent about an hour ago
+
+    # A window with nothing in it, a topic filter, and the default (1 h) answer from the same rollups.
+    empty = await (await rolled_client.get("/v1/overview", params={"begin": "-10m", "end": "now"})).json()
+    assert empty["topics"] == [] or all(t["sent"] == 0 for t in empty["topics"])
+    other = await (await rolled_client.get("/v1/overview", params={"window": "2h", "topic": "no-such"})).json()
+    assert other["topics"] == []
+
+
+@pytest.mark.parametrize("params, reason", [
+    ({"window": "soon"}, "bad_window"),
+    ({"window": "0m"}, "bad_window"),
+    ({"window": "40d"}, "bad_window"),
+    ({"window": "1h", "begin": "-2h"}, "bad_window"),
+    ({"begin": "-1h", "end": "-2h"}, "bad_window"),
+    ({"begin": "yesterday-ish"}, "bad_time"),
+])
+async def test_overview_bad_params_are_400_with_the_reason(rolled_client, params, reason) -> None:
+    response = await rolled_client.get("/v1/overview", params=params)
+    assert response.status == 400
+    body = await response.json()
+    assert body["error"] == reason and body["detail"]
+
+
+async def test_metrics_export_rollups_per_topic_and_group(rolled_client) -> None:
+    text = await (await rolled_client.get("/metrics")).text()
+    assert "tracehook_collector_batches_total 0" in text  # the collector's own metrics stay
+    labels = f'topic="{TOPIC}",group="{DEAD_GROUP}"'
+    assert f"tracehook_group_messages{{{labels},outcome=\"dead\"}} 1" in text
+    assert f'tracehook_group_latency_seconds_bucket{{{labels},le="+Inf"}}' in text
+    assert f"tracehook_group_lag_seconds{{{labels}}}" in text
+    assert f'tracehook_topic_messages_sent{{topic="{TOPIC}"}}' in text
+    buckets = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(f"tracehook_group_latency_seconds_bucket{{{labels}")]
+    assert buckets == sorted(buckets) and len(buckets) == 16  # cumulative, 15 bounds + Inf
+
+
+async def test_metrics_leave_rollups_out_without_the_query_token(aiohttp_client, tmp_path, now_ms) -> None:
+    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os", query_token=QUERY_TOKEN)
+    index_with_rollups(config.store_url, now_ms)
+    client = await aiohttp_client(create_app(config))
+    assert "tracehook_group_messages" not in await (await client.get("/metrics")).text()
+    with_token = await client.get("/metrics", headers={"Authorization": f"Bearer {QUERY_TOKEN}"})
+    assert "tracehook_group_messages{" in await with_token.text()

@@ -1,0 +1,146 @@
+"""Rollups: what the index job keeps per (topic, minute, group), checked against a reference built
+from the events themselves, and identical however often (or how interrupted) the log is indexed."""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from index_helpers import CONSUMER, PRODUCER, ev, unique
+
+from collector.query.overview import overview
+from collector.store import Store, keys, schema
+from collector.store.indexer import finish_batch, index_records
+from collector.store.rollup import LATENCY_BOUNDS_MS, read_minutes
+from tracehook.wire import EventType, Status
+
+T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000  # a minute boundary
+MINUTE = 60_000
+
+# Per message: (store time offset from T0, {group: plan}).  Plans: "ok" consumed at +latency,
+# "retry_ok" failed once then consumed, "fail" finished with an error, "dead", "pending" (received,
+# unfinished), "retry_later" (asked for a redelivery).  A group missing from a plan never received it.
+PLANS: list[tuple[int, dict[str, tuple[str, int]]]] = [
+    (1_000, {"g1": ("ok", 3), "g2": ("ok", 40)}),
+    (2_000, {"g1": ("retry_ok", 700), "g2": ("fail", 0)}),
+    (30_000, {"g1": ("dead", 0)}),
+    (59_999, {"g1": ("ok", 20_000), "g2": ("pending", 0)}),
+    (MINUTE + 5, {"g2": ("retry_later", 0)}),                  # g1 never received it
+    (MINUTE + 6, {"g1": ("ok", 9), "g2": ("ok", 2_000_000)}),  # beyond the last latency bound
+    (3 * MINUTE, {}),                                          # nobody consumed it
+]
+LATE = {1, 3}
+"""Messages whose consume events come in the second batch, minutes after their send, without a store time."""
+
+
+def events(topic: str) -> tuple[list[Any], list[Any]]:
+    """The sends (and early consumes) of batch 1, and the late consume events of batch 2."""
+    first: list[Any] = []
+    second: list[Any] = []
+    for i, (offset, plan) in enumerate(PLANS):
+        t, msg_id = T0 + offset, f"{topic}-m{i}"
+        first.append((PRODUCER, ev(EventType.PUB, t + 1, "pg", topic, msg_id, store_ms=t, born_ms=t - 1)))
+        for group, (kind, latency) in plan.items():
+            out = second if i in LATE else first
+            place = {} if i in LATE else {"store_ms": t}
+
+            def attempt(retry: int, status: Status | None, at: int, group: str = group, out: list = out,
+                        place: dict = place, msg_id: str = msg_id) -> None:
+                rid = f"{msg_id}/{group}/{retry}"
+                out.append((CONSUMER, ev(EventType.SUB_BEFORE, at, group, topic, msg_id, retry=retry,
+                                         request_id=rid, **place)))
+                if status is not None:
+                    out.append((CONSUMER, ev(EventType.SUB_AFTER, at + 1, group, topic, msg_id, retry=retry,
+                                             request_id=rid, status=status, **place)))
+
+            if kind == "ok":
+                attempt(0, Status.OK, t + latency - 1)
+            elif kind == "retry_ok":
+                attempt(0, Status.FAILED, t + 1)
+                attempt(1, Status.OK, t + latency - 1)
+            elif kind == "fail":
+                attempt(0, Status.FAILED, t + 1)
+            elif kind == "dead":
+                attempt(0, Status.FAILED, t + 1)
+                out.append((CONSUMER, ev(EventType.DEAD, t + 5, group, topic, msg_id, **place)))
+            elif kind == "pending":
+                attempt(0, None, t + 1)
+            elif kind == "retry_later":
+                attempt(0, Status.RETRY_LATER, t + 1)
+    return first, second
+
+
+def reference(topic: str) -> dict[int, dict[str, Any]]:
+    """Per minute: sent and, per group, the outcome counts and latency buckets, straight from PLANS."""
+    outcome = {"ok": "consumed", "retry_ok": "consumed", "fail": "failed", "dead": "dead", "pending": "pending",
+               "retry_later": "retrying"}
+    out: dict[int, dict[str, Any]] = {}
+    for offset, plan in PLANS:
+        minute = T0 + offset - offset % MINUTE
+        m = out.setdefault(minute, {"sent": 0, "groups": {}})
+        m["sent"] += 1
+        for group, (kind, latency) in plan.items():
+            g = m["groups"].setdefault(group, {"consumed": 0, "retrying": 0, "failed": 0, "dead": 0, "pending": 0,
+                                               "retried": 0, "latency": [0] * (len(LATENCY_BOUNDS_MS) + 1)})
+            g[outcome[kind]] += 1
+            g["retried"] += kind in ("retry_ok", "retry_later")
+            if outcome[kind] == "consumed":
+                g["latency"][bisect.bisect_left(LATENCY_BOUNDS_MS, latency)] += 1
+    return out
+
+
+def observed(store: Store, topic: str) -> dict[int, dict[str, Any]]:
+    out = {}
+    for m in read_minutes(store, topic, T0 - MINUTE, T0 + 10 * MINUTE):
+        out[m.minute_ms] = {"sent": m.sent, "groups": {
+            g: {"consumed": b.consumed, "retrying": b.retrying, "failed": b.failed, "dead": b.dead,
+                "pending": b.pending, "retried": b.retried, "latency": b.latency} for g, b in m.groups.items()}}
+    return out
+
+
+def rollup_rows(store: Store) -> list:
+    return list(store.scan(schema.ROLLUPS, b"", b"\xff"))
+
+
+def test_rollups_match_the_events_and_reindexing_changes_nothing(store: Store) -> None:
+    topic = unique("ro")
+    first, second = events(topic)
+    index_records(store, first)
+    finish_batch(store, now_ms=T0)
+    index_records(store, second)  # the late consumes: their messages' minutes are recomputed too
+    finish_batch(store, now_ms=T0)
+    assert observed(store, topic) == reference(topic)
+    rows = rollup_rows(store)
+    kinds = {keys.unpack(row)[0] for row, _ in rows}
+    assert kinds == {schema.ROLLUP_TOPIC, schema.ROLLUP_MINUTE}, "the markers are gone after the batch"
+
+    # The whole log again (a replayed checkpoint), and a run that dies before finish_batch then restarts.
+    index_records(store, first + second)
+    finish_batch(store, now_ms=T0)
+    assert rollup_rows(store) == rows
+    index_records(store, second)
+    index_records(store, second)
+    finish_batch(store, now_ms=T0)
+    assert rollup_rows(store) == rows
+
+
+def test_group_lag_in_time_from_rollups_only(store: Store) -> None:
+    topic = unique("lag")
+    first, second = events(topic)
+    index_records(store, first + second)
+    finish_batch(store, now_ms=T0)
+    now = T0 + 10 * MINUTE
+    ov = overview(store, T0, now, now_ms=now, topic=topic)
+    (stats,) = ov.topics
+    groups = {g.group: g for g in stats.groups}
+    # g1: the oldest message it has not consumed is m4 (never received; m2 is dead = finished).
+    assert groups["g1"].lag_ms == now - (T0 + MINUTE + 5)
+    # g2: m2 (only g1 received it), before m3 (still pending: received, unfinished).
+    assert groups["g2"].lag_ms == now - (T0 + 30_000)
+    assert stats.sent == len(PLANS)
+    assert groups["g1"].to_json()["not_received"] == 2  # m4 and m6
+    # A narrow window: only the second minute's counts, the lag stays what the horizon gives.
+    narrow = overview(store, T0 + MINUTE, T0 + MINUTE + 30_000, now_ms=now, topic=topic)
+    (n,) = narrow.topics
+    assert n.sent == 2 and {g.group: g.counts["consumed"] for g in n.groups} == {"g1": 1, "g2": 1}
+    assert {g.group: g.lag_ms for g in n.groups} == {"g1": groups["g1"].lag_ms, "g2": groups["g2"].lag_ms}
