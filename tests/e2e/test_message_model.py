@@ -458,7 +458,8 @@ def test_web_listing_says_dead_for_the_group_that_dead_lettered(
 ) -> None:
     """A topic listing row in Chromium: the send's status, and per group its outcome (dead for the DLQ group)."""
     from playwright.sync_api import sync_playwright
-    from test_web import CHROMIUM_ARGS, chromium_path
+
+    from tests.fixtures.chromium import CHROMIUM_ARGS, chromium_path
 
     exception, dead = int(tracehook.Status.EXCEPTION), "shipping"
     ok = mm.Attempt(0, mm.OK, "readme")

@@ -9,11 +9,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
-from test_web import CHROMIUM_ARGS, chromium_path
 
 from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.store import open_store
 from collector.store.indexer import finish_batch, index_records
+from tests.fixtures.chromium import chromium_page
 from tests.fixtures.sample import DEAD_GROUP, TOPIC, scenario
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -41,11 +41,7 @@ def sites(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser_page():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+    with chromium_page() as page:
         errors: list[str] = []
         # Chromium asks for /favicon.ico on its own; every other failed request or console error counts.
         page.on("response", lambda r: errors.append(f"{r.status} {r.url}")
@@ -55,7 +51,6 @@ def browser_page():
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.errors = errors
         yield page
-        browser.close()
 
 
 def open_overview(page, url: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import time
 
 import pytest
@@ -11,14 +10,10 @@ import pytest
 from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.store import open_store
 from collector.store.indexer import index_records
+from tests.fixtures.chromium import chromium_page
 from tests.fixtures.sample import SHARED_KEY, SHIPPING_HEADER, TOPIC, scenario, send
 from tracehook.wire import Event, EventType, Status, make_event
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]
 QUERY_TOKEN = "web-query-token"
 HOSTILE = '<img src=x onerror="window.__xss=1">'
 DLQ_TOPIC, DLQ_SPAN_MS, BUCKET_MS = "refunds", 6 * 3_600_000, 15 * 60_000  # a 6 h window draws 24 bars of 15 min
@@ -27,15 +22,6 @@ DLQ_COUNTS = {"alpha": {0: 3, 5: 1, 23: 2}, "beta": {10: 1}}
 DLQ_BEGIN = int(time.time() * 1000) - 10 * 3_600_000
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-def chromium_path() -> str:
-    """Debian's chromium; a missing browser fails the tests (a silent skip would hide them in CI)."""
-    path = CHROMIUM if os.path.exists(CHROMIUM) else shutil.which("chromium")
-    if not path:
-        pytest.fail("needs Debian's chromium: run scripts/setup --all (or apt-get install chromium); "
-                    "deselect with -m 'not browser'", pytrace=False)
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -115,19 +101,8 @@ def secured_site(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def page(site):
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing = True
-    else:
-        missing = False
-    if missing:  # failed outside the except block: no chained ImportError in the report
-        pytest.fail("needs playwright: pip install -e '.[dev]' (deselect with -m 'not browser')", pytrace=False)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+    with chromium_page() as page:
         yield page
-        browser.close()
 
 
 def search_id(page, url: str, msg_id: str) -> None:

@@ -9,7 +9,6 @@ import csv
 import io
 import json
 import os
-import shutil
 import time
 from urllib.parse import quote
 
@@ -18,23 +17,14 @@ import pytest
 from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.store import open_store
 from collector.store.indexer import index_records
+from tests.fixtures.chromium import chromium_page
 from tests.fixtures.sample import SHARED_KEY, TOPIC, scenario
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
 TRACE_UI = "http://jaeger.example:16686/trace/{trace_id}"
 NOW_MS = int(time.time() * 1000)
 T0 = NOW_MS - 3_600_000  # scenario(): the first message is stored here, the next ones a second apart
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-def chromium_path() -> str:
-    path = "/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else shutil.which("chromium")
-    if not path:
-        pytest.fail("needs Debian's chromium: run scripts/setup --all (or apt-get install chromium); "
-                    "deselect with -m 'not browser'", pytrace=False)
-    return path
 
 
 def serve(data_dir: str, monkeypatch_env: dict[str, str]) -> tuple[str, object]:
@@ -74,19 +64,8 @@ def empty_site(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(site):
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        missing = True
-    else:
-        missing = False
-    if missing:
-        pytest.fail("needs playwright: pip install -e '.[dev]' (deselect with -m 'not browser')", pytrace=False)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
-        yield context.new_page()
-        browser.close()
+    with chromium_page(accept_downloads=True) as page:
+        yield page
 
 
 def api(page, url: str, path: str, **params) -> dict:

@@ -2,6 +2,7 @@
 // (rollups only).  The window lives in the URL's query string (?window=1h, or ?begin=&end=),
 // so a view can be shared.  Every value is rendered with textContent; charts are uPlot
 // (static/vendor/uplot, see VERSION there).  Times are UTC, as everywhere on the page.
+// Uses el() from app.js, which loads first.
 "use strict";
 
 (function () {
@@ -16,16 +17,6 @@
   if (!section) return;
   let charts = [];
   let loading = 0;
-
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [name, value] of Object.entries(attrs || {})) {
-      if (name === "text") node.textContent = value;
-      else node.setAttribute(name, value);
-    }
-    for (const child of children) node.append(child);
-    return node;
-  }
 
   function fmtTime(ms) {
     return new Date(Number(ms)).toISOString().slice(0, 16).replace("T", " ");
