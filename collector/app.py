@@ -26,10 +26,10 @@ from aiohttp import web
 
 from collector import api, otlp_http
 from collector.config import CollectorConfig
-from collector.errors import Backpressure, CollectorError, DiskFull, ShuttingDown
+from collector.errors import Backpressure, CollectorError, DiskFull, LogUnavailable, ShuttingDown
 from collector.ingest import Ingestor
+from collector.logwriter import TraceLogWriter, open_trace_log
 from collector.metrics import CollectorMetrics
-from collector.tracelog import TraceLog
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ STORE_KEY = web.AppKey("store", Any)
 reconnects by itself); unset when the store package is missing or ``store_url`` is ``none``."""
 METRICS_KEY = web.AppKey("metrics", CollectorMetrics)
 INGESTOR_KEY = web.AppKey("ingestor", Ingestor)
-TRACELOG_KEY = web.AppKey("tracelog", TraceLog)
+TRACELOG_KEY = web.AppKey("tracelog", TraceLogWriter)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -51,7 +51,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return await handler(request)
     except CollectorError as exc:
         headers = {}
-        if isinstance(exc, (Backpressure, ShuttingDown, DiskFull)):  # the 'retry later' answers
+        if isinstance(exc, (Backpressure, ShuttingDown, DiskFull, LogUnavailable)):  # the 'retry later' answers
             headers["Retry-After"] = str(getattr(exc, "retry_after_s", request.app[CONFIG_KEY].retry_after_s))
         response = web.json_response({"error": exc.reason, "detail": exc.detail}, status=exc.status, headers=headers)
         if isinstance(exc, ShuttingDown):
@@ -66,13 +66,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 async def _tracelog_ctx(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG_KEY]
-    tracelog = TraceLog.open(
-        config.log_dir,
-        segment_bytes=config.segment_bytes,
-        segment_age_s=config.segment_age_s,
-        durability=config.durability,
-        defer_if_full=True,  # start degraded on a full disk: queries served, ingest 503 until space returns
-    )
+    # The file log (recovered now; on a full disk it starts degraded: queries served, ingest 503
+    # until space returns) or the Kafka topic (a broker that is down: ingest 503 until it is back).
+    tracelog = await asyncio.to_thread(open_trace_log, config)
     ingestor = Ingestor(config, tracelog, app[METRICS_KEY])
     app[TRACELOG_KEY] = tracelog
     app[INGESTOR_KEY] = ingestor
@@ -125,14 +121,23 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
 async def healthz(request: web.Request) -> web.Response:
     """Liveness plus the numbers an operator looks at first.
 
+    ``log`` is the trace log's state: ``{"kind": "file", "state": "ok" | "disk_full", "dir"}`` or
+    ``{"kind": "kafka", "state": "ok" | "connecting" | "unavailable", "bootstrap", "topic", "error"?,
+    "produced_records", "failed_records"}``; ``status`` is ``log_unavailable`` (still 200) while
+    the Kafka log refuses batches.
     ``store`` is ``ok``, ``unavailable`` (with ``store_error``: queries answer 503, ingest goes
     on), ``connecting`` (at start) or ``none`` (no index store configured).  ``status`` is
     ``disk_full`` (still 200: queries work) while the log's disk has no space.
     """
     ingestor = request.app[INGESTOR_KEY]
     free_bytes, free_inodes = ingestor.disk_free()
+    log_health = ingestor.tracelog.health()
+    status = "disk_full" if ingestor.disk_full else "ok"
+    if log_health["state"] == "unavailable":
+        status = "log_unavailable"
     body: dict[str, Any] = {
-        "status": "disk_full" if ingestor.disk_full else "ok",
+        "status": status,
+        "log": log_health,
         "backlog_bytes": ingestor.backlog_bytes,
         "log_bytes": ingestor.log_bytes,
         "segments": ingestor.segments,

@@ -111,6 +111,15 @@ class DiskFull(StorageError):
     reason = "disk_full"
 
 
+class LogUnavailable(StorageError):
+    """The Kafka trace log did not acknowledge the batch in time (broker down, no leader);
+    nothing is acknowledged and the client retries after ``Retry-After``, maybe through
+    another collector (503)."""
+
+    status = 503
+    reason = "log_unavailable"
+
+
 class BadTimeError(CollectorError, ValueError):
     """A time parameter that is not epoch ms, ISO-8601, ``now`` or a relative time like ``-2h`` (400)."""
 

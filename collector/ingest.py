@@ -35,6 +35,7 @@ from collector.errors import (
     ClientGone,
     CollectorError,
     DiskFull,
+    LogUnavailable,
     PayloadTooLarge,
     ShuttingDown,
     StorageError,
@@ -43,7 +44,7 @@ from collector.errors import (
 from collector.indexlag import IndexLag
 from collector.metrics import CollectorMetrics
 from collector.ratelimit import RateLimiter
-from collector.tracelog import TraceLog
+from collector.logwriter import TraceLogWriter
 from tracehook.wire import BatchHeader, WireError, check_batch, fast_check_batch
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class _Pending:
 class Ingestor:
     """Owns the trace log while the app runs: the writer task, maintenance and dedup window."""
 
-    def __init__(self, config: CollectorConfig, tracelog: TraceLog, metrics: CollectorMetrics) -> None:
+    def __init__(self, config: CollectorConfig, tracelog: TraceLogWriter, metrics: CollectorMetrics) -> None:
         self.config = config
         self.tracelog = tracelog
         self.metrics = metrics
@@ -131,6 +132,10 @@ class Ingestor:
                           lambda: self.disk_free()[0])
         metrics.add_gauge("tracehook_collector_disk_free_inodes", "Free inodes on the trace log's file system.",
                           lambda: self.disk_free()[1])
+        health = tracelog.health()
+        metrics.add_gauge("tracehook_collector_log_available",
+                          f"Whether the trace log ({health['kind']}) takes batches (0: ingest answers 503).",
+                          lambda: int(self.tracelog.health()["state"] == "ok"))
         self.index_lag = IndexLag(tracelog.log_dir, tracelog.durable_end())
         self.index_lag.register(metrics)
 
@@ -328,7 +333,7 @@ class Ingestor:
         try:
             offsets, written, segments = await self._run(self._append, entries)
         except Exception as exc:  # noqa: BLE001 - every waiter must hear about it
-            if isinstance(exc, DiskFull):  # expected while it lasts; a traceback per group is noise
+            if isinstance(exc, (DiskFull, LogUnavailable)):  # expected while it lasts; a traceback per group is noise
                 self.disk_full = True
                 log.warning("group commit of %d batches failed: %s", len(group), exc)
             else:
