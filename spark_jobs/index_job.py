@@ -61,7 +61,7 @@ from spark_jobs.errors import (
 )
 
 if TYPE_CHECKING:
-    from collector.logwriter import KafkaTopic
+    from collector.log.writer import KafkaTopic
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "1g"
@@ -346,8 +346,8 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
     ``source``: read this Kafka topic instead of ``log_dir`` (ignored then), at most
     ``max_offsets`` records per micro-batch; the checkpoint then belongs to (topic, store).
     """
-    from collector.errors import NotATraceLogError
-    from collector.logstate import read_log_id
+    from collector.log.errors import NotATraceLogError
+    from collector.log.state import read_log_id
     from spark_jobs.datasource import FORMAT_NAME
 
     started = time.monotonic()
@@ -550,13 +550,14 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def _check_kafka_arguments(args: argparse.Namespace) -> None:
     """--source and its options: the parsed topic in ``args.kafka``, a (from, to) window in ``args.window``."""
-    from collector.errors import BadTimeError, ConfigError
-    from collector.logwriter import parse_kafka_url
-    from collector.timeparse import current_ms, parse_time
+    from collector.log.errors import BadLogUrlError
+    from collector.log.writer import parse_kafka_url
+    from collector.query.errors import BadTimeError
+    from collector.query.timeparse import current_ms, parse_time
 
     try:
         args.kafka = parse_kafka_url(args.source)
-    except ConfigError as exc:
+    except BadLogUrlError as exc:
         raise ValueError(f"--source {exc}") from None
     if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger < 1:
         raise ValueError("--max-offsets-per-trigger must be >= 1")
@@ -578,7 +579,7 @@ def _check_kafka_arguments(args: argparse.Namespace) -> None:
 
 
 def _check_log_dir(log_dir: str) -> None:
-    from collector.logformat import MANIFEST, SEGMENT_SUFFIX
+    from collector.log.format import MANIFEST, SEGMENT_SUFFIX
 
     if not os.path.isdir(log_dir):
         raise IndexJobError(f"no trace log at {log_dir}: pass the collector's DATA_DIR/log")
@@ -634,8 +635,8 @@ def run(args: argparse.Namespace) -> int:
     except (IndexJobError, ValueError) as exc:
         print(f"index: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from collector.errors import NotATraceLogError
-    from collector.logstate import read_log_id
+    from collector.log.errors import NotATraceLogError
+    from collector.log.state import read_log_id
 
     jars: list[str] = []
     if args.kafka is None:
@@ -656,7 +657,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         spark = spark_session(args.master, args.driver_memory, jars)
     except NoSparkError as exc:
-        print(f"index: {exc} (install it with: pip install 'tracehook[spark]')", file=sys.stderr)
+        print(f"index: {exc} (install it with: pip install 'tracehook[index]')", file=sys.stderr)
         return EXIT_USAGE
     total_events = 0
     last_purge: float | None = None

@@ -1,6 +1,6 @@
 """The index job's Kafka source: Spark's own ``kafka`` format over the collectors' trace topic.
 
-A collector with ``--log kafka://HOST:PORT/TOPIC`` (:mod:`collector.log_kafka`) writes each
+A collector with ``--log kafka://HOST:PORT/TOPIC`` (:mod:`collector.log.kafka`) writes each
 batch as one record; this module reads them back with ``spark-sql-kafka-0-10`` (no Kafka
 reader of ours) and projects them onto the file-log source's row schema
 (:data:`spark_jobs.datasource.SCHEMA`), so the same ``index_partition`` decodes and indexes
@@ -22,7 +22,7 @@ import pathlib
 import subprocess
 from typing import Any
 
-from collector.logwriter import KafkaTopic
+from collector.log.writer import KafkaTopic
 from spark_jobs.errors import IndexJobError
 
 JARS_ENV = "TRACEHOOK_SPARK_KAFKA_JARS"

@@ -4,7 +4,7 @@ Example::
 
     from collector.store import open_store
     from collector.store.indexer import index_records
-    from collector.store.query import TraceQuery
+    from collector.store.reader import TraceQuery
 
     store = open_store("local:/tmp/index.sqlite3")          # or "hbase://127.0.0.1:9090?namespace=trace"
     index_records(store, [(batch.header, ev) for ev in batch.events])

@@ -7,9 +7,9 @@ import pathlib
 from collections.abc import Callable, Iterator
 
 import tracehook
-from collector.demo import free_port, index_in_process, seal_log, start_collector, stop_collector
+from collector.cli.demo import free_port, index_in_process, seal_log, start_collector, stop_collector
 from collector.store import open_store
-from collector.store.query import TraceQuery
+from collector.store.reader import TraceQuery
 
 
 def collect_and_index(tmp_path: pathlib.Path, run: Callable[[tracehook.Tracer], None]) -> str:

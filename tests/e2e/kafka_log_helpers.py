@@ -11,7 +11,7 @@ from typing import Any
 
 import requests
 
-from collector.demo import free_port
+from collector.cli.demo import free_port
 from collector.store import open_store
 from collector.store.schema import TABLES
 from tracehook import wire
@@ -26,7 +26,7 @@ def start_collector(data_dir: pathlib.Path, log_url: str = "file", port: int | N
     port = port or free_port()
     env = {**os.environ, "TRACEHOOK_COLLECTOR_LOG": log_url, "TRACEHOOK_COLLECTOR_DURABILITY": "os"}
     with open(data_dir / f"collector-{port}.out", "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "tracehook.cli", "collector", "--data-dir", str(data_dir),
+        proc = subprocess.Popen([sys.executable, "-m", "collector.cli.main", "collector", "--data-dir", str(data_dir),
                                  "--port", str(port), "--store", "none"], cwd=ROOT, env=env, stdout=out,
                                 stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -44,7 +44,7 @@ def start_collector(data_dir: pathlib.Path, log_url: str = "file", port: int | N
 
 
 def index_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tracehook.cli", "index", "--master", "local[2]", *args]
+    return [sys.executable, "-m", "collector.cli.main", "index", "--master", "local[2]", *args]
 
 
 def index_env(tmp_path: pathlib.Path) -> dict[str, str]:

@@ -1,0 +1,116 @@
+"""The one trace-log interface the ingest path writes through: the file log or a Kafka topic.
+
+The collector's :class:`collector.ingest.Ingestor` calls only what :class:`TraceLogWriter`
+names, so the group commit, dedup window, limits and answers are the same for both logs::
+
+    from collector.log.writer import open_trace_log
+    log = open_trace_log(config)          # TraceLog (config.log_url "" / "file") or KafkaLog (kafka://...)
+    offsets = log.append([(receive_ms, client_id, seq, batch_bytes)])   # durable (or acked) when it returns
+
+``append`` returns once the records are durable: fsynced (file log) or acknowledged by every
+in-sync replica (Kafka, ``acks=all``); it raises a :class:`collector.log.errors.StorageError`
+(``DiskFull`` / ``LogUnavailable`` are 503 + Retry-After) when they are not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+
+from collector.log.errors import BadLogUrlError
+from collector.log.state import LogPosition
+
+if TYPE_CHECKING:
+    from collector.server.config import CollectorConfig
+
+FILE_LOG = "file"
+KAFKA_SCHEME = "kafka://"
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})")
+
+
+class KafkaTopic(NamedTuple):
+    """A parsed ``kafka://HOST:PORT[,HOST:PORT]/TOPIC``: the bootstrap list (comma-separated) and the topic."""
+
+    bootstrap: str
+    topic: str
+
+    @property
+    def url(self) -> str:
+        return f"{KAFKA_SCHEME}{self.bootstrap}/{self.topic}"
+
+
+def parse_kafka_url(url: str) -> KafkaTopic:
+    """Split a Kafka log URL; :class:`BadLogUrlError` (one line naming the problem) when it is malformed."""
+    if not url.startswith(KAFKA_SCHEME):
+        raise BadLogUrlError(f"{url!r} is not a kafka://HOST:PORT[,HOST:PORT]/TOPIC URL")
+    servers, slash, topic = url[len(KAFKA_SCHEME):].partition("/")
+    if not slash or not _TOPIC.fullmatch(topic) or topic in (".", ".."):
+        raise BadLogUrlError(f"{url}: the topic after the '/' must be 1-249 of A-Z a-z 0-9 . _ -")
+    hosts = servers.split(",")
+    for host in hosts:
+        m = _HOST_PORT.fullmatch(host)
+        if m is None or not 0 < int(m.group(2)) <= 65535:
+            raise BadLogUrlError(f"{url}: {host!r} is not HOST:PORT")
+    return KafkaTopic(",".join(hosts), topic)
+
+
+@runtime_checkable
+class TraceLogWriter(Protocol):
+    """What the ingest path needs from a trace log (implemented by ``TraceLog`` and ``KafkaLog``)."""
+
+    log_dir: str
+    """Where the log's local files live (the file log's segments; for Kafka only the disk-space gauges look)."""
+    last_sync_s: float
+    """Seconds the last append waited for durability (fsync, or Kafka's acknowledgement)."""
+    recovered_batches: list[tuple[str, int, int]]
+
+    @property
+    def recovery_pending(self) -> bool: ...
+
+    def retry_recovery(self) -> list[tuple[str, int, int]]: ...
+
+    def append(self, entries: Sequence[tuple[int, str, int, bytes]]) -> list[int]: ...
+
+    def durable_end(self) -> LogPosition: ...
+
+    def total_bytes(self) -> int: ...
+
+    def segment_count(self) -> int: ...
+
+    def backlog_bytes(self) -> int: ...
+
+    def roll_if_due(self, now_ms: int | None = None) -> Any: ...
+
+    def roll(self) -> Any: ...
+
+    def sealed(self) -> list[Any]: ...
+
+    def apply_retention(self, retention_s: float, now_ms: int | None = None) -> list[Any]: ...
+
+    def health(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def is_kafka_log(log_url: str) -> bool:
+    """True for a ``kafka://HOST:PORT[,HOST:PORT]/TOPIC`` log URL."""
+    return log_url.startswith(KAFKA_SCHEME)
+
+
+def open_trace_log(config: CollectorConfig) -> TraceLogWriter:
+    """The trace log ``config.log_url`` names, opened (the file log recovered; a Kafka producer created)."""
+    if is_kafka_log(config.log_url):
+        from collector.log.kafka import KafkaLog
+
+        return KafkaLog.open(parse_kafka_url(config.log_url), log_dir=config.log_dir, max_record_bytes=config.max_body_bytes)
+    from collector.log.file import TraceLog
+
+    return TraceLog.open(
+        config.log_dir,
+        segment_bytes=config.segment_bytes,
+        segment_age_s=config.segment_age_s,
+        durability=config.durability,
+        defer_if_full=True,  # start degraded on a full disk: queries served, ingest 503 until space returns
+    )
