@@ -13,8 +13,11 @@ The client is **confluent-kafka** (librdkafka), of the three in the ``kafka`` ex
 idempotent producer is the most complete (``enable.idempotence`` with epoch bumps after
 timeouts, gap-free per-partition sequences, fatal errors reported as such), its delivery
 reports give each record's error or offset, and ``flush(timeout)`` bounds the wait, which
-suits the collector's group commit: the writer thread produces a group's records, waits
-for all their acknowledgements at once, then answers every request of the group.
+suits the collector's group commit: a writer thread produces a group's records and waits
+for all their acknowledgements at once, then every request of the group is answered.  Up to
+:data:`CONCURRENT_APPENDS` groups wait for Kafka at the same time (one broker round trip
+per group would otherwise cap a collector's throughput); a poller thread serves the
+delivery reports.
 kafka-python's idempotence support is recent and its future-per-record API slower;
 aiokafka would fit the event loop but the ingest path already commits on a thread.
 
@@ -47,6 +50,10 @@ PROBE_TIMEOUT_S = 2.0
 """Metadata request at start and by maintenance while unavailable."""
 RECORD_OVERHEAD_BYTES = 4096
 """Room for the key, headers and record framing above the batch bytes in ``message.max.bytes``."""
+CONCURRENT_APPENDS = 4
+"""Group commits in flight to Kafka at once (the idempotent producer keeps up to 5 requests per
+partition in flight with ordering kept)."""
+POLL_INTERVAL_S = 0.05
 HEADER_RECEIVE_MS = "receive_ms"
 HEADER_CLIENT_ID = "client_id"
 HEADER_SEQ = "seq"
@@ -56,6 +63,7 @@ class KafkaLog:
     """A :class:`collector.log.writer.TraceLogWriter` that produces to one Kafka topic."""
 
     kind = "kafka"
+    concurrent_appends = CONCURRENT_APPENDS
 
     def __init__(self, topic: KafkaTopic, *, log_dir: str, max_record_bytes: int = 16 * 1024 * 1024,
                  produce_timeout_s: float = DEFAULT_PRODUCE_TIMEOUT_S) -> None:
@@ -76,6 +84,13 @@ class KafkaLog:
         self._lock = threading.Lock()
         self._closed = False
         self._producer = self._new_producer()
+        self._poller = threading.Thread(target=self._poll, name="kafka-log-poller", daemon=True)
+        self._poller.start()
+
+    def _poll(self) -> None:
+        """Serve delivery reports and errors (librdkafka calls them only from poll)."""
+        while not self._closed:
+            self._producer.poll(POLL_INTERVAL_S)
 
     @classmethod
     def open(cls, topic: KafkaTopic, **options: Any) -> KafkaLog:
@@ -158,53 +173,61 @@ class KafkaLog:
     def append(self, entries: Sequence[tuple[int, str, int, bytes]]) -> list[int]:
         """Produce (receive_ms, client_id, seq, payload) records and wait until Kafka acknowledged
         all of them; return their offsets (per partition).  Raises :class:`LogUnavailable` (503)
-        when some were not acknowledged in time."""
+        when some were not acknowledged in time.  Thread-safe: several groups may wait at once."""
         from confluent_kafka import KafkaException
 
-        with self._lock:
+        results: list[Any] = [None] * len(entries)
+        left = [len(entries)]
+        all_done = threading.Event()
+
+        def delivered(i: int) -> Any:
+            def report(err: Any, msg: Any) -> None:  # on the poller thread
+                results[i] = err if err is not None else msg.offset()
+                left[0] -= 1
+                if not left[0]:
+                    all_done.set()
+            return report
+
+        started = time.perf_counter()
+        with self._lock:  # produce calls in order, and not into a producer being replaced
             if self._closed:
                 raise StorageError("the trace log is closed")
-            results: list[Any] = [None] * len(entries)
-
-            def delivered(i: int) -> Any:
-                def report(err: Any, msg: Any) -> None:
-                    results[i] = err if err is not None else msg.offset()
-                return report
-
-            started = time.perf_counter()
+            producer = self._producer
             try:
                 for i, (receive_ms, client_id, seq, payload) in enumerate(entries):
                     client = client_id.encode("utf-8")
-                    self._producer.produce(
+                    producer.produce(
                         self.target.topic, value=payload, key=client, timestamp=receive_ms,
                         headers=[(HEADER_RECEIVE_MS, str(receive_ms).encode()), (HEADER_CLIENT_ID, client),
                                  (HEADER_SEQ, str(seq).encode())],
                         on_delivery=delivered(i))
             except BufferError:
-                self._producer.poll(0)
                 self.failed_records += len(entries)
                 raise LogUnavailable("the Kafka producer's queue is full (records not yet acknowledged)") from None
             except KafkaException as exc:
                 self.failed_records += len(entries)
                 self._renew_if_fatal(exc.args[0])
                 raise LogUnavailable(f"producing to {self.target.url} failed: {exc.args[0].str()}") from None
-            wait = UNAVAILABLE_WAIT_S if self.state == "unavailable" else self.produce_timeout_s
-            self._producer.flush(wait)
-            self.last_sync_s = time.perf_counter() - started
-            failed = [r for r in results if not isinstance(r, int)]
-            if failed:
+        wait = UNAVAILABLE_WAIT_S if self.state == "unavailable" else self.produce_timeout_s
+        all_done.wait(wait)
+        self.last_sync_s = time.perf_counter() - started
+        done = list(results)  # a late report may still land after the wait
+        failed = [r for r in done if not isinstance(r, int)]
+        if failed:
+            errors = [r for r in failed if r is not None]
+            why = errors[0].str() if errors else f"no acknowledgement within {wait:g}s"
+            with self._lock:
                 self.failed_records += len(failed)
-                errors = [r for r in failed if r is not None]
-                why = errors[0].str() if errors else f"no acknowledgement within {wait:g}s"
-                if errors:
+                if errors and self._producer is producer:
                     self._renew_if_fatal(errors[0])
                 self._set_unavailable(why)
-                raise LogUnavailable(f"Kafka did not acknowledge {len(failed)} of {len(entries)} batch(es) "
-                                     f"on {self.target.url}: {why}")
+            raise LogUnavailable(f"Kafka did not acknowledge {len(failed)} of {len(entries)} batch(es) "
+                                 f"on {self.target.url}: {why}")
+        with self._lock:
             self._set_ok()
             self.produced_records += len(entries)
             self.produced_bytes += sum(len(e[3]) for e in entries)
-            return [int(r) for r in results]
+        return [int(r) for r in done]
 
     def _renew_if_fatal(self, err: Any) -> None:
         """A fatal idempotence error leaves the producer unusable: make a new one (a new producer id)."""
@@ -238,10 +261,8 @@ class KafkaLog:
 
     def roll_if_due(self, now_ms: int | None = None) -> None:
         """Maintenance: serve producer callbacks, and while unavailable ask whether Kafka is back."""
-        with self._lock:
-            self._producer.poll(0)
-            if self.state == "unavailable":
-                self.probe()
+        if self.state == "unavailable":
+            self.probe()
 
     def roll(self) -> None:
         return None
@@ -259,6 +280,7 @@ class KafkaLog:
             if self._closed:
                 return
             self._closed = True
+            self._poller.join()
             left = self._producer.flush(self.produce_timeout_s)
             if left:
                 log.warning("kafka log: %d record(s) not acknowledged at close", left)

@@ -65,6 +65,8 @@ class TraceLogWriter(Protocol):
     last_sync_s: float
     """Seconds the last append waited for durability (fsync, or Kafka's acknowledgement)."""
     recovered_batches: list[tuple[str, int, int]]
+    concurrent_appends: int
+    """How many ``append`` calls may run at once (on different threads): 1 for the file log."""
 
     @property
     def recovery_pending(self) -> bool: ...
