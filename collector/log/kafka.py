@@ -50,7 +50,7 @@ PROBE_TIMEOUT_S = 2.0
 """Metadata request at start and by maintenance while unavailable."""
 RECORD_OVERHEAD_BYTES = 4096
 """Room for the key, headers and record framing above the batch bytes in ``message.max.bytes``."""
-CONCURRENT_APPENDS = 4
+CONCURRENT_APPENDS = 8
 """Group commits in flight to Kafka at once (the idempotent producer keeps up to 5 requests per
 partition in flight with ordering kept)."""
 POLL_INTERVAL_S = 0.05
