@@ -25,6 +25,8 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root: tests.fixtures
+
 from collector.query import backtrack
 from collector.store import keys, open_store, schema
 from collector.store.indexer import index_records

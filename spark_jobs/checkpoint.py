@@ -33,7 +33,7 @@ def store_key(store_url: str) -> str:
 
 def default_checkpoint(log_dir: str, store_url: str) -> str:
     """``<log-dir>/index-checkpoints/<hash of the store URL>``: one checkpoint per (log, store)."""
-    from spark_jobs.index_job import absolute_store_url
+    from collector.store import absolute_store_url
 
     return os.path.join(os.path.abspath(log_dir), CHECKPOINTS_DIR, store_key(absolute_store_url(store_url)))
 

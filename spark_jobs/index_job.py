@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from collector.store import absolute_store_url
 from spark_jobs.checkpoint import (
     claim_checkpoint,
     commit_key,
@@ -61,7 +62,7 @@ from spark_jobs.errors import (
 )
 
 if TYPE_CHECKING:
-    from collector.log.writer import KafkaTopic
+    from collector.log.url import KafkaTopic
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "1g"
@@ -155,15 +156,14 @@ def index_partition(store_url: str, batch_size: int,
 
     def run(rows: Iterator[Any]) -> Iterator[PartitionResult]:
         from collector.store import open_store
-        from collector.store.indexer import index_records
-        from tracehook.wire import WireError, decode_batch
+        from collector.store.indexer import index_payloads
 
         counts = {"records": 0}
         bad: Counter[str] = Counter()
         damage: list[str] = []
         bases: set[int] = set()
 
-        def events() -> Iterator[Any]:
+        def payloads() -> Iterator[bytes]:
             for row in rows:
                 bases.add(row.base)
                 if row.error is not None:
@@ -172,18 +172,12 @@ def index_partition(store_url: str, batch_size: int,
                     damage.append(f"{row.error}: skipped {row.skipped_bytes} bytes, {row.lost_records} record(s)")
                     continue
                 counts["records"] += 1
-                try:
-                    batch = decode_batch(bytes(row.payload))
-                except WireError as exc:
-                    bad[exc.reason] += 1
-                    continue
-                for event in batch.events:
-                    yield batch.header, event
+                yield bytes(row.payload)
 
         # The driver created the tables (_prepare_store): tasks skip that round trip.
         store = open_store(store_url, create_tables=False)
         try:
-            n = index_records(store, events(), batch_size, writers=writers, dropped=bad)
+            n = index_payloads(store, payloads(), batch_size, writers=writers, dropped=bad)
         finally:
             store.close()
         yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage, sorted(bases)
@@ -194,14 +188,6 @@ def index_partition(store_url: str, batch_size: int,
 def is_local_master(master: str) -> bool:
     """True for masters whose executors all run on this host (``local``, ``local[N]``, ``local-cluster[...]``)."""
     return master == "local" or master.startswith(("local[", "local-cluster["))
-
-
-def absolute_store_url(store_url: str) -> str:
-    """``local:`` URLs with an absolute path: executors' working directories differ from the driver's."""
-    if not store_url.startswith("local:"):
-        return store_url
-    path, sep, query = store_url[len("local:"):].partition("?")
-    return f"local:{os.path.abspath(path)}{sep}{query}" if path else store_url
 
 
 def check_store_for_master(master: str, store_url: str) -> None:
@@ -551,7 +537,7 @@ def check_arguments(args: argparse.Namespace) -> None:
 def _check_kafka_arguments(args: argparse.Namespace) -> None:
     """--source and its options: the parsed topic in ``args.kafka``, a (from, to) window in ``args.window``."""
     from collector.log.errors import BadLogUrlError
-    from collector.log.writer import parse_kafka_url
+    from collector.log.url import parse_kafka_url
     from collector.query.errors import BadTimeError
     from collector.query.timeparse import current_ms, parse_time
 

@@ -22,7 +22,7 @@ import pathlib
 import subprocess
 from typing import Any
 
-from collector.log.writer import KafkaTopic
+from collector.log.url import KafkaTopic
 from spark_jobs.errors import IndexJobError
 
 JARS_ENV = "TRACEHOOK_SPARK_KAFKA_JARS"

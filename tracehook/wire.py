@@ -29,6 +29,8 @@ from typing import Any, NamedTuple
 
 import msgpack
 
+from tracehook.errors import WireError  # noqa: F401  (raised here; callers catch wire.WireError)
+
 from .context import trace_id_for
 
 SCHEMA_VERSION = 1
@@ -131,15 +133,6 @@ _UNPACK_LIMITS = {
     "max_map_len": max(MAX_PROPS, 1024),
     "max_ext_len": 0,
 }
-
-
-class WireError(ValueError):
-    """Input that is not a valid batch or event; ``reason`` is a short machine-readable code."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True)

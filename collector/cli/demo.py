@@ -184,19 +184,6 @@ def run_traffic(collector_url: str, orders: int = DEFAULT_ORDERS, seed: int | No
     return DemoIds(normal=ids[0], retried=retried, dead=dead, transactional=tx_msg)
 
 
-def seal_log(collector_url: str, log_dir: str) -> int:
-    """Ask the collector to seal its active segment; returns the sealed record count."""
-    from collector.log.file import sealed_segments
-
-    request = urllib.request.Request(collector_url + "/v1/admin/roll", data=b"", method="POST")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        response.read()
-    count = sum(s.records for s in sealed_segments(log_dir))
-    if count == 0:
-        raise DemoError("the collector sealed no trace-log records")
-    return count
-
-
 def spark_unavailable() -> str | None:
     """Why the Spark index job cannot run here, or None when it can."""
     import importlib.util
@@ -224,28 +211,6 @@ def wait_queryable(collector_url: str, ids: DemoIds, timeout_s: float = FOLLOW_T
             raise DemoError(f"traces not queryable after {timeout_s:.0f}s; see the collector.log")
         time.sleep(0.2)
     return time.monotonic() - started
-
-
-def index_in_process(log_dir: str, store_url: str) -> str:
-    """Index the sealed segments not yet checkpointed without Spark (same indexer, same checkpoint)."""
-    from collector.log.file import read_checkpoint, read_segment, sealed_segments, write_checkpoint
-    from collector.store import open_store
-    from collector.store.indexer import finish_batch, index_records
-    from tracehook.wire import decode_batch
-
-    done = read_checkpoint(log_dir)
-    todo = [s for s in sealed_segments(log_dir) if s.base not in done]
-    store = open_store(store_url)
-    try:
-        events = 0
-        for segment in todo:
-            batches = (decode_batch(record.payload) for record in read_segment(segment.path))
-            events += index_records(store, ((b.header, e) for b in batches for e in b.events))
-        finish_batch(store)
-    finally:
-        store.close()
-    write_checkpoint(log_dir, done | {s.base for s in todo})
-    return f"indexed {len(todo)} segment(s) in-process ({events} events)"
 
 
 def query_prefix(collector_url: str | None, store_url: str) -> str:
@@ -308,26 +273,25 @@ def run(args: argparse.Namespace) -> int:
         return 2
     port = args.port or free_port()
     url = f"http://127.0.0.1:{port}"
-    log_dir = os.path.join(data_dir, "log")
     store_url = f"local:{os.path.join(data_dir, 'index.sqlite3')}"
     print(f"collector: {url} (data in {data_dir})")
     # A plain `kill` must also stop the collector subprocess: exit through the finally below.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     no_spark = spark_unavailable()
+    if no_spark is not None:  # scripts/setup installs both; the index job is the point of the demo
+        print(f"demo: {no_spark}; the demo indexes with the Spark job (bash scripts/setup installs it)",
+              file=sys.stderr)
+        return 2
     try:
-        proc = start_collector(data_dir, port, index=no_spark is None)
+        proc = start_collector(data_dir, port, index=True)
     except DemoError as exc:
         print(f"demo failed: {exc}", file=sys.stderr)
         return 1
     try:
         ids = run_traffic(url, args.orders)
-        if no_spark is None:
-            waited = wait_queryable(url, ids)
-            print(f"index: Spark follow mode (tracehook collector --index): traces queryable {waited:.1f}s "
-                  "after the traffic, no segment sealed")
-        else:
-            print(f"sealed trace-log records (batches): {seal_log(url, log_dir)}")
-            print(f"index: {no_spark}; {index_in_process(log_dir, store_url)}")
+        waited = wait_queryable(url, ids)
+        print(f"index: Spark follow mode (tracehook collector --index): traces queryable {waited:.1f}s "
+              "after the traffic, no segment sealed")
         # The hints must work as printed: the live collector with --keep, else the index file.
         prefix = query_prefix(url if args.keep else None, store_url)
         print_traces(url, store_url, ids, prefix)

@@ -1,9 +1,8 @@
 """The ``tracehook`` command: one entry point, one subcommand per module.
 
 Each subcommand lives in the module that implements it; that module defines
-``add_arguments(parser)`` and ``run(args) -> int``.  Modules are imported
-only when their subcommand runs, so ``tracehook`` starts fast and the
-library itself never imports the collector, Spark or HBase.
+``add_arguments(parser)`` and ``run(args) -> int``.  The command is part of the
+collector (``pip install 'tracehook[collector]'``); the library never imports it.
 """
 
 from __future__ import annotations
@@ -102,7 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``tracehook COMMAND ...``; returns the process exit code."""
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(join_relative_times(argv))
+    try:
+        parser = build_parser()
+    except ModuleNotFoundError as exc:  # `pip install tracehook` alone is the library, not the command
+        print(f"tracehook: {exc.name} is not installed; the command needs the collector's packages: "
+              "pip install 'tracehook[collector]'", file=sys.stderr)
+        return 2
+    args = parser.parse_args(join_relative_times(argv))
     module = importlib.import_module(args._module)
     name = args._command.replace("-", "_")
     # run_<name> only pairs with add_<name>_arguments: spark_jobs.index_job.run_index is a Python API.

@@ -115,22 +115,23 @@ class StoreSource:
 
     def pending_hint(self) -> str:
         """Unindexed records in the trace log next to a ``local:`` index (its data dir's ``log/``), if any."""
-        if not self.store_url.startswith("local:"):
-            return ""
-        from collector.log.pending import not_found_hint, pending
+        from collector.query.pending import not_found_hint, pending
+        from collector.store import local_path
 
-        path = self.store_url[len("local:"):].partition("?")[0]
+        path = local_path(self.store_url)
+        if path is None:
+            return ""
         log_dir = os.path.join(os.path.dirname(os.path.abspath(path)), "log")
         return not_found_hint(pending(log_dir, self.store_url))
 
     def trace(self, msg_id: str) -> dict[str, Any] | None:
-        from collector.server.native import trace_document
+        from collector.query.documents import trace_document
 
         trace = self.query.get_trace(msg_id)
         return None if trace is None else trace_document(trace)
 
     def page(self, kind: str, topic: str, params: dict[str, Any]) -> dict[str, Any]:
-        from collector.server.native import page_dict
+        from collector.query.documents import page_dict
 
         args = (params["begin"], params["end"], params["limit"])
         if kind == "dead":
@@ -142,7 +143,7 @@ class StoreSource:
         return page_dict(page)
 
     def trace_page(self, trace_id: str, params: dict[str, Any]) -> dict[str, Any]:
-        from collector.server.native import TRACE_ID, page_dict
+        from collector.query.documents import TRACE_ID, page_dict
 
         trace_id = trace_id.strip().lower()
         if not TRACE_ID.fullmatch(trace_id):
@@ -153,12 +154,8 @@ class StoreSource:
         """``GET /v1/topics/{topic}/offsets``: offsets at a time, or a group's reset plan."""
         from collector.query import backtrack
 
-        time_ms, queue, group = params["time"], params.get("queue"), params.get("group")
-        if group is None:
-            offsets = backtrack.offsets_at(self.query, topic, time_ms, queue)
-            return {"topic": topic, "time_ms": time_ms,
-                    "queues": [{"queue": q, "offset": offsets[q]} for q in sorted(offsets)]}
-        return backtrack.reset_plan(self.query, topic, group, time_ms, force=params["force"], queue=queue).to_json()
+        return backtrack.offsets_document(self.query, topic, params["time"], group=params.get("group"),
+                                          queue=params.get("queue"), force=params["force"])
 
     def replay(self, topic: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """Every item of the replay list (``GET /v1/topics/{topic}/unconsumed``, all pages)."""

@@ -42,7 +42,6 @@ _FLAGS: list[tuple[str, str, type, str]] = [
     ("--max-body-bytes", "max_body_bytes", int, "largest batch accepted (413 above)"),
     ("--backlog-limit-bytes", "backlog_limit_bytes", int, "answer 429 above this many unindexed bytes (0: never)"),
     ("--retention", "retention_s", float, "delete indexed segments sealed longer ago than this (seconds)"),
-    ("--decode-workers", "decode_workers", int, "processes that validate large batches (0: on the event loop)"),
     ("--tls-cert", "tls_cert", str, "PEM certificate (chain): serve HTTPS; needs --tls-key"),
     ("--tls-key", "tls_key", str, "PEM private key (unencrypted) for --tls-cert"),
     ("--rate-limit-events", "rate_limit_events_s", float, "events per second per client id (0: unlimited)"),

@@ -56,18 +56,16 @@ from collector.log.format import (
     _load_manifest,
     _write_manifest,
     encode_record,
-    read_checkpoint,
     read_segment,
     scan_segment,
     sealed_segments,
     segment_name,
-    write_checkpoint,
 )
 from collector.log.state import DurableWriter, LogPosition, committed_offset, ensure_log_id, read_commits
 
 __all__ = [
     "LogRecord", "SegmentInfo", "CorruptSegmentError", "TraceLog", "RecoveryReport", "SegmentScan",
-    "sealed_segments", "read_segment", "scan_segment", "read_checkpoint", "write_checkpoint",
+    "sealed_segments", "read_segment", "scan_segment",
     "encode_record", "segment_name", "MANIFEST", "CHECKPOINT", "SEGMENT_SUFFIX", "MAX_RECORD_BYTES",
 ]
 

@@ -1,9 +1,9 @@
-"""The trace log's on-disk format: record framing, segment reading, manifest and checkpoint.
+"""The trace log's on-disk format: record framing, segment reading, salvage and the manifest.
 
 Everything here is safe to use from any process; the writer is :mod:`collector.log.file`,
 which also re-exports the public names (the contract's import path)::
 
-    from collector.log.file import sealed_segments, read_segment, read_checkpoint
+    from collector.log.file import sealed_segments, read_segment
 """
 
 from __future__ import annotations
@@ -304,20 +304,3 @@ def _write_manifest(log_dir: str, segments: Iterable[SegmentInfo], end: int) -> 
 def sealed_segments(log_dir: str) -> list[SegmentInfo]:
     """Sealed segments from the manifest, ascending base (empty when there is no log yet)."""
     return _load_manifest(log_dir)[0]
-
-
-def read_checkpoint(log_dir: str) -> set[int]:
-    """Bases of indexed segments in the legacy per-log ``indexed.json`` (empty when there is none).
-
-    Replaced by per-store checkpoints (:mod:`collector.log.state`, docs/index-job.md): retention no
-    longer reads it, the index job deletes it; only the demo's no-Spark fallback still writes it."""
-    try:
-        with open(os.path.join(log_dir, CHECKPOINT), encoding="utf-8") as f:
-            return {int(b) for b in json.load(f)["indexed"]}
-    except FileNotFoundError:
-        return set()
-
-
-def write_checkpoint(log_dir: str, bases: Iterable[int]) -> None:
-    """Record indexed segment bases (atomic replace: tmp + fsync + rename)."""
-    _atomic_write_json(os.path.join(log_dir, CHECKPOINT), {"indexed": sorted({int(b) for b in bases})})

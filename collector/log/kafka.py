@@ -37,7 +37,7 @@ from typing import Any
 
 from collector.log.errors import LogUnavailable, StorageError
 from collector.log.state import LogPosition
-from collector.log.writer import KafkaTopic
+from collector.log.url import KafkaTopic
 
 log = logging.getLogger(__name__)
 

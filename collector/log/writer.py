@@ -14,48 +14,16 @@ in-sync replica (Kafka, ``acks=all``); it raises a :class:`collector.log.errors.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from collector.log.errors import BadLogUrlError
 from collector.log.state import LogPosition
+from collector.log.url import KAFKA_SCHEME, KafkaTopic, is_kafka_log, parse_kafka_url
 
 if TYPE_CHECKING:
     from collector.server.config import CollectorConfig
 
-FILE_LOG = "file"
-KAFKA_SCHEME = "kafka://"
-_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
-_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})")
-
-
-class KafkaTopic(NamedTuple):
-    """A parsed ``kafka://HOST:PORT[,HOST:PORT]/TOPIC``: the bootstrap list (comma-separated) and the topic."""
-
-    bootstrap: str
-    topic: str
-
-    @property
-    def url(self) -> str:
-        return f"{KAFKA_SCHEME}{self.bootstrap}/{self.topic}"
-
-
-def parse_kafka_url(url: str) -> KafkaTopic:
-    """Split a Kafka log URL; :class:`BadLogUrlError` (one line naming the problem) when it is malformed."""
-    if not url.startswith(KAFKA_SCHEME):
-        raise BadLogUrlError(f"{url!r} is not a kafka://HOST:PORT[,HOST:PORT]/TOPIC URL")
-    servers, slash, topic = url[len(KAFKA_SCHEME):].partition("/")
-    if not slash or not _TOPIC.fullmatch(topic) or topic in (".", ".."):
-        raise BadLogUrlError(f"{url}: the topic after the '/' must be 1-249 of A-Z a-z 0-9 . _ -")
-    hosts = servers.split(",")
-    for host in hosts:
-        m = _HOST_PORT.fullmatch(host)
-        if m is None or not 0 < int(m.group(2)) <= 65535:
-            raise BadLogUrlError(f"{url}: {host!r} is not HOST:PORT")
-    return KafkaTopic(",".join(hosts), topic)
-
-
+__all__ = ["KAFKA_SCHEME", "KafkaTopic", "TraceLogWriter", "is_kafka_log", "open_trace_log", "parse_kafka_url"]
 @runtime_checkable
 class TraceLogWriter(Protocol):
     """What the ingest path needs from a trace log (implemented by ``TraceLog`` and ``KafkaLog``)."""
@@ -94,11 +62,6 @@ class TraceLogWriter(Protocol):
     def health(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
-
-
-def is_kafka_log(log_url: str) -> bool:
-    """True for a ``kafka://HOST:PORT[,HOST:PORT]/TOPIC`` log URL."""
-    return log_url.startswith(KAFKA_SCHEME)
 
 
 def open_trace_log(config: CollectorConfig) -> TraceLogWriter:

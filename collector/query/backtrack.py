@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from collector.query.errors import UnknownGroupError
-from collector.store import keys, schema
 from collector.store.errors import BadRangeError
 from collector.store.model import CONSUMED, GroupOutcome, MessageSummary, MessageTrace
 from collector.store.model import DEAD as DEAD_OUTCOME
@@ -64,6 +63,17 @@ def offsets_at(query: TraceQuery, topic: str, time_ms: int, queue: int | None = 
     return query.offsets_at(topic, time_ms, queue)
 
 
+def offsets_document(query: TraceQuery, topic: str, time_ms: int, *, group: str | None = None,
+                     queue: int | None = None, force: bool = False) -> dict[str, Any]:
+    """``GET /v1/topics/{topic}/offsets`` and ``tracehook offsets --json``: offsets at a time,
+    ``{topic, time_ms, queues: [{queue, offset}]}``, or with ``group`` that group's reset plan."""
+    if group is None:
+        offsets = offsets_at(query, topic, time_ms, queue)
+        return {"topic": topic, "time_ms": time_ms,
+                "queues": [{"queue": q, "offset": offsets[q]} for q in sorted(offsets)]}
+    return reset_plan(query, topic, group, time_ms, force=force, queue=queue).to_json()
+
+
 @dataclass(frozen=True)
 class QueuePosition:
     """Where traces show a group on one queue: one past the highest offset it finished."""
@@ -84,16 +94,12 @@ def last_positions(
     been seen and the scan is ``slack_ms`` older than the last queue's newest record.
     """
     wanted = {queue} if queue is not None else set(query.queues(topic))
-    start, stop = keys.prefix_range(schema.records_prefix(topic, group))
     positions: dict[int, QueuePosition] = {}
     newest: dict[int, int] = {}  # queue -> time of its newest finished consume
-    for row, columns in query.store.scan(schema.RECORDS, start, stop, reverse=True):
-        time_ms = keys.unpack(row)[2]
-        assert isinstance(time_ms, int)
+    for time_ms, stored in query.group_records_newest_first(topic, group):
         if newest and wanted <= newest.keys() and time_ms < min(newest.values()) - slack_ms:
             break
-        for value in columns.values():
-            ev = schema.decode_event_value(value).event
+        for ev in (s.event for s in stored):
             if ev.type != EventType.SUB_AFTER or ev.queue < 0 or ev.offset < 0:
                 continue
             if queue is not None and ev.queue != queue:
@@ -276,27 +282,12 @@ def group_seen(query: TraceQuery, topic: str, group: str) -> bool:
     Any time within retention counts, not only a replay window: a group that was down for
     the whole window is exactly the one whose replay list matters.
     """
-    for table, prefix in ((schema.RECORDS, schema.records_prefix(topic, group)),
-                          (schema.DEAD, schema.dead_prefix(topic, group))):
-        start, stop = keys.prefix_range(prefix)
-        if next(iter(query.store.scan(table, start, stop, limit=1)), None) is not None:
-            return True
-    return False
+    return query.group_seen(topic, group)
 
 
 def groups_seen(query: TraceQuery, topic: str, limit: int = 20) -> list[str]:
     """Consumer groups with consume records on ``topic`` (up to ``limit``): one one-row scan per group."""
-    found: list[str] = []
-    start, stop = keys.prefix_range((topic,))
-    while len(found) < limit:
-        row = next(iter(query.store.scan(schema.RECORDS, start, stop, limit=1)), None)
-        if row is None:
-            break
-        group = keys.unpack(row[0])[1]
-        assert isinstance(group, str)
-        found.append(group)
-        start = keys.prefix_range((topic, group))[1]
-    return found
+    return query.groups(topic, limit)
 
 
 def check_group_seen(query: TraceQuery, topic: str, group: str) -> None:
@@ -373,14 +364,9 @@ def dead_counts(
     n = (end_ms - begin_ms) // bucket_ms + 1
     if n > MAX_BUCKETS:
         raise BadRangeError(f"{n} buckets is more than {MAX_BUCKETS}: use a wider bucket or a shorter window")
-    prefix = keys.pack(schema.dead_prefix(topic, None))
-    start = prefix + keys.pack_one(keys.reverse_int(end_ms))
-    stop = prefix + keys.pack_one(keys.reverse_int(begin_ms)) + keys.STOP
     groups: dict[str, list[int]] = {}
-    for row, _ in query.store.scan(schema.DEAD, start, stop):
-        _topic, _kind, reversed_time, _msg_id, group = keys.unpack(row)
-        assert isinstance(reversed_time, int) and isinstance(group, str)
-        index = (keys.reverse_int(reversed_time) - begin_ms) // bucket_ms
+    for time_ms, group in query.dead_letter_times(topic, begin_ms, end_ms):
+        index = (time_ms - begin_ms) // bucket_ms
         groups.setdefault(group, [0] * n)[index] += 1
     return DeadCounts(topic, begin_ms, end_ms, bucket_ms, [begin_ms + i * bucket_ms for i in range(n)],
                       dict(sorted(groups.items())))

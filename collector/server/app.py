@@ -90,10 +90,12 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     if not config.store_enabled or importlib.util.find_spec("collector.store") is None:
         yield
         return
+    from collector.store import local_path
     from collector.store.link import StoreLink, keep_connected
 
-    if config.store_url.startswith("local:"):
-        os.makedirs(os.path.dirname(os.path.abspath(config.store_url[len("local:"):])), exist_ok=True)
+    path = local_path(config.store_url)
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     # Ingest never waits for the store: a store that is down (or slow to answer) at start
     # is opened in the background, and reopened whenever a query finds it gone.
     link = StoreLink(config.store_url)

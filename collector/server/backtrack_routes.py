@@ -53,16 +53,10 @@ async def topic_offsets(request: web.Request) -> web.Response:
     queue = None if queue_text in (None, "") else to_int("queue", queue_text)
     group = text_param("group", request.query.get("group"))
     force = _flag(request, "force")
-    if group is None:
-        if force:
-            raise ParamError("bad_value", "force needs a group")
-        offsets = await _run(request, backtrack.offsets_at, topic, time_ms, queue)
-        return web.json_response({
-            "topic": topic, "time_ms": time_ms,
-            "queues": [{"queue": q, "offset": offsets[q]} for q in sorted(offsets)],
-        })
-    plan = await _run(request, backtrack.reset_plan, topic, group, time_ms, force=force, queue=queue)
-    return web.json_response(plan.to_json())
+    if group is None and force:
+        raise ParamError("bad_value", "force needs a group")
+    doc = await _run(request, backtrack.offsets_document, topic, time_ms, group=group, queue=queue, force=force)
+    return web.json_response(doc)
 
 
 @query_route

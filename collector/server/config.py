@@ -41,7 +41,6 @@ DEFAULT_DEDUP_WINDOW = 100_000
 DEFAULT_MAINTENANCE_INTERVAL_S = 1.0
 DEFAULT_RETRY_AFTER_S = 5
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
-DEFAULT_DECODE_WORKERS = 0
 DEFAULT_RATE_LIMIT_BURST_S = 2.0
 KEY_ALIASES = {"store": "store_url", "log": "log_url"}
 """Names a TOML key or env var may use for a field (``store`` and ``log``, as the ``--store`` and ``--log`` flags)."""
@@ -70,7 +69,6 @@ class CollectorConfig:
     maintenance_interval_s: float = DEFAULT_MAINTENANCE_INTERVAL_S
     retry_after_s: int = DEFAULT_RETRY_AFTER_S
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
-    decode_workers: int = DEFAULT_DECODE_WORKERS  # processes validating large batches; 0: on the event loop
     tls_cert: str | None = None  # PEM certificate chain; with tls_key the collector serves HTTPS
     tls_key: str | None = None  # PEM private key (unencrypted)
     rate_limit_events_s: float = 0.0  # per client id; 0: unlimited
@@ -91,7 +89,7 @@ class CollectorConfig:
         for name in ("segment_age_s", "maintenance_interval_s", "rate_limit_burst_s"):
             if getattr(self, name) <= 0:
                 raise CollectorConfigError(f"{name} must be positive")
-        for name in ("backlog_limit_bytes", "retention_s", "shutdown_timeout_s", "decode_workers",
+        for name in ("backlog_limit_bytes", "retention_s", "shutdown_timeout_s",
                      "rate_limit_events_s", "rate_limit_batches_s"):
             if getattr(self, name) < 0:
                 raise CollectorConfigError(f"{name} must not be negative")
@@ -104,7 +102,7 @@ class CollectorConfig:
             raise CollectorConfigError("ingest_token and query_token must differ")
         if self.log_url not in ("", "file"):
             from collector.log.errors import BadLogUrlError
-            from collector.log.writer import parse_kafka_url
+            from collector.log.url import parse_kafka_url
 
             try:
                 object.__setattr__(self, "log_url", parse_kafka_url(self.log_url).url)

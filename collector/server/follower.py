@@ -36,7 +36,7 @@ _RETRYABLE = 1
 
 def follower_command(config: CollectorConfig) -> list[str]:
     """The ``tracehook index --follow`` command line for this collector's log (file or Kafka topic) and store."""
-    from collector.log.writer import is_kafka_log
+    from collector.log.url import is_kafka_log
 
     source = ["--source", config.log_url] if is_kafka_log(config.log_url) else ["--log-dir", config.log_dir]
     return [sys.executable, "-m", "collector.cli.main", "index", "--follow", *source, "--store", config.store_url]

@@ -15,36 +15,12 @@ Offsets at a time, reset plans and the replay list are in :mod:`collector.server
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 from aiohttp import web
 
+from collector.query.documents import TRACE_ID, page_dict, trace_document
 from collector.query.params import ParamError, page_size, request_window, text_param
-from collector.query.timeline import build_timeline
 from collector.server.responses import json_error
 from collector.server.routes import query_route, run_query
-
-TRACE_ID = re.compile(r"[0-9a-f]{32}")
-
-
-def as_dict(result: Any) -> dict[str, Any]:
-    """A store result (``MessageTrace``, ``MessageSummary``) as a JSON-ready dict; None gives {}."""
-    if result is None:
-        return {}
-    return dict(result) if isinstance(result, dict) else result.to_json()
-
-
-def page_dict(page: Any) -> dict[str, Any]:
-    """A store ``Page`` as ``{"items": [...], "next_cursor": str | None}``."""
-    return {"items": [as_dict(s) for s in page.items], "next_cursor": page.next_cursor or None}
-
-
-def trace_document(trace: Any) -> dict[str, Any]:
-    """The trace as the store renders it, plus ``timeline`` rows for the web page."""
-    doc = as_dict(trace)
-    doc["timeline"] = build_timeline(doc)
-    return doc
 
 
 @query_route
@@ -59,7 +35,7 @@ async def get_message(request: web.Request) -> web.Response:
 
 def not_found_detail(request: web.Request, msg_id: str) -> str:
     """'no trace for message ...', plus what the trace log holds unindexed and the command that indexes it."""
-    from collector.log.pending import not_found_hint, pending
+    from collector.query.pending import not_found_hint, pending
     from collector.server.appkeys import CONFIG_KEY, TRACELOG_KEY
 
     text = f"no trace for message {msg_id!r}"

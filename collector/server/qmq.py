@@ -23,6 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
+from collector.query.documents import as_dict
 from collector.query.params import (
     ParamError,
     field_bool,
@@ -32,7 +33,6 @@ from collector.query.params import (
     parse_json_object,
     request_window,
 )
-from collector.server.native import as_dict
 from collector.server.responses import json_error
 from collector.server.routes import query_route, run_query
 

@@ -27,7 +27,7 @@ from collector.store.base import Store, StoreOptions
 from collector.store.errors import BadStoreUrlError, QueryError, StoreError, StoreUnavailableError
 
 __all__ = ["QueryError", "Store", "StoreError", "StoreOptions", "StoreUnavailableError", "check_store_url",
-           "open_store", "resolve_store_url"]
+           "open_store", "resolve_store_url", "local_path", "absolute_store_url"]
 
 INDEX_FILE = "index.sqlite3"
 """The embedded index's file name inside a collector's (or the demo's) data directory."""
@@ -70,6 +70,22 @@ def _parse(url: str) -> tuple[str, dict[str, Any]]:
         return "hbase", {"host": parts.hostname or "127.0.0.1", "port": port, "namespace": opts.get("namespace"),
                          "options": _store_options(opts)}
     raise BadStoreUrlError(f"unknown store URL {url!r}: use local:PATH or hbase://HOST:PORT?namespace=NS")
+
+
+def local_path(url: str) -> str | None:
+    """The SQLite file a ``local:`` URL names (as written, maybe relative); None for other stores."""
+    if not url.startswith("local:"):
+        return None
+    return url[len("local:"):].partition("?")[0]
+
+
+def absolute_store_url(url: str) -> str:
+    """``url`` with a ``local:`` path made absolute (executors and other processes have other working
+    directories; two spellings of one file compare equal); other URLs come back unchanged."""
+    path = local_path(url)
+    if not path:
+        return url
+    return f"local:{os.path.abspath(path)}{url[len('local:') + len(path):]}"
 
 
 def resolve_store_url(url: str, *, must_exist: bool = False) -> str:

@@ -20,7 +20,7 @@ import binascii
 import heapq
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -316,10 +316,52 @@ class TraceQuery:
         traces = self._traces(set(ids))
         return [traces[i].summary() for i in dict.fromkeys(ids) if i in traces and traces[i].topic == topic]
 
+    # -- per-group reads for backtracking (collector.query.backtrack) ----------------------------------
+
+    def group_records_newest_first(self, topic: str, group: str) -> Iterator[tuple[int, list[schema.StoredEvent]]]:
+        """The group's consume records on ``topic``, newest first: (message time, the events of that row)."""
+        start, stop = keys.prefix_range(schema.records_prefix(topic, group))
+        for row, columns in self.store.scan(schema.RECORDS, start, stop, reverse=True):
+            time_ms = keys.unpack(row)[2]
+            assert isinstance(time_ms, int)
+            yield time_ms, [schema.decode_event_value(value) for value in columns.values()]
+
+    def group_seen(self, topic: str, group: str) -> bool:
+        """True when the index holds a consume record or dead letter of ``group`` on ``topic`` (two one-row scans)."""
+        for table, prefix in ((schema.RECORDS, schema.records_prefix(topic, group)),
+                              (schema.DEAD, schema.dead_prefix(topic, group))):
+            start, stop = keys.prefix_range(prefix)
+            if _first(self.store, table, start, stop) is not None:
+                return True
+        return False
+
+    def groups(self, topic: str, limit: int = 20) -> list[str]:
+        """Consumer groups with consume records on ``topic`` (up to ``limit``): one one-row scan per group."""
+        found: list[str] = []
+        start, stop = keys.prefix_range((topic,))
+        while len(found) < limit:
+            row = _first(self.store, schema.RECORDS, start, stop)
+            if row is None:
+                break
+            group = keys.unpack(row)[1]
+            assert isinstance(group, str)
+            found.append(group)
+            start = keys.prefix_range((topic, group))[1]
+        return found
+
+    def dead_letter_times(self, topic: str, begin_ms: int, end_ms: int) -> Iterator[tuple[int, str]]:
+        """(message time, group) of every dead letter on ``topic`` in ``[begin_ms, end_ms]``, from row keys only."""
+        prefix = keys.pack(schema.dead_prefix(topic, None))
+        start = prefix + keys.pack_one(keys.reverse_int(end_ms))
+        stop = prefix + keys.pack_one(keys.reverse_int(begin_ms)) + keys.STOP
+        for row, _ in self.store.scan(schema.DEAD, start, stop):
+            _topic, _kind, reversed_time, _msg_id, group = keys.unpack(row)
+            assert isinstance(reversed_time, int) and isinstance(group, str)
+            yield keys.reverse_int(reversed_time), group
+
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
-
 
 def _scan_pool() -> ThreadPoolExecutor:
     """Threads shared by every TraceQuery for the salt-bucket scans (created on first use)."""

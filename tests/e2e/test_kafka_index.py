@@ -15,7 +15,7 @@ import uuid
 import pytest
 from kafka_log_helpers import ROOT, dump, index_command, index_env, post, run_index, start_collector, traffic_batch
 
-from collector.cli.demo import index_in_process, seal_log
+from tests.fixtures.indexing import index_sealed, seal_log
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
@@ -48,7 +48,7 @@ def test_kafka_source_indexes_what_the_file_log_indexes(tmp_path, kafka_bootstra
     # The reference: the file log's records through the same indexer, in process (the Spark job on the
     # file log writes the same cells: tests/spark_jobs).
     file_store = f"local:{tmp_path / 'file.sqlite3'}"
-    index_in_process(str(tmp_path / "file-collector" / "log"), file_store)
+    index_sealed(str(tmp_path / "file-collector" / "log"), file_store)
     expected = dump(file_store)
     assert sum(map(len, expected.values())) > 0
     assert dump(kafka_store) == expected

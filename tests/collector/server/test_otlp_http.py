@@ -6,7 +6,6 @@ import dataclasses
 import gzip
 import json
 
-import pytest
 from collector_service_helpers import read_log
 from google.protobuf import json_format
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
@@ -158,10 +157,9 @@ async def test_a_large_export_is_split_into_several_log_batches(aiohttp_client, 
     assert [e.msg_id for r in records for e in decode_batch(r.payload).events] == [f"m{i}" for i in range(10)]
 
 
-@pytest.mark.parametrize("workers", [0, 1])
-async def test_a_large_body_is_mapped_off_the_event_loop(aiohttp_client, collector_config, workers: int) -> None:
-    # Over INLINE_DECODE_BYTES: mapped in a thread, or in a decode worker process when configured.
-    cfg = dataclasses.replace(collector_config, decode_workers=workers)
+async def test_a_large_body_is_mapped_off_the_event_loop(aiohttp_client, collector_config) -> None:
+    # Over INLINE_DECODE_BYTES: mapped in a thread.
+    cfg = collector_config
     client = await aiohttp_client(create_app(cfg))
     spans = [span("q send", PRODUCER, {"messaging.system": "rabbitmq", "messaging.destination": "q",
                                        "messaging.message.id": f"m{i}"}, span_id=i + 1) for i in range(400)]

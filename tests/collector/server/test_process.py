@@ -79,15 +79,14 @@ def test_kill_9_during_writes_loses_no_acknowledged_batch(collector_process) -> 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["sigterm", "ctrl-c with decode workers"])
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
 def test_graceful_stop_drains_in_flight_batches_and_exits_cleanly(collector_process, how: str) -> None:
-    workers = "1" if "workers" in how else "0"
-    collector = collector_process(None, "--decode-workers", workers)
+    collector = collector_process(None)
     posters = Posters(collector.url)
     assert posters.first_acks.wait(timeout=60), collector.output()
     if how == "sigterm":
         collector.proc.send_signal(signal.SIGTERM)
-    else:  # a terminal's Ctrl-C: SIGINT to the whole process group, decode workers included
+    else:  # a terminal's Ctrl-C: SIGINT to the whole process group
         os.killpg(collector.proc.pid, signal.SIGINT)
     assert collector.proc.wait(timeout=30) == 0, collector.output()
     assert "Traceback" not in collector.output(), collector.output()

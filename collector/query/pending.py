@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 
 from collector.log.state import read_commits, readable_end
+from collector.store import absolute_store_url
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,7 @@ class Pending:
 
 def same_store(a: str, b: str) -> bool:
     """Whether two store URLs name one store (``local:`` paths compared absolute)."""
-    def norm(url: str) -> str:
-        if not url.startswith("local:"):
-            return url
-        path, sep, query = url[len("local:"):].partition("?")
-        return f"local:{os.path.abspath(path)}{sep}{query}"
-
-    return norm(a) == norm(b)
+    return absolute_store_url(a) == absolute_store_url(b)
 
 
 def pending(log_dir: str, store_url: str) -> Pending:

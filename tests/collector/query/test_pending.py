@@ -7,7 +7,7 @@ import time
 
 from collector.cli.query import run
 from collector.log.file import TraceLog
-from collector.log.pending import pending
+from collector.query.pending import pending
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig
 from collector.store import open_store
