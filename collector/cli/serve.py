@@ -96,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
     if index and importlib.util.find_spec("pyspark") is None:
         print("tracehook collector: --index needs PySpark (pip install -e '.[index]')", file=sys.stderr)
         return 2
+    if config.log_url.startswith("kafka://") and importlib.util.find_spec("confluent_kafka") is None:
+        print("tracehook collector: --log kafka:// needs confluent-kafka (pip install -e '.[collector,kafka]')",
+              file=sys.stderr)
+        return 2
     install_redaction([config.ingest_token, config.query_token])
     try:
         ssl_context = server_ssl_context(config)
