@@ -14,9 +14,17 @@ the collector's retention and lag metrics.
 ``--follow`` keeps the query running with a processing-time trigger (default 1 s); one-shot
 runs and ``--every`` use ``Trigger.AvailableNow`` over the same source and checkpoint.
 
+The source is either the file trace log (``--log-dir``) or the collectors' Kafka topic
+(``--source kafka://HOST:PORT/TOPIC``, read with Spark's own Kafka source,
+:mod:`spark_jobs.kafka_source`); both feed the same ``index_partition``.  With Kafka,
+``--max-offsets-per-trigger`` caps a micro-batch and ``--from/--to`` re-index a time window
+(a batch read by record timestamp, no checkpoint).
+
 Example::
 
     tracehook index --log-dir /data/log --store local:/data/index.sqlite3 --follow
+    tracehook index --source kafka://k1:9092/traces --store hbase://127.0.0.1:9090 --follow
+    tracehook index --source kafka://k1:9092/traces --store hbase://127.0.0.1:9090 --from -2h --to -1h
     tracehook index --log-dir /data/log --store hbase://127.0.0.1:9090?namespace=trace --master local[2]
     tracehook index --log-dir /data/log --store local:/data/index.sqlite3 --every 60
 """
@@ -33,7 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collector.store import absolute_store_url
 from spark_jobs.checkpoint import (
@@ -52,6 +60,9 @@ from spark_jobs.errors import (
     LogInputError,
     NoSparkError,
 )
+
+if TYPE_CHECKING:
+    from collector.log.url import KafkaTopic
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "1g"
@@ -93,6 +104,8 @@ class IndexReport:
     bad: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     purged: int | None = None
+    unit: str = "segment"
+    """What ``segments`` counts: trace-log segments, or ``partition`` for a Kafka source."""
 
     @property
     def rate(self) -> float:
@@ -102,12 +115,14 @@ class IndexReport:
     def __str__(self) -> str:
         bad = ", ".join(f"{n} {why}" for why, n in sorted(self.bad.items())) or "none"
         purged = "" if self.purged is None else f"; purged {self.purged} expired cell(s)"
-        return (f"{self.segments} segment(s), {self.records} record(s), {self.events} event(s) "
+        return (f"{self.segments} {self.unit}(s), {self.records} record(s), {self.events} event(s) "
                 f"in {self.seconds:.1f}s ({self.rate:,.0f} events/s); skipped: {bad}{purged}")
 
 
-def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRIVER_MEMORY) -> Any:
-    """A SparkSession with the trace-log data source registered."""
+def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRIVER_MEMORY,
+                  jars: list[str] | tuple[str, ...] = ()) -> Any:
+    """A SparkSession with the trace-log data source registered; ``jars`` go to ``spark.jars``
+    (the Kafka connector's, :func:`spark_jobs.kafka_source.kafka_jars`)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:
@@ -118,6 +133,8 @@ def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRI
                .config("spark.driver.memory", driver_memory)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))  # our own progress line instead
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
     if master.startswith("local"):  # keep a local run on loopback; a cluster needs a reachable driver
         # SPARK_LOCAL_IP also spares the "hostname resolves to a loopback address" warnings at JVM start.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -235,7 +252,8 @@ def _finish_batch(store_url: str) -> None:
 class _Run:
     """Totals of one streaming query, filled in by its ``foreachBatch`` on the driver."""
 
-    def __init__(self) -> None:
+    def __init__(self, unit: str = "segment") -> None:
+        self.unit = unit
         self.segments: set[int] = set()
         self.records = 0
         self.events = 0
@@ -245,7 +263,7 @@ class _Run:
 
     def report(self, started: float, purged: int | None = None) -> IndexReport:
         return IndexReport(segments=len(self.segments), records=self.records, events=self.events,
-                           bad=dict(self.bad), seconds=time.monotonic() - started, purged=purged)
+                           bad=dict(self.bad), seconds=time.monotonic() - started, purged=purged, unit=self.unit)
 
 
 def _stream_error(exc: BaseException, run: _Run) -> IndexJobError:
@@ -301,37 +319,51 @@ def _fault_pause(batch_id: int) -> None:
 
 def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAULT_BATCH_SIZE, *,
                  writers: int = DEFAULT_WRITERS, checkpoint: str | None = None, follow_s: float | None = None,
-                 on_batch: Callable[[IndexReport, tuple[int, float]], None] | None = None,
-                 purge: bool = False) -> IndexReport:
+                 on_batch: Callable[[IndexReport, tuple[int, float] | None], None] | None = None,
+                 purge: bool = False, source: KafkaTopic | None = None,
+                 max_offsets: int | None = None) -> IndexReport:
     """Index the log into the store through one Structured Streaming query.
 
     ``follow_s`` None: ``Trigger.AvailableNow`` (everything durable now, then return);
     otherwise a processing-time trigger every ``follow_s`` seconds until interrupted.
     The checkpoint (default :func:`default_checkpoint`) belongs to this (log, store) pair;
-    ``on_batch`` gets each micro-batch's report and the lag after it.
+    ``on_batch`` gets each micro-batch's report and the lag after it (None for Kafka, whose
+    lag Spark's progress reports as ``offsetsBehindLatest``).
+    ``source``: read this Kafka topic instead of ``log_dir`` (ignored then), at most
+    ``max_offsets`` records per micro-batch; the checkpoint then belongs to (topic, store).
     """
     from collector.log.errors import NotATraceLogError
     from collector.log.state import read_log_id
     from spark_jobs.datasource import FORMAT_NAME
 
     started = time.monotonic()
-    log_dir = os.path.abspath(log_dir)  # segment paths go to executors, whose cwd differs
     store_url = absolute_store_url(store_url)
     check_store_for_master(spark.sparkContext.master, store_url)
-    try:
-        log_id = read_log_id(log_dir)
-    except NotATraceLogError as exc:
-        raise LogInputError(str(exc)) from exc
-    checkpoint = os.path.abspath(checkpoint or default_checkpoint(log_dir, store_url))
+    if source is not None:
+        from spark_jobs import kafka_source
+
+        log_dir = source.url
+        log_id = kafka_source.source_id(source)
+        checkpoint = os.path.abspath(checkpoint or kafka_source.default_checkpoint(source, store_url))
+    else:
+        log_dir = os.path.abspath(log_dir)  # segment paths go to executors, whose cwd differs
+        try:
+            log_id = read_log_id(log_dir)
+        except NotATraceLogError as exc:
+            raise LogInputError(str(exc)) from exc
+        checkpoint = os.path.abspath(checkpoint or default_checkpoint(log_dir, store_url))
     claim_checkpoint(checkpoint, log_id, log_dir, store_url)
     _prepare_store(store_url)
-    protect_from_retention(log_dir, store_url, checkpoint)  # only for a store that opens (a typo must not pin the log)
-    run = _Run()
+    if source is None:  # only for a store that opens (a typo must not pin the log)
+        protect_from_retention(log_dir, store_url, checkpoint)
+    unit = "segment" if source is None else "partition"
+    run = _Run(unit)
     work = index_partition(store_url, batch_size, writers)
 
     def process(batch_df: Any, batch_id: int) -> None:
         try:
-            sync_commit(log_dir, store_url, checkpoint)  # the previous batch is in Spark's commit log now
+            if source is None:
+                sync_commit(log_dir, store_url, checkpoint)  # the previous batch is in Spark's commit log now
             batch_started = time.monotonic()
             try:
                 results = batch_df.rdd.mapPartitions(work).collect()
@@ -339,7 +371,7 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
                 raise _stream_error(exc, run) from exc
             _finish_batch(store_url)
             _fault_pause(batch_id)
-            batch = _Run()
+            batch = _Run(unit)
             for records, events, reasons, damage, bases in results:
                 batch.records += records
                 batch.events += events
@@ -353,23 +385,30 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
             run.bad.update(batch.bad)
             run.segments |= batch.segments
             if on_batch is not None and batch.records:
-                on_batch(batch.report(batch_started), lag_after(log_dir, checkpoint, batch_id))
+                behind = None if source is not None else lag_after(log_dir, checkpoint, batch_id)
+                on_batch(batch.report(batch_started), behind)
         except BaseException as exc:
             run.failure = exc
             raise
 
-    df = (spark.readStream.format(FORMAT_NAME)
-          .option("log_dir", log_dir).option("log_id", log_id).option("commit_key", commit_key(checkpoint))
-          .option("store", store_url).option("checkpoint", checkpoint)
-          .option("partitions", str(_split_into(spark, store_url)))
-          .load())
+    if source is not None:
+        from spark_jobs.kafka_source import stream_rows
+
+        df = stream_rows(spark, source, max_offsets)
+    else:
+        df = (spark.readStream.format(FORMAT_NAME)
+              .option("log_dir", log_dir).option("log_id", log_id).option("commit_key", commit_key(checkpoint))
+              .option("store", store_url).option("checkpoint", checkpoint)
+              .option("partitions", str(_split_into(spark, store_url)))
+              .load())
     writer = df.writeStream.foreachBatch(process).option("checkpointLocation", checkpoint)
     if follow_s is None:
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{follow_s} seconds")
-    recorder = _commit_recorder(log_dir, store_url, checkpoint)
-    spark.streams.addListener(recorder)
+    recorder = _commit_recorder(log_dir, store_url, checkpoint) if source is None else None
+    if recorder is not None:
+        spark.streams.addListener(recorder)
     query = writer.start()
     try:
         while not query.awaitTermination(1.0):
@@ -380,10 +419,38 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
     except Exception as exc:  # StreamingQueryException, Py4J errors
         raise _stream_error(exc, run) from exc
     finally:
-        spark.streams.removeListener(recorder)
-        sync_commit(log_dir, store_url, checkpoint)
-    drop_legacy_checkpoint(log_dir)
+        if recorder is not None:
+            spark.streams.removeListener(recorder)
+            sync_commit(log_dir, store_url, checkpoint)
+    if source is None:
+        drop_legacy_checkpoint(log_dir)
     return run.report(started, purge_expired(store_url) if purge else None)
+
+
+def index_window(spark: Any, source: KafkaTopic, store_url: str, from_ms: int, to_ms: int,
+                 batch_size: int = DEFAULT_BATCH_SIZE, *, writers: int = DEFAULT_WRITERS) -> IndexReport:
+    """Re-index the Kafka records received in [``from_ms``, ``to_ms``) with one batch read
+    (``startingTimestamp``/``endingTimestamp``); no checkpoint is read or written.  Idempotent:
+    the rows written are the ones the streaming run wrote."""
+    from spark_jobs.kafka_source import window_rows
+
+    started = time.monotonic()
+    store_url = absolute_store_url(store_url)
+    check_store_for_master(spark.sparkContext.master, store_url)
+    _prepare_store(store_url)
+    run = _Run("partition")
+    try:
+        results = window_rows(spark, source, from_ms, to_ms).rdd.mapPartitions(
+            index_partition(store_url, batch_size, writers)).collect()
+    except Exception as exc:  # Py4J/Spark wrap task errors in their own types
+        raise _stream_error(exc, run) from exc
+    _finish_batch(store_url)
+    for records, events, reasons, _damage, bases in results:
+        run.records += records
+        run.events += events
+        run.bad.update(reasons)
+        run.segments.update(bases)
+    return run.report(started)
 
 
 def index_once(spark: Any, log_dir: str, store_url: str, batch_size: int = DEFAULT_BATCH_SIZE, *,
@@ -405,7 +472,18 @@ def run_index(log_dir: str, store_url: str, master: str = DEFAULT_MASTER,
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``tracehook index``."""
-    parser.add_argument("--log-dir", required=True, help="trace-log directory (shared by every executor on a cluster)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--log-dir", help="trace-log directory (shared by every executor on a cluster)")
+    source.add_argument("--source", metavar="kafka://HOST:PORT[,HOST:PORT]/TOPIC",
+                        help="read the collectors' Kafka trace topic (collector --log kafka://...) with Spark's "
+                             "Kafka source instead of a trace-log directory")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=None, metavar="N",
+                        help="with --source: at most N records per micro-batch (maxOffsetsPerTrigger; default: all)")
+    parser.add_argument("--from", dest="from_time", default=None, metavar="TIME",
+                        help="with --source: re-index the records received from TIME (epoch ms/s, ISO-8601, -2h...) "
+                             "with one batch read (startingTimestamp), without the checkpoint")
+    parser.add_argument("--to", dest="to_time", default=None, metavar="TIME",
+                        help="with --from: up to TIME, exclusive (endingTimestamp; default: now)")
     parser.add_argument("--store", required=True, help="local:PATH or hbase://HOST:PORT?namespace=NS")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--follow", action="store_true",
@@ -415,8 +493,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trigger", type=float, default=DEFAULT_TRIGGER_S, metavar="SECONDS",
                         help="with --follow: start a micro-batch every SECONDS (default: %(default)s)")
     parser.add_argument("--checkpoint", default=None, metavar="DIR",
-                        help="Spark checkpoint directory of this (log, store) pair "
-                             "(default: LOG_DIR/index-checkpoints/<hash of the store URL>)")
+                        help="Spark checkpoint directory of this (log, store) pair (default: LOG_DIR/index-checkpoints/"
+                             "<hash of the store URL>; for --source: $TRACEHOOK_INDEX_CHECKPOINTS or "
+                             "~/.local/state/tracehook/index-checkpoints, then kafka-TOPIC-<hash of topic, bootstrap "
+                             "and store>)")
     parser.add_argument("--master", default=DEFAULT_MASTER, help="Spark master (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE, help="rows per store put")
     parser.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY, help="spark.driver.memory")
@@ -431,7 +511,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_arguments(args: argparse.Namespace) -> None:
     """Raise :class:`IndexJobError` (or ValueError) for arguments that cannot work, before Spark starts."""
-    from collector.log.format import MANIFEST, SEGMENT_SUFFIX
     from collector.store import resolve_store_url
 
     if args.writers < 1:
@@ -442,29 +521,72 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ValueError("--every must be a positive number of seconds")
     if args.trigger <= 0:
         raise ValueError("--trigger must be a positive number of seconds")
-    if not os.path.isdir(args.log_dir):
-        raise IndexJobError(f"no trace log at {args.log_dir}: pass the collector's DATA_DIR/log")
-    names = os.listdir(args.log_dir)
-    # An empty directory is a log the collector has not written yet; anything else must look like one.
-    if names and MANIFEST not in names and not any(n.endswith(SEGMENT_SUFFIX) for n in names):
-        inner = os.path.join(args.log_dir, "log")
-        hint = f"; did you mean --log-dir {inner}?" if os.path.isdir(inner) else ": pass the collector's DATA_DIR/log"
-        raise IndexJobError(f"{args.log_dir} holds no trace log{hint}")
+    args.window, args.kafka = None, None
+    if getattr(args, "source", None) is not None:
+        _check_kafka_arguments(args)
+    elif args.max_offsets_per_trigger is not None or args.from_time is not None or args.to_time is not None:
+        raise ValueError("--max-offsets-per-trigger, --from and --to need a Kafka --source")
+    else:
+        _check_log_dir(args.log_dir)
     if not args.store.startswith(("local:", "hbase://")):
         raise ValueError(f"unknown store URL {args.store!r}: use local:PATH or hbase://HOST:PORT?namespace=NS")
     args.store = resolve_store_url(args.store)
     check_store_for_master(args.master, absolute_store_url(args.store))
 
 
-def _print_batch(report: IndexReport, behind: tuple[int, float]) -> None:
-    records, seconds = behind
-    print(f"{time.strftime('%H:%M:%S')} index: {report}; lag {records} record(s), {seconds:.1f}s", flush=True)
+def _check_kafka_arguments(args: argparse.Namespace) -> None:
+    """--source and its options: the parsed topic in ``args.kafka``, a (from, to) window in ``args.window``."""
+    from collector.log.errors import BadLogUrlError
+    from collector.log.url import parse_kafka_url
+    from collector.query.errors import BadTimeError
+    from collector.query.timeparse import current_ms, parse_time
+
+    try:
+        args.kafka = parse_kafka_url(args.source)
+    except BadLogUrlError as exc:
+        raise ValueError(f"--source {exc}") from None
+    if args.max_offsets_per_trigger is not None and args.max_offsets_per_trigger < 1:
+        raise ValueError("--max-offsets-per-trigger must be >= 1")
+    if args.to_time is not None and args.from_time is None:
+        raise ValueError("--to needs --from")
+    if args.from_time is None:
+        return
+    if args.follow or args.every is not None:
+        raise ValueError("--from/--to re-index a window once: not with --follow or --every")
+    now = current_ms()
+    try:
+        window = (parse_time(args.from_time, now_ms=now, name="--from"),
+                  parse_time(args.to_time or "now", now_ms=now, name="--to"))
+    except BadTimeError as exc:
+        raise ValueError(str(exc)) from None
+    if window[0] >= window[1]:
+        raise ValueError("--from must be before --to")
+    args.window = window
+
+
+def _check_log_dir(log_dir: str) -> None:
+    from collector.log.format import MANIFEST, SEGMENT_SUFFIX
+
+    if not os.path.isdir(log_dir):
+        raise IndexJobError(f"no trace log at {log_dir}: pass the collector's DATA_DIR/log")
+    names = os.listdir(log_dir)
+    # An empty directory is a log the collector has not written yet; anything else must look like one.
+    if names and MANIFEST not in names and not any(n.endswith(SEGMENT_SUFFIX) for n in names):
+        inner = os.path.join(log_dir, "log")
+        hint = f"; did you mean --log-dir {inner}?" if os.path.isdir(inner) else ": pass the collector's DATA_DIR/log"
+        raise IndexJobError(f"{log_dir} holds no trace log{hint}")
+
+
+def _print_batch(report: IndexReport, behind: tuple[int, float] | None) -> None:
+    lag = "" if behind is None else f"; lag {behind[0]} record(s), {behind[1]:.1f}s"
+    print(f"{time.strftime('%H:%M:%S')} index: {report}{lag}", flush=True)
 
 
 def _follow(spark: Any, args: argparse.Namespace) -> int:
     try:
         report = index_stream(spark, args.log_dir, args.store, args.batch_size, writers=args.writers,
-                              checkpoint=args.checkpoint, follow_s=args.trigger, on_batch=_print_batch)
+                              checkpoint=args.checkpoint, follow_s=args.trigger, on_batch=_print_batch,
+                              source=args.kafka, max_offsets=args.max_offsets_per_trigger)
     except LogInputError as exc:
         print(f"index: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -472,6 +594,17 @@ def _follow(spark: Any, args: argparse.Namespace) -> int:
         print(f"index: {exc}", file=sys.stderr)
         return EXIT_FAILED
     print(f"index: stopped: {report}", flush=True)  # a stopped query (e.g. from the Spark UI)
+    return 0
+
+
+def _reindex_window(spark: Any, args: argparse.Namespace) -> int:
+    try:
+        report = index_window(spark, args.kafka, args.store, *args.window, args.batch_size, writers=args.writers)
+    except IndexJobError as exc:
+        print(f"index: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"{time.strftime('%H:%M:%S')} index: re-indexed {args.source} from {args.window[0]} to {args.window[1]} "
+          f"(epoch ms): {report}", flush=True)
     return 0
 
 
@@ -491,20 +624,32 @@ def run(args: argparse.Namespace) -> int:
     from collector.log.errors import NotATraceLogError
     from collector.log.state import read_log_id
 
-    try:
-        read_log_id(args.log_dir)
-    except NotATraceLogError as exc:
-        print(f"index: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    jars: list[str] = []
+    if args.kafka is None:
+        try:
+            read_log_id(args.log_dir)
+        except NotATraceLogError as exc:
+            print(f"index: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+    else:
+        from spark_jobs.kafka_source import kafka_jars
+
+        try:
+            jars = kafka_jars()
+        except IndexJobError as exc:
+            print(f"index: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: the running batch is redone next time
     try:
-        spark = spark_session(args.master, args.driver_memory)
+        spark = spark_session(args.master, args.driver_memory, jars)
     except NoSparkError as exc:
         print(f"index: {exc} (install it with: pip install 'tracehook[index]')", file=sys.stderr)
         return EXIT_USAGE
     total_events = 0
     last_purge: float | None = None
     try:
+        if args.window is not None:
+            return _reindex_window(spark, args)
         if args.follow:
             return _follow(spark, args)
         while True:
@@ -514,8 +659,9 @@ def run(args: argparse.Namespace) -> int:
             else:
                 purge = args.purge_every > 0 and (last_purge is None or now - last_purge >= args.purge_every)
             try:
-                report = index_once(spark, args.log_dir, args.store, args.batch_size,
-                                    writers=args.writers, purge=purge, checkpoint=args.checkpoint)
+                report = index_stream(spark, args.log_dir, args.store, args.batch_size, writers=args.writers,
+                                      purge=purge, checkpoint=args.checkpoint, source=args.kafka,
+                                      max_offsets=args.max_offsets_per_trigger)
             except LogInputError as exc:
                 print(f"index: {exc}", file=sys.stderr)
                 return EXIT_BAD_INPUT

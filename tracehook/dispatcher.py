@@ -32,6 +32,7 @@ import queue
 import random
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +51,11 @@ _SPLIT_STATUSES = (400, 413)
 _FATAL_STATUSES = (401, 403)
 DEFAULT_RETRY_AFTER_S = 1.0
 MAX_RETRY_AFTER_S = 60.0
+
+
+def first_collector(client_id: str, collectors: int) -> int:
+    """The index in the collector list a client starts at: a hash of its (per-process) client id."""
+    return zlib.crc32(client_id.encode("utf-8")) % collectors if collectors else 0
 
 
 class _Batch:
@@ -93,7 +99,9 @@ class Dispatcher:
         self.client_id = f"{self.config.app}@{self.config.host}:{os.getpid()}:{os.urandom(4).hex()}"
         self._collectors = [CollectorConnection(u, self.config.timeout_s, self.config.ca_file)
                             for u in self.config.collectors]
-        self._next_collector = 0
+        # Not always the first: each process starts at its own collector, so N clients with the
+        # same list spread over it (a collector set aside passes its clients to the next ones).
+        self._next_collector = first_collector(self.client_id, len(self._collectors))
         self._headers = {"Content-Type": "application/msgpack"}
         if self.config.token:
             self._headers["Authorization"] = f"Bearer {self.config.token}"
@@ -344,7 +352,7 @@ class Dispatcher:
     def _pick_collector(self) -> tuple[CollectorConnection | None, float]:
         """The collector to try now, or (None, seconds to wait).
 
-        Round robin from the last good one over collectors neither failing
+        Round robin from the last good one (at first :func:`first_collector`) over collectors neither failing
         recently nor busy.  If all have failed recently, the one set aside
         first is tried anyway (the batch's backoff has already been slept), so
         a lone collector is retried at the backoff pace, not every failover_s.

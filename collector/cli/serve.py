@@ -34,6 +34,8 @@ _FLAGS: list[tuple[str, str, type, str]] = [
     ("--query-token", "query_token", str, "bearer token required for queries"),
     ("--store", "store_url", str, "index store: local:PATH or hbase://host:port?namespace=NS, or none "
                                   "(alias: --store-url)"),
+    ("--log", "log_url", str, "trace log: file (DATA/log, the default) or kafka://HOST:PORT[,HOST:PORT]/TOPIC "
+                              "(each batch one record, acks=all, idempotent producer)"),
     ("--segment-bytes", "segment_bytes", int, "seal a segment at this size"),
     ("--segment-age", "segment_age_s", float, "seal a non-empty segment after this many seconds"),
     ("--durability", "durability", str, "fsync: fsync every commit group (default); os: leave it to the OS"),
@@ -95,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if index and importlib.util.find_spec("pyspark") is None:
         print("tracehook collector: --index needs PySpark (pip install -e '.[index]')", file=sys.stderr)
+        return 2
+    if config.log_url.startswith("kafka://") and importlib.util.find_spec("confluent_kafka") is None:
+        print("tracehook collector: --log kafka:// needs confluent-kafka (pip install -e '.[collector,kafka]')",
+              file=sys.stderr)
         return 2
     install_redaction([config.ingest_token, config.query_token])
     try:

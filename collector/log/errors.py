@@ -39,6 +39,12 @@ class LogUnavailable(StorageError):
     reason = "log_unavailable"
 
 
+class BadLogUrlError(LogError, ValueError):
+    """A trace-log URL that is neither ``file`` nor ``kafka://HOST:PORT[,HOST:PORT]/TOPIC``."""
+
+    reason = "bad_log_url"
+
+
 class CorruptSegmentError(LogError):
     """A segment has a bad frame at byte ``position`` (torn write, bit rot, truncation)."""
 

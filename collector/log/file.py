@@ -478,6 +478,13 @@ class TraceLog:
             log.info("retention: deleted indexed segment %s", segment_name(s.base))
         return doomed
 
+    concurrent_appends = 1
+    """One group commit at a time: appends share the active segment's fd and its fsync."""
+
+    def health(self) -> dict[str, object]:
+        """The ``log`` section of ``/healthz``."""
+        return {"kind": "file", "state": "disk_full" if self.recovery_pending else "ok", "dir": self.log_dir}
+
     def close(self) -> None:
         """Sync and close the active segment (it stays active; the next open continues it)."""
         with self._lock:

@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from collector.log.file import TraceLog
+from collector.log.writer import open_trace_log
 from collector.server import backtrack_routes, console_routes, native, otlp_http, overview_routes, qmq, routes
 from collector.server.appkeys import CONFIG_KEY, INGESTOR_KEY, METRICS_KEY, STORE_KEY, TRACELOG_KEY
 from collector.server.auth import require_ingest_token
@@ -59,13 +59,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 async def _tracelog_ctx(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG_KEY]
-    tracelog = TraceLog.open(
-        config.log_dir,
-        segment_bytes=config.segment_bytes,
-        segment_age_s=config.segment_age_s,
-        durability=config.durability,
-        defer_if_full=True,  # start degraded on a full disk: queries served, ingest 503 until space returns
-    )
+    # The file log (recovered now; on a full disk it starts degraded: queries served, ingest 503
+    # until space returns) or the Kafka topic (a broker that is down: ingest 503 until it is back).
+    tracelog = await asyncio.to_thread(open_trace_log, config)
     ingestor = Ingestor(config, tracelog, app[METRICS_KEY])
     app[TRACELOG_KEY] = tracelog
     app[INGESTOR_KEY] = ingestor
@@ -120,14 +116,23 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
 async def healthz(request: web.Request) -> web.Response:
     """Liveness plus the numbers an operator looks at first.
 
+    ``log`` is the trace log's state: ``{"kind": "file", "state": "ok" | "disk_full", "dir"}`` or
+    ``{"kind": "kafka", "state": "ok" | "connecting" | "unavailable", "bootstrap", "topic", "error"?,
+    "produced_records", "failed_records"}``; ``status`` is ``log_unavailable`` (still 200) while
+    the Kafka log refuses batches.
     ``store`` is ``ok``, ``unavailable`` (with ``store_error``: queries answer 503, ingest goes
     on), ``connecting`` (at start) or ``none`` (no index store configured).  ``status`` is
     ``disk_full`` (still 200: queries work) while the log's disk has no space.
     """
     ingestor = request.app[INGESTOR_KEY]
     free_bytes, free_inodes = ingestor.disk_free()
+    log_health = ingestor.tracelog.health()
+    status = "disk_full" if ingestor.disk_full else "ok"
+    if log_health["state"] == "unavailable":
+        status = "log_unavailable"
     body: dict[str, Any] = {
-        "status": "disk_full" if ingestor.disk_full else "ok",
+        "status": status,
+        "log": log_health,
         "backlog_bytes": ingestor.backlog_bytes,
         "log_bytes": ingestor.log_bytes,
         "segments": ingestor.segments,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from collector.log.file import TraceLog
+    from collector.log.writer import TraceLogWriter
     from collector.server.config import CollectorConfig
     from collector.server.ingest import Ingestor
     from collector.server.metrics import CollectorMetrics
@@ -22,4 +22,4 @@ STORE_KEY: web.AppKey[Any] = web.AppKey("store")
 reconnects by itself); unset when the store package is missing or ``store_url`` is ``none``."""
 METRICS_KEY: web.AppKey[CollectorMetrics] = web.AppKey("metrics")
 INGESTOR_KEY: web.AppKey[Ingestor] = web.AppKey("ingestor")
-TRACELOG_KEY: web.AppKey[TraceLog] = web.AppKey("tracelog")
+TRACELOG_KEY: web.AppKey[TraceLogWriter] = web.AppKey("tracelog")

@@ -4,7 +4,9 @@ Precedence, highest first: explicit values (command-line flags), environment var
 ``TRACEHOOK_COLLECTOR_<FIELD>`` (e.g. ``TRACEHOOK_COLLECTOR_INGEST_TOKEN``), the TOML file
 (``--config`` or ``TRACEHOOK_COLLECTOR_CONFIG``; keys are the field names, at the top level
 or under ``[collector]``), then the ``DEFAULT_*`` constants.  The store URL's key is ``store``
-(``TRACEHOOK_COLLECTOR_STORE``, like ``--store``); ``store_url`` is kept as an alias::
+(``TRACEHOOK_COLLECTOR_STORE``, like ``--store``); ``store_url`` is kept as an alias.  Likewise the
+trace log's key is ``log`` (``--log``, ``TRACEHOOK_COLLECTOR_LOG``): ``file`` (the default) or
+``kafka://HOST:PORT[,HOST:PORT]/TOPIC``::
 
     from collector.server.config import CollectorConfig, load_config
     cfg = CollectorConfig(data_dir="/var/lib/tracehook", port=7070, ingest_token="s3cret")
@@ -40,8 +42,8 @@ DEFAULT_MAINTENANCE_INTERVAL_S = 1.0
 DEFAULT_RETRY_AFTER_S = 5
 DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 DEFAULT_RATE_LIMIT_BURST_S = 2.0
-KEY_ALIASES = {"store": "store_url"}
-"""Names a TOML key or env var may use for a field (``store``, as the ``--store`` flag of every command)."""
+KEY_ALIASES = {"store": "store_url", "log": "log_url"}
+"""Names a TOML key or env var may use for a field (``store`` and ``log``, as the ``--store`` and ``--log`` flags)."""
 STORE_DISABLED = "none"
 """``store_url`` value for an ingest-only collector that opens no index store."""
 
@@ -56,6 +58,7 @@ class CollectorConfig:
     ingest_token: str | None = field(default=None, repr=False)  # None: ingest is open
     query_token: str | None = field(default=None, repr=False)  # None: queries are open
     store_url: str = ""
+    log_url: str = ""  # "" or "file": the file log under data_dir/log; kafka://HOST:PORT[,HOST:PORT]/TOPIC
     segment_bytes: int = DEFAULT_SEGMENT_BYTES
     segment_age_s: float = DEFAULT_SEGMENT_AGE_S
     durability: str = DEFAULT_DURABILITY  # "fsync": fsync per commit group; "os": page cache only
@@ -102,6 +105,14 @@ class CollectorConfig:
                 "{trace_id}" not in self.trace_ui_url or not self.trace_ui_url.startswith(("http://", "https://"))):
             raise CollectorConfigError("trace_ui_url must be an http(s) URL containing {trace_id}, "
                                        "like http://jaeger:16686/trace/{trace_id}")
+        if self.log_url not in ("", "file"):
+            from collector.log.errors import BadLogUrlError
+            from collector.log.url import parse_kafka_url
+
+            try:
+                object.__setattr__(self, "log_url", parse_kafka_url(self.log_url).url)
+            except BadLogUrlError as exc:
+                raise CollectorConfigError(str(exc)) from None
         if not self.store_url:
             object.__setattr__(self, "store_url", f"local:{os.path.join(self.data_dir, 'index.sqlite3')}")
 

@@ -35,9 +35,11 @@ _RETRYABLE = 1
 
 
 def follower_command(config: CollectorConfig) -> list[str]:
-    """The ``tracehook index --follow`` command line for this collector's log and store."""
-    return [sys.executable, "-m", "collector.cli.main", "index", "--follow",
-            "--log-dir", config.log_dir, "--store", config.store_url]
+    """The ``tracehook index --follow`` command line for this collector's log (file or Kafka topic) and store."""
+    from collector.log.url import is_kafka_log
+
+    source = ["--source", config.log_url] if is_kafka_log(config.log_url) else ["--log-dir", config.log_dir]
+    return [sys.executable, "-m", "collector.cli.main", "index", "--follow", *source, "--store", config.store_url]
 
 
 def index_follower(config: CollectorConfig) -> Callable[[web.Application], Any]:

@@ -25,8 +25,8 @@ from typing import Any, NamedTuple, TypeVar
 
 from aiohttp import web
 
-from collector.log.errors import DiskFull, StorageError
-from collector.log.file import TraceLog
+from collector.log.errors import DiskFull, LogUnavailable, StorageError
+from collector.log.writer import TraceLogWriter
 from collector.server.auth import require_ingest_token
 from collector.server.config import CollectorConfig
 from collector.server.errors import (
@@ -89,12 +89,17 @@ class _Pending:
 class Ingestor:
     """Owns the trace log while the app runs: the writer task, maintenance and dedup window."""
 
-    def __init__(self, config: CollectorConfig, tracelog: TraceLog, metrics: CollectorMetrics) -> None:
+    def __init__(self, config: CollectorConfig, tracelog: TraceLogWriter, metrics: CollectorMetrics) -> None:
         self.config = config
         self.tracelog = tracelog
         self.metrics = metrics
         self.limiter = RateLimiter(config.rate_limit_events_s, config.rate_limit_batches_s, config.rate_limit_burst_s)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracelog")
+        # The file log commits one group at a time (one fd, one fsync); a remote log (Kafka) may
+        # have several groups waiting for their acknowledgement at once, on threads of their own.
+        self._appenders = max(1, tracelog.concurrent_appends)
+        self._append_executor = self._executor if self._appenders == 1 else ThreadPoolExecutor(
+            max_workers=self._appenders, thread_name_prefix="tracelog-append")
         self._queue: asyncio.Queue[_Pending | None] = asyncio.Queue()
         self._recent: OrderedDict[tuple[str, int], asyncio.Future[int] | int] = OrderedDict()
         self._tasks: list[asyncio.Task[None]] = []
@@ -120,6 +125,10 @@ class Ingestor:
                           lambda: self.disk_free()[0])
         metrics.add_gauge("tracehook_collector_disk_free_inodes", "Free inodes on the trace log's file system.",
                           lambda: self.disk_free()[1])
+        health = tracelog.health()
+        metrics.add_gauge("tracehook_collector_log_available",
+                          f"Whether the trace log ({health['kind']}) takes batches (0: ingest answers 503).",
+                          lambda: int(self.tracelog.health()["state"] == "ok"))
         self.index_lag = IndexLag(tracelog.log_dir, tracelog.durable_end())
         self.index_lag.register(metrics)
 
@@ -154,6 +163,7 @@ class Ingestor:
             await writer
         await self._run(self.tracelog.close)
         self._executor.shutdown(wait=True)
+        self._append_executor.shutdown(wait=True)
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         # Every trace-log call goes through the one thread, so appends, rolls and
@@ -281,11 +291,17 @@ class Ingestor:
             self._recent.popitem(last=False)
 
     async def _writer(self) -> None:
-        while True:
+        # A slot is taken before the group is gathered: with one slot (the file log) the next group
+        # is everything that queued while the previous one was being committed.
+        slots = asyncio.Semaphore(self._appenders)
+        running: set[asyncio.Task[None]] = set()
+        stop = False
+        while not stop:
+            await slots.acquire()
             first = await self._queue.get()
             if first is None:
-                return
-            group, size, stop = [first], len(first.payload), False
+                break
+            group, size = [first], len(first.payload)
             while size < DEFAULT_MAX_GROUP_BYTES and not self._queue.empty():
                 item = self._queue.get_nowait()
                 if item is None:
@@ -293,17 +309,20 @@ class Ingestor:
                     break
                 group.append(item)
                 size += len(item.payload)
-            await self._commit(group)
-            if stop:
-                return
+            task = asyncio.create_task(self._commit(group))
+            running.add(task)
+            task.add_done_callback(lambda t: (running.discard(t), slots.release()))
+        if running:
+            await asyncio.gather(*running)
 
     async def _commit(self, group: list[_Pending]) -> None:
         entries = [(p.receive_ms, p.client_id, p.seq, p.payload) for p in group]
         try:
-            offsets, written, segments = await self._run(self._append, entries)
+            offsets, written, segments = await asyncio.get_running_loop().run_in_executor(
+                self._append_executor, self._append, entries)
         except Exception as exc:  # noqa: BLE001 - every waiter must hear about it
-            if isinstance(exc, DiskFull):  # expected while it lasts; a traceback per group is noise
-                self.disk_full = True
+            if isinstance(exc, (DiskFull, LogUnavailable)):  # expected while it lasts; a traceback per group is noise
+                self.disk_full = self.disk_full or isinstance(exc, DiskFull)
                 log.warning("group commit of %d batches failed: %s", len(group), exc)
             else:
                 log.exception("group commit of %d batches failed", len(group))

@@ -93,7 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, required=True, help="events per second")
     parser.add_argument("--queue-size", type=int, required=True)
     parser.add_argument("--flush-timeout", type=float, default=60.0)
+    parser.add_argument("--start-at-first", action="store_true",
+                        help="start at the first collector (a scenario that kills it), not at the client's own")
     args = parser.parse_args(argv)
+    if args.start_at_first:
+        from tracehook import dispatcher
+
+        dispatcher.first_collector = lambda client_id, collectors: 0  # type: ignore[assignment]
     tracer = tracehook.configure(
         app=f"fault-{args.prefix}", collectors=args.collectors.split(","), queue_size=args.queue_size,
         batch_events=1000, linger_s=0.05, timeout_s=5.0, backoff_s=0.05, max_backoff_s=0.5, failover_s=1.0,

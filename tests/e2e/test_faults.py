@@ -56,13 +56,13 @@ class Processes:
         return proc
 
     def producer(
-        self, urls: list[str], prefix: str, count: int, rate: float, queue_size: int
+        self, urls: list[str], prefix: str, count: int, rate: float, queue_size: int, *extra: str
     ) -> subprocess.Popen[bytes]:
         """A producer process; its JSON report goes to ``<tmp>/<prefix>.out``."""
         with open(self.tmp_path / f"{prefix}.out", "wb") as out, open(self.tmp_path / f"{prefix}.err", "wb") as err:
             proc = subprocess.Popen(
                 [sys.executable, PRODUCER, "--collectors", ",".join(urls), "--prefix", prefix, "--count", str(count),
-                 "--rate", str(rate), "--queue-size", str(queue_size)], stdout=out, stderr=err,
+                 "--rate", str(rate), "--queue-size", str(queue_size), *extra], stdout=out, stderr=err,
             )
         self.started.append(proc)
         return proc
@@ -310,8 +310,8 @@ def test_two_collectors_one_sigkilled_fails_over_without_loss(
     dirs, ports = [tmp_path / "a", tmp_path / "b"], [free_port(), free_port()]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     collectors = [procs.collector(d, p) for d, p in zip(dirs, ports)]
-    producers = [procs.producer(urls, p, count, rate=10_000, queue_size=50_000) for p in prefixes]
-    at_kill = wait_for_events(urls[0], 20_000, producers)  # the dispatcher starts on the first one
+    producers = [procs.producer(urls, p, count, 10_000, 50_000, "--start-at-first") for p in prefixes]
+    at_kill = wait_for_events(urls[0], 20_000, producers)  # both dispatchers start on the first one
 
     killed = time.time()
     collectors[0].kill()

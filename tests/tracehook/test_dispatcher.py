@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import tracehook
-from tracehook import wire
+from tracehook import dispatcher, wire
 
 
 def send_n(tracer: tracehook.Tracer, n: int, prefix: str = "m") -> list[str]:
@@ -38,7 +38,8 @@ def test_batches_are_bounded_by_bytes(stub, make_tracer):
     assert len(stub.batches) >= 200 * 100 // 2000
 
 
-def test_fails_over_to_the_next_collector(stub, make_tracer, accounted):
+def test_fails_over_to_the_next_collector(stub, make_tracer, accounted, monkeypatch):
+    monkeypatch.setattr(dispatcher, "first_collector", lambda client_id, collectors: 0)  # start at the dead one
     dead = "http://127.0.0.1:1"  # nothing listens on port 1
     tracer = make_tracer(dead, stub.url, failover_s=60)
     send_n(tracer, 50)
@@ -200,7 +201,8 @@ def test_hooks_from_many_threads_are_all_accounted(stub, make_tracer, accounted)
     assert {e.type for e in stub.events()} == {wire.EventType.PUB}
 
 
-def test_busy_collector_is_not_asked_again_before_retry_after(stub, make_tracer):
+def test_busy_collector_is_not_asked_again_before_retry_after(stub, make_tracer, monkeypatch):
+    monkeypatch.setattr(dispatcher, "first_collector", lambda client_id, collectors: 0)  # start at the busy one
     other = type(stub)()
     other.start()
     try:
@@ -213,3 +215,21 @@ def test_busy_collector_is_not_asked_again_before_retry_after(stub, make_tracer)
         assert stub.requests == 1 and len(other.events()) == 20  # everything went to the other one
     finally:
         other.stop()
+
+
+def test_clients_spread_over_the_collector_list(stub, make_tracer):
+    others = [type(stub)(), type(stub)()]
+    for other in others:
+        other.start()
+    try:
+        tracers = [make_tracer(stub.url, *(o.url for o in others)) for _ in range(40)]
+        for i, tracer in enumerate(tracers):
+            tracer.record_send("orders", f"m-{i}")
+        assert all(tracer.flush(10) for tracer in tracers)
+        received = [len(server.events()) for server in (stub, *others)]
+        # Each process starts at the collector its client id hashes to: not all of them at the
+        # first (the chance that 40 clients skip one of three collectors is 3 * (2/3)**40, ~1e-7).
+        assert sum(received) == 40 and min(received) > 0, received
+    finally:
+        for other in others:
+            other.stop()

@@ -313,8 +313,11 @@ def test_tracelog_open_defers_recovery_on_a_full_disk(
 
 @pytest.mark.slow
 def test_library_fails_over_from_a_full_disk_collector(
-    full_disk: pathlib.Path, tmp_path: pathlib.Path, collector_process
+    full_disk: pathlib.Path, tmp_path: pathlib.Path, collector_process, monkeypatch
 ) -> None:
+    from tracehook import dispatcher
+
+    monkeypatch.setattr(dispatcher, "first_collector", lambda client_id, collectors: 0)
     env = {"TRACEHOOK_COLLECTOR_RETRY_AFTER_S": "1"}
     full = collector_process(str(full_disk), env=env)  # started degraded: every batch gets 503 disk_full
     healthy = collector_process(str(tmp_path / "healthy"), env=env)

@@ -1,0 +1,107 @@
+"""The index job's Kafka source: Spark's own ``kafka`` format over the collectors' trace topic.
+
+A collector with ``--log kafka://HOST:PORT/TOPIC`` (:mod:`collector.log.kafka`) writes each
+batch as one record; this module reads them back with ``spark-sql-kafka-0-10`` (no Kafka
+reader of ours) and projects them onto the file-log source's row schema
+(:data:`spark_jobs.datasource.SCHEMA`), so the same ``index_partition`` decodes and indexes
+both::
+
+    spark = spark_session("local[2]", jars=kafka_jars())
+    rows = stream_rows(spark, parse_kafka_url("kafka://127.0.0.1:9092/traces"), max_offsets=100_000)
+    rows = window_rows(spark, topic, from_ms, to_ms)      # a batch read by record timestamp
+
+Offsets live in Spark's checkpoint (one per (topic, store), :func:`default_checkpoint`); the
+record's ``partition`` takes the place of the segment base (``base``) in the job's counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pathlib
+import subprocess
+from typing import Any
+
+from collector.log.url import KafkaTopic
+from spark_jobs.errors import IndexJobError
+
+JARS_ENV = "TRACEHOOK_SPARK_KAFKA_JARS"
+"""Comma-separated jars of the connector and its dependencies (else ``scripts/spark-kafka jars`` finds them)."""
+CHECKPOINTS_ENV = "TRACEHOOK_INDEX_CHECKPOINTS"
+"""Where Kafka sources' default checkpoints go (default ``~/.local/state/tracehook/index-checkpoints``)."""
+FETCH_SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "spark-kafka"
+FETCH_TIMEOUT_S = 600
+
+
+def kafka_jars() -> list[str]:
+    """The connector jars for ``spark.jars``: from :data:`JARS_ENV`, else from ``scripts/spark-kafka jars``
+    (which resolves them through Maven the first time).  :class:`IndexJobError` when neither works."""
+    given = os.environ.get(JARS_ENV)
+    if given:
+        jars = [j for j in given.split(",") if j]
+    elif FETCH_SCRIPT.exists():
+        try:
+            done = subprocess.run([str(FETCH_SCRIPT), "jars"], capture_output=True, text=True, check=False,
+                                  timeout=FETCH_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise IndexJobError(f"cannot run {FETCH_SCRIPT} jars: {exc}") from exc
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["failed"])[-1]
+            raise IndexJobError(f"the Spark Kafka connector is not available: {last}")
+        jars = [j for j in done.stdout.strip().split(",") if j]
+    else:
+        raise IndexJobError(f"the Spark Kafka connector jars are not known: set {JARS_ENV} to the comma-separated "
+                            "spark-sql-kafka-0-10 jars, or run from a checkout with scripts/spark-kafka")
+    missing = [j for j in jars if not os.path.isfile(j)]
+    if missing or not jars:
+        raise IndexJobError(f"Spark Kafka connector jar missing: {missing[0] if missing else '(none listed)'}")
+    return jars
+
+
+def source_id(topic: KafkaTopic) -> str:
+    """The identity a checkpoint records for a Kafka source (in place of a trace log's id)."""
+    return f"kafka:{topic.topic}@{','.join(sorted(topic.bootstrap.split(',')))}"
+
+
+def default_checkpoint(topic: KafkaTopic, store_url: str) -> str:
+    """``<root>/kafka-<topic>-<hash of (topic, bootstrap, store)>``: one checkpoint per (topic, store)."""
+    root = os.environ.get(CHECKPOINTS_ENV) or os.path.join(
+        os.path.expanduser("~"), ".local", "state", "tracehook", "index-checkpoints")
+    digest = hashlib.sha256(f"{source_id(topic)}\n{store_url}".encode()).hexdigest()[:16]
+    return os.path.join(os.path.abspath(root), f"kafka-{topic.topic}-{digest}")
+
+
+def _as_log_rows(df: Any) -> Any:
+    """Kafka rows -> the trace-log source's rows: the record value is the batch, as in a log record."""
+    from pyspark.sql import functions as F
+
+    return df.select(F.col("partition").cast("long").alias("base"), F.col("offset").alias("offset"),
+                     F.col("value").alias("payload"), F.lit(None).cast("string").alias("error"),
+                     F.lit(0).cast("long").alias("skipped_bytes"), F.lit(0).cast("long").alias("lost_records"))
+
+
+def _reader(reader: Any, topic: KafkaTopic) -> Any:
+    return (reader.format("kafka").option("kafka.bootstrap.servers", topic.bootstrap)
+            .option("subscribe", topic.topic))
+
+
+def stream_rows(spark: Any, topic: KafkaTopic, max_offsets: int | None = None) -> Any:
+    """The topic as a stream from its earliest offsets (then from the checkpoint's), at most
+    ``max_offsets`` records per micro-batch (``maxOffsetsPerTrigger``)."""
+    reader = _reader(spark.readStream, topic).option("startingOffsets", "earliest")
+    # Records the topic's retention deleted before they were indexed: counted by Spark in its
+    # log, not a reason to stop indexing the rest.
+    reader = reader.option("failOnDataLoss", "false")
+    if max_offsets is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    return _as_log_rows(reader.load())
+
+
+def window_rows(spark: Any, topic: KafkaTopic, from_ms: int, to_ms: int) -> Any:
+    """A batch read of the records whose timestamp (the collector's receive time) is in
+    [``from_ms``, ``to_ms``): per partition, from the first offset at or after ``from_ms`` to
+    the first at or after ``to_ms`` (Kafka's offsetsForTimes; the latest when there is none)."""
+    reader = (_reader(spark.read, topic).option("startingTimestamp", str(from_ms))
+              .option("endingTimestamp", str(to_ms))
+              .option("startingOffsetsByTimestampStrategy", "latest"))
+    return _as_log_rows(reader.load())
