@@ -1,6 +1,6 @@
 """The one trace-log interface the ingest path writes through: the file log or a Kafka topic.
 
-The collector's :class:`collector.ingest.Ingestor` calls only what :class:`TraceLogWriter`
+The collector's :class:`collector.server.ingest.Ingestor` calls only what :class:`TraceLogWriter`
 names, so the group commit, dedup window, limits and answers are the same for both logs::
 
     from collector.log.writer import open_trace_log
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from collector.server.config import CollectorConfig
 
 __all__ = ["KAFKA_SCHEME", "KafkaTopic", "TraceLogWriter", "is_kafka_log", "open_trace_log", "parse_kafka_url"]
+
+
 @runtime_checkable
 class TraceLogWriter(Protocol):
     """What the ingest path needs from a trace log (implemented by ``TraceLog`` and ``KafkaLog``)."""
