@@ -120,7 +120,8 @@ def time_kind(call: Callable[[], None], queries: int) -> float:
     return percentile(samples, 99)
 
 
-def bench_store(name: str, url: str, sizes: list[int], queries: int) -> dict[int, dict[str, float]]:
+def bench_store(name: str, url: str, sizes: list[int], queries: int,
+                settle_s: float = SETTLE_S) -> dict[int, dict[str, float]]:
     """Fill the store stage by stage and time the lookups after each; ``{size: {kind: p99 ms, "load_s": s}}``."""
     total = sizes[-1]
     anchor_ms = int(time.time() * 1000) - 60_000
@@ -132,7 +133,7 @@ def bench_store(name: str, url: str, sizes: list[int], queries: int) -> dict[int
         for size in sizes:
             load_s = load(store, indexed, size - indexed, total, anchor_ms)
             indexed = size
-            time.sleep(SETTLE_S)
+            time.sleep(settle_s)
             rng = random.Random(size)
             results[size] = {"load_s": load_s}
             for kind in KINDS:
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=os.path.join(ROOT, "data", "bench-scaling"))
     parser.add_argument("--plot", default=os.path.join(ROOT, "benchmarks", "plots", "scaling_query.png"))
     parser.add_argument("--keep", action="store_true", help="keep the SQLite file")
+    parser.add_argument("--settle", type=float, default=SETTLE_S, help="seconds to wait after each load stage")
     args = parser.parse_args(argv)
     sizes = sorted(int(float(s)) for s in args.sizes.split(",")) if args.sizes else list(SIZES)
     if args.quick:
@@ -194,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                 if os.path.exists(path + suffix):
                     os.remove(path + suffix)
             try:
-                results[name] = bench_store(name, f"local:{path}", sizes, args.queries)
+                results[name] = bench_store(name, f"local:{path}", sizes, args.queries, args.settle)
             finally:
                 if not args.keep:
                     shutil.rmtree(args.data_dir, ignore_errors=True)
@@ -204,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                 print("HBase is not running (scripts/hbase start); skipping it", file=sys.stderr)
                 continue
             url = f"hbase://127.0.0.1:{port}?namespace=bscale{uuid.uuid4().hex[:6]}"
-            results[name] = bench_store(name, url, [s for s in sizes if s <= args.hbase_max], args.queries)
+            results[name] = bench_store(name, url, [s for s in sizes if s <= args.hbase_max], args.queries,
+                                        args.settle)
         else:
             parser.error(f"unknown store {name!r}")
 
