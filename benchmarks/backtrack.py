@@ -25,11 +25,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
-from collector import backtrack
-from collector.sample import BILLING_HEADER, Record, consume, send
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root: tests.fixtures
+
+from collector.query import backtrack
 from collector.store import keys, open_store, schema
 from collector.store.indexer import index_records
-from collector.store.query import MAX_LIMIT, TraceQuery
+from collector.store.reader import MAX_LIMIT, TraceQuery
+from tests.fixtures.sample import BILLING_HEADER, Record, consume, send
 from tracehook.wire import Event, EventType, Status, make_event
 
 DEFAULT_MESSAGES = 100_000

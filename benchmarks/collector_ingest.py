@@ -1,12 +1,12 @@
 """Collector ingest throughput: durable appends vs a bare aiohttp handler, side by side.
 
-Starts two real collectors (``python -m collector``, fsync group-commit mode, no index
-store; one validating on its event loop, one with decode worker processes) and a bare
+Starts a real collector (``python -m collector``, fsync group-commit mode, no index
+store) and a bare
 aiohttp server whose handler only reads the body, each in its own process, then posts
 1,000-event batches from 1, 4 and 16 concurrent clients to each and prints events/s and
 the ratio::
 
-    python benchmarks/collector_ingest.py [--seconds 5] [--clients 1,4,16] [--durability fsync] [--decode-workers 2]
+    python benchmarks/collector_ingest.py [--seconds 5] [--clients 1,4,16] [--durability fsync]
 """
 
 from __future__ import annotations
@@ -129,10 +129,9 @@ def _start(cmd: list[str], port: int) -> subprocess.Popen[bytes]:
     raise RuntimeError(f"server did not start: {cmd}")
 
 
-def _collector_cmd(data_dir: str, port: int, durability: str, workers: int) -> list[str]:
+def _collector_cmd(data_dir: str, port: int, durability: str) -> list[str]:
     return [sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(port), "--store", "none",
-            "--durability", durability, "--backlog-limit-bytes", "0", "--log-level", "WARNING",
-            "--decode-workers", str(workers)]
+            "--durability", durability, "--backlog-limit-bytes", "0", "--log-level", "WARNING"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -140,7 +139,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--durability", default="fsync", choices=["fsync", "os"])
-    parser.add_argument("--decode-workers", type=int, default=2, help="for the second collector column")
     parser.add_argument("--serve-bare", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_bare:
@@ -148,27 +146,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     levels = [int(c) for c in args.clients.split(",")]
     with tempfile.TemporaryDirectory(prefix="collector-bench-") as tmp:
-        ports = [_free_port() for _ in range(3)]
+        ports = [_free_port() for _ in range(2)]
         servers = [
-            _start(_collector_cmd(os.path.join(tmp, "inline"), ports[0], args.durability, 0), ports[0]),
-            _start(_collector_cmd(os.path.join(tmp, "workers"), ports[1], args.durability, args.decode_workers),
-                   ports[1]),
-            _start([sys.executable, __file__, "--serve-bare", str(ports[2])], ports[2]),
+            _start(_collector_cmd(os.path.join(tmp, "collector"), ports[0], args.durability), ports[0]),
+            _start([sys.executable, __file__, "--serve-bare", str(ports[1])], ports[1]),
         ]
         try:
             size = len(wire.encode_batch_packed(wire.BatchHeader("x", 1), _packed_events()))
             print(f"collector ingest: {EVENTS_PER_BATCH}-event batches ({size} bytes), durability={args.durability}, "
                   f"{args.seconds:g} s per cell; events/s acknowledged")
             print("(server CPU µs per event in brackets: the cost that does not depend on what else runs)")
-            print(f"| clients | collector | collector, {args.decode_workers} decode workers | bare handler "
-                  f"| best collector / bare |")
-            print("|--------:|----------:|----------:|-------------:|------:|")
+            print("| clients | collector | bare handler | collector / bare |")
+            print("|--------:|----------:|-------------:|------:|")
             for n in levels:
                 cells = [asyncio.run(measure(f"http://127.0.0.1:{port}", n, args.seconds, f"r{n}-{port}", proc.pid))
                          for port, proc in zip(ports, servers)]
                 rates = [rate for rate, _ in cells]
                 shown = [f"{rate:,.0f} ({cpu:.2f} µs)" for rate, cpu in cells]
-                print(f"| {n} | {shown[0]} | {shown[1]} | {shown[2]} | {max(rates[:2]) / rates[2]:.0%} |", flush=True)
+                print(f"| {n} | {shown[0]} | {shown[1]} | {rates[0] / rates[1]:.0%} |", flush=True)
         finally:
             for proc in servers:
                 proc.terminate()

@@ -108,7 +108,7 @@ def freshness(rate: int, seconds: float, samples: int, master: str, work: str) -
                                   "--store-url", store, "--ingest-token", TOKEN], stdout=out, stderr=out)
     session = requests.Session()
     _until(lambda: _healthy(session, url), "the collector")
-    follower = subprocess.Popen([sys.executable, "-m", "tracehook.cli", "index", "--follow", "--trigger", "1",
+    follower = subprocess.Popen([sys.executable, "-m", "collector.cli.main", "index", "--follow", "--trigger", "1",
                                  "--log-dir", log_dir, "--store", store, "--master", master],
                                 stdout=out, stderr=out, start_new_session=True)
     tracer = tracehook.Tracer(tracehook.TracerConfig(app="bench", collectors=(url,), token=TOKEN))
@@ -139,7 +139,7 @@ def freshness(rate: int, seconds: float, samples: int, master: str, work: str) -
         poller.stop.set()
         lat = sorted(answered - hooked for _, hooked, answered in poller.done)
         # The peer: when the segment holding the load seals (default 60 s age), plus a one-shot run.
-        from collector.tracelog import sealed_segments
+        from collector.log.file import sealed_segments
 
         last_hook = max(hooked for _, hooked, _ in poller.done)
         _until(lambda: any(s.sealed_ms / 1000 > last_hook for s in sealed_segments(log_dir)),
@@ -170,7 +170,7 @@ def throughput(backlog: int, master: str, work: str) -> tuple[float, float]:
     """(one-shot events/s, follow events/s) over the same backlog."""
     from index_spark import write_log
 
-    from collector.logstate import readable_end
+    from collector.log.state import readable_end
     from spark_jobs.checkpoint import default_checkpoint, spark_committed
     from spark_jobs.index_job import index_once, index_stream, spark_session
 

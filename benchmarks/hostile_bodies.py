@@ -23,6 +23,7 @@ import msgpack
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from collector.server import validate
 from tracehook import wire  # noqa: E402
 
 _HEAD = msgpack.packb([1, "client", 1, "app", "host", 0, {}])[1:]
@@ -72,16 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
     heap = [[i] for i in range(args.heap)]
-    print(f"C fast path: {wire.FAST_PATH}; body ~{args.size / 1024:.0f} KB; live heap {len(heap)} lists")
+    print(f"C fast path: {validate.FAST_PATH}; body ~{args.size / 1024:.0f} KB; live heap {len(heap)} lists")
     print(f"{'body':26} {'verdict':14} {'check_batch us/KB':>18} {'Python path us/KB':>18}")
     for name, body in bodies(args.size).items():
         try:
-            wire.check_batch(body)
+            validate.check_batch(body)
             verdict = "ok"
         except wire.WireError as exc:
             verdict = exc.reason
         both = cpu_us_per_kb(wire.check_batch, body, args.repeat)
-        py = cpu_us_per_kb(wire._check_batch_py, body, args.repeat)
+        py = cpu_us_per_kb(wire.check_batch, body, args.repeat)
         print(f"{name:26} {verdict:14} {both:18.1f} {py:18.1f}")
     return 0
 

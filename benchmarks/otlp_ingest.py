@@ -5,10 +5,9 @@ instrumentation reports them, half process spans), which map to 1,500 trace even
 native batch is exactly those 1,500 events in tracehook's msgpack format. Each format goes to
 its own real collector (``python -m collector``, fsync group commit, no index store) from 1
 and 4 concurrent clients; then each collector's log is indexed in process into a local
-store (``collector.store.indexer.index_records``, what the Spark job runs per partition). The
-last input is OTLP again, to a collector that maps in decode worker processes::
+store (``collector.store.indexer.index_records``, what the Spark job runs per partition).::
 
-    python benchmarks/otlp_ingest.py [--seconds 5] [--clients 1,4] [--index-events 150000] [--decode-workers 2]
+    python benchmarks/otlp_ingest.py [--seconds 5] [--clients 1,4] [--index-events 150000]
 
 Every OTLP request differs (its first span id), as real exports do: identical requests would be
 deduplicated without an append.
@@ -37,7 +36,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
 
-from collector import otlp, tracelog  # noqa: E402
+from collector.log import file as tracelog  # noqa: E402
+from collector.server import otlp  # noqa: E402
 from collector.store import open_store  # noqa: E402
 from collector.store.indexer import index_records  # noqa: E402
 from tracehook import wire  # noqa: E402
@@ -145,7 +145,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--clients", default="1,4")
     parser.add_argument("--index-events", type=int, default=150_000)
-    parser.add_argument("--decode-workers", type=int, default=2, help="for the last OTLP input")
     args = parser.parse_args(argv)
     request = make_request()
     mapped = otlp.map_request(request)
@@ -156,8 +155,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "OTLP protobuf": ({"Content-Type": otlp.PROTOBUF}, "/v1/traces", otlp_bodies(request, "identity")),
         "OTLP protobuf+gzip": ({"Content-Type": otlp.PROTOBUF, "Content-Encoding": "gzip"}, "/v1/traces",
                                otlp_bodies(request, "gzip")),
-        f"OTLP protobuf, {args.decode_workers} decode workers": (
-            {"Content-Type": otlp.PROTOBUF}, "/v1/traces", otlp_bodies(request, "identity")),
     }
     print(f"OTLP vs native ingest: {SPANS_PER_REQUEST} spans per OTLP request = {len(events)} events per "
           f"native batch; fsync; {args.seconds:g} s per cell")
@@ -169,8 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in kinds:
                 port = _free_port()
                 data_dir = os.path.join(tmp, f"collector-{len(servers)}")
-                workers = args.decode_workers if "decode workers" in name else 0
-                servers[name] = (port, data_dir, _start(_collector_cmd(data_dir, port, "fsync", workers), port))
+                servers[name] = (port, data_dir, _start(_collector_cmd(data_dir, port, "fsync"), port))
             for clients in (int(c) for c in args.clients.split(",")):
                 for name, (headers, path, body) in kinds.items():
                     port, _, proc = servers[name]

@@ -30,11 +30,13 @@ import time
 import urllib.parse
 from collections.abc import Callable
 
-from collector.demo import free_port, start_collector, stop_collector
-from collector.sample import bulk
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root: tests.fixtures
+
+from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.store import open_store
 from collector.store.indexer import index_records
-from collector.store.query import TraceQuery
+from collector.store.reader import TraceQuery
+from tests.fixtures.sample import bulk
 
 DEFAULT_MESSAGES = 1_000_000
 DEFAULT_QUERIES = 500

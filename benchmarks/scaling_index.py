@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from index_spark import EVENTS_PER_BATCH, part_events
 from index_throughput import events
 
+from collector.log.file import TraceLog
 from collector.store import open_store
-from collector.tracelog import TraceLog
 from spark_jobs.index_job import index_once, spark_session
 from tracehook.wire import encode_batch
 

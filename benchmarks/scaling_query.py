@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from collector.sample import bulk
 from collector.store import Store, open_store
 from collector.store.indexer import index_records
-from collector.store.query import TraceQuery
+from collector.store.reader import TraceQuery
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPIC = "bulk"

@@ -1,15 +1,15 @@
-"""The tracehook collector: durable ingest into a trace log, plus the query API and web page.
+"""The tracehook collector: everything on the service side, one subpackage per layer.
 
-Run it with ``tracehook collector --data-dir DATA --port 7070`` or embed it::
+::
 
-    from aiohttp import web
-    from collector.app import create_app
-    from collector.config import CollectorConfig
+    collector/log/      the trace log: framing, the segmented file log, recovery, salvage (no HTTP)
+    collector/store/    row keys and schema (the only place keys are built or read), SQLite, HBase,
+                        the indexer, the message model and the reads by index (TraceQuery)
+    collector/query/    domain logic over the store: backtracking, timeline, time and parameter parsing
+    collector/server/   the aiohttp service: ingest (+ the C validator), auth, TLS, rate limits, metrics,
+                        the native, QMQ, backtracking and OTLP routes, the web page
+    collector/cli/      the ``tracehook`` command: collector, query, offsets, replay-list, kafka-reset, demo
 
-    web.run_app(create_app(CollectorConfig(data_dir="data")), host="127.0.0.1", port=7070)
-
-Modules: ``config`` (settings), ``app`` (the aiohttp application), ``ingest`` (POST
-/v1/batches and group commit), ``tracelog`` (the segmented log writer and its reader API),
-``logformat`` (framing, manifest, checkpoint), ``auth``, ``metrics``, ``errors``; the query
-side is ``api`` and ``store``. Importing this package imports none of them.
+Dependencies point down the list's reverse: ``cli`` → ``server`` → ``query`` → ``store`` / ``log`` →
+``tracehook.wire``; ``tests/test_layout.py`` checks it. Importing this package imports none of them.
 """

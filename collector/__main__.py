@@ -1,3 +1,3 @@
-from collector.cli import main
+from collector.cli.serve import main
 
 raise SystemExit(main())

@@ -33,7 +33,7 @@ def store_key(store_url: str) -> str:
 
 def default_checkpoint(log_dir: str, store_url: str) -> str:
     """``<log-dir>/index-checkpoints/<hash of the store URL>``: one checkpoint per (log, store)."""
-    from spark_jobs.index_job import absolute_store_url
+    from collector.store import absolute_store_url
 
     return os.path.join(os.path.abspath(log_dir), CHECKPOINTS_DIR, store_key(absolute_store_url(store_url)))
 
@@ -94,7 +94,7 @@ def sync_commit(log_dir: str, store_url: str, checkpoint: str) -> None:
     The source's ``commit`` does this too, but Spark calls it when it plans the *next* batch,
     so after an ``AvailableNow`` run the last batch would otherwise stay unrecorded.
     """
-    from collector.logstate import LogPosition, read_commits, write_commit
+    from collector.log.state import LogPosition, read_commits, write_commit
 
     end = spark_committed(checkpoint)
     if end is None:
@@ -107,8 +107,8 @@ def sync_commit(log_dir: str, store_url: str, checkpoint: str) -> None:
 
 def protect_from_retention(log_dir: str, store_url: str, checkpoint: str) -> None:
     """A new checkpoint records the log's first offset at once, so retention keeps what it has to read."""
-    from collector.logformat import sealed_segments
-    from collector.logstate import LogPosition, read_commits, readable_end, write_commit
+    from collector.log.format import sealed_segments
+    from collector.log.state import LogPosition, read_commits, readable_end, write_commit
 
     key = commit_key(checkpoint)
     if any(c.key == key for c in read_commits(log_dir)) or spark_committed(checkpoint) is not None:
@@ -121,7 +121,7 @@ def protect_from_retention(log_dir: str, store_url: str, checkpoint: str) -> Non
 def lag(log_dir: str, checkpoint: str) -> tuple[int, float]:
     """(records, seconds) the checkpoint is behind the log's durable end; seconds from the
     receive time of the oldest record not yet indexed."""
-    from collector.logstate import readable_end, receive_ms_at
+    from collector.log.state import readable_end, receive_ms_at
 
     done = spark_committed(checkpoint)
     end = readable_end(log_dir)
@@ -136,7 +136,7 @@ def lag(log_dir: str, checkpoint: str) -> tuple[int, float]:
 
 def lag_after(log_dir: str, checkpoint: str, batch_id: int) -> tuple[int, float]:
     """Records and seconds behind the durable end once batch ``batch_id`` is written."""
-    from collector.logstate import readable_end, receive_ms_at
+    from collector.log.state import readable_end, receive_ms_at
 
     try:
         with open(os.path.join(checkpoint, "offsets", str(batch_id)), encoding="utf-8") as f:
@@ -152,7 +152,7 @@ def lag_after(log_dir: str, checkpoint: str, batch_id: int) -> tuple[int, float]
 
 def drop_legacy_checkpoint(log_dir: str) -> None:
     """``indexed.json`` (the per-log checkpoint before index-checkpoints/) is replaced: remove it."""
-    from collector.logformat import CHECKPOINT
+    from collector.log.format import CHECKPOINT
 
     try:
         os.remove(os.path.join(log_dir, CHECKPOINT))

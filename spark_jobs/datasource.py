@@ -3,7 +3,7 @@
 Each row is one raw log record, ``(base, offset, payload, error, skipped_bytes, lost_records)``.
 Decoding happens later, in the index job's ``mapPartitions``, so a bad batch is counted there.
 A corrupt frame does not fail the read: the reader skips to the next frame that verifies
-(:func:`collector.logformat.salvage_segment`) and yields one row with ``payload = None``,
+(:func:`collector.log.format.salvage_segment`) and yields one row with ``payload = None``,
 ``error`` set and the bytes and records it had to skip, so the job can count the loss.
 
 Options (plain data only, so the reader runs unchanged on a cluster's executors):
@@ -20,7 +20,7 @@ Example::
 
 Streaming (``spark.readStream.format("tracehook_log")``, what the index job uses): offsets are
 log positions ``{"log": id, "offset": n, "base": segment, "pos": byte}``; each micro-batch reads
-records ``[start, end)`` where ``end`` is the collector's durable end (:mod:`collector.logstate`),
+records ``[start, end)`` where ``end`` is the collector's durable end (:mod:`collector.log.state`),
 active segment included, one partition per segment slice.  Options: ``log_dir`` (absolute),
 ``log_id``, and for :meth:`TraceLogStreamReader.commit` ``commit_key``, ``store`` and
 ``checkpoint``: each commit is recorded in ``<log_dir>/index-commits/<commit_key>.json``,
@@ -72,7 +72,7 @@ class TraceLogSource(DataSource):
 
 
 class TraceLogReader(DataSourceReader):
-    """Reads each segment with :func:`collector.logformat.salvage_segment`."""
+    """Reads each segment with :func:`collector.log.format.salvage_segment`."""
 
     def __init__(self, segments: list[list[Any]]) -> None:
         self.segments = [(int(base), str(path), int(records)) for base, path, records in segments]
@@ -82,7 +82,7 @@ class TraceLogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[int, int, bytes | None, str | None, int, int]]:
         # Imported here: this runs in a Python worker on an executor.
-        from collector.logformat import Damage, salvage_segment
+        from collector.log.format import Damage, salvage_segment
 
         assert isinstance(partition, SegmentPartition)
         for item in salvage_segment(partition.path, partition.base, partition.records):
@@ -97,7 +97,7 @@ Row = tuple[int, int, bytes | None, str | None, int, int]
 
 
 def _rows(path: str, base: int, items: Iterator[Any]) -> Iterator[Row]:
-    from collector.logformat import Damage
+    from collector.log.format import Damage
 
     for item in items:
         if isinstance(item, Damage):
@@ -120,7 +120,7 @@ class TraceLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches of log records up to the collector's durable end (see the module docstring)."""
 
     def __init__(self, options: dict[str, str]) -> None:
-        from collector.logstate import read_log_id
+        from collector.log.state import read_log_id
 
         self.log_dir = options["log_dir"]
         self.log_id = options.get("log_id") or read_log_id(self.log_dir)
@@ -136,7 +136,7 @@ class TraceLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"log": self.log_id, "offset": offset, "base": base, "pos": pos}
 
     def _check(self, position: dict[str, Any]) -> None:
-        from collector.logstate import read_log_id
+        from collector.log.state import read_log_id
         from spark_jobs.errors import CheckpointMismatchError
 
         if position.get("log") != self.log_id or read_log_id(self.log_dir) != self.log_id:
@@ -145,14 +145,14 @@ class TraceLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"(log {read_log_id(self.log_dir)}); use the checkpoint of this log and store")
 
     def _durable_end(self) -> dict[str, Any]:
-        from collector.logstate import readable_end
+        from collector.log.state import readable_end
 
         end = readable_end(self.log_dir)
         return self._offset(end.offset, end.base, end.pos)
 
     def initialOffset(self) -> dict[str, Any]:
         """The first record still in the log (a new checkpoint indexes everything the log holds)."""
-        from collector.logformat import sealed_segments
+        from collector.log.format import sealed_segments
 
         sealed = sealed_segments(self.log_dir)
         if sealed:
@@ -179,8 +179,8 @@ class TraceLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _locate(self, position: dict[str, Any]) -> tuple[int, int]:
         """(base, pos) of the segment file holding record ``position["offset"]``."""
-        from collector.errors import SegmentGoneError
-        from collector.logformat import segment_name
+        from collector.log.errors import SegmentGoneError
+        from collector.log.format import segment_name
 
         base, pos, offset = position["base"], position["pos"], position["offset"]
         path = os.path.join(self.log_dir, segment_name(base))
@@ -194,8 +194,8 @@ class TraceLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             "before this checkpoint indexed it; see docs/index-job.md (backfilling a store)")
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        from collector.errors import SegmentGoneError
-        from collector.logformat import _load_manifest, segment_name
+        from collector.log.errors import SegmentGoneError
+        from collector.log.format import _load_manifest, segment_name
 
         if end["offset"] <= start["offset"]:
             return []
@@ -225,7 +225,7 @@ class TraceLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _split(self, base: int, path: str, at: int, until: int | None, first: int,
                stop: int) -> list[InputPartition]:
         """One slice, or up to ``max_partitions`` pieces of it split at frame boundaries."""
-        from collector.logformat import frame_starts
+        from collector.log.format import frame_starts
 
         size = (os.path.getsize(path) if until is None else until) - at
         if self.max_partitions < 2 or size < 2 * MIN_SPLIT_BYTES:
@@ -236,8 +236,8 @@ class TraceLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 for (pos, offset), (nxt_pos, nxt_offset) in zip(points, bounds)]
 
     def read(self, partition: InputPartition) -> Iterator[Row]:
-        from collector.errors import SegmentGoneError
-        from collector.logformat import salvage_range
+        from collector.log.errors import SegmentGoneError
+        from collector.log.format import salvage_range
 
         assert isinstance(partition, SliceOfSegment)
         try:
@@ -251,7 +251,7 @@ class TraceLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict[str, Any]) -> None:
         """Spark has processed everything before ``end``: record it for the collector's retention."""
         if self.commit_key:
-            from collector.logstate import LogPosition, write_commit
+            from collector.log.state import LogPosition, write_commit
 
             write_commit(self.log_dir, self.commit_key, self.store, self.checkpoint,
                          LogPosition(end["offset"], end["base"], end["pos"]))

@@ -8,7 +8,7 @@ class IndexJobError(Exception):
 
 
 class NoSparkError(IndexJobError):
-    """PySpark is not installed (``pip install -e ".[spark]"``)."""
+    """PySpark is not installed (``pip install -e ".[index]"``)."""
 
 
 class LocalStoreOnClusterError(IndexJobError, ValueError):

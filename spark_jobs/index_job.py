@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from collector.store import absolute_store_url
 from spark_jobs.checkpoint import (
     claim_checkpoint,
     commit_key,
@@ -138,15 +139,14 @@ def index_partition(store_url: str, batch_size: int,
 
     def run(rows: Iterator[Any]) -> Iterator[PartitionResult]:
         from collector.store import open_store
-        from collector.store.indexer import index_records
-        from tracehook.wire import WireError, decode_batch
+        from collector.store.indexer import index_payloads
 
         counts = {"records": 0}
         bad: Counter[str] = Counter()
         damage: list[str] = []
         bases: set[int] = set()
 
-        def events() -> Iterator[Any]:
+        def payloads() -> Iterator[bytes]:
             for row in rows:
                 bases.add(row.base)
                 if row.error is not None:
@@ -155,18 +155,12 @@ def index_partition(store_url: str, batch_size: int,
                     damage.append(f"{row.error}: skipped {row.skipped_bytes} bytes, {row.lost_records} record(s)")
                     continue
                 counts["records"] += 1
-                try:
-                    batch = decode_batch(bytes(row.payload))
-                except WireError as exc:
-                    bad[exc.reason] += 1
-                    continue
-                for event in batch.events:
-                    yield batch.header, event
+                yield bytes(row.payload)
 
         # The driver created the tables (_prepare_store): tasks skip that round trip.
         store = open_store(store_url, create_tables=False)
         try:
-            n = index_records(store, events(), batch_size, writers=writers, dropped=bad)
+            n = index_payloads(store, payloads(), batch_size, writers=writers, dropped=bad)
         finally:
             store.close()
         yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage, sorted(bases)
@@ -177,14 +171,6 @@ def index_partition(store_url: str, batch_size: int,
 def is_local_master(master: str) -> bool:
     """True for masters whose executors all run on this host (``local``, ``local[N]``, ``local-cluster[...]``)."""
     return master == "local" or master.startswith(("local[", "local-cluster["))
-
-
-def absolute_store_url(store_url: str) -> str:
-    """``local:`` URLs with an absolute path: executors' working directories differ from the driver's."""
-    if not store_url.startswith("local:"):
-        return store_url
-    path, sep, query = store_url[len("local:"):].partition("?")
-    return f"local:{os.path.abspath(path)}{sep}{query}" if path else store_url
 
 
 def check_store_for_master(master: str, store_url: str) -> None:
@@ -336,8 +322,8 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
     The checkpoint (default :func:`default_checkpoint`) belongs to this (log, store) pair;
     ``on_batch`` gets each micro-batch's report and the lag after it.
     """
-    from collector.errors import NotATraceLogError
-    from collector.logstate import read_log_id
+    from collector.log.errors import NotATraceLogError
+    from collector.log.state import read_log_id
     from spark_jobs.datasource import FORMAT_NAME
 
     started = time.monotonic()
@@ -457,7 +443,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_arguments(args: argparse.Namespace) -> None:
     """Raise :class:`IndexJobError` (or ValueError) for arguments that cannot work, before Spark starts."""
-    from collector.logformat import MANIFEST, SEGMENT_SUFFIX
+    from collector.log.format import MANIFEST, SEGMENT_SUFFIX
     from collector.store import resolve_store_url
 
     if args.writers < 1:
@@ -517,8 +503,8 @@ def run(args: argparse.Namespace) -> int:
     except (IndexJobError, ValueError, BadStoreUrlError, SaltBucketsMismatchError) as exc:
         print(f"index: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    from collector.errors import NotATraceLogError
-    from collector.logstate import read_log_id
+    from collector.log.errors import NotATraceLogError
+    from collector.log.state import read_log_id
 
     try:
         read_log_id(args.log_dir)
@@ -529,7 +515,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         spark = spark_session(args.master, args.driver_memory)
     except NoSparkError as exc:
-        print(f"index: {exc} (install it with: pip install 'tracehook[spark]')", file=sys.stderr)
+        print(f"index: {exc} (install it with: pip install 'tracehook[index]')", file=sys.stderr)
         return EXIT_USAGE
     total_events = 0
     last_purge: float | None = None

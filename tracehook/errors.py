@@ -1,8 +1,9 @@
 """Named errors of the tracehook library.
 
 Hooks never raise into the app; these are raised only for bad explicit
-configuration (``tracehook.configure(queue_size=-1)``) and used inside the
-dispatcher to classify collector answers.
+configuration (``tracehook.configure(queue_size=-1)``), by the wire format's decoder
+(:class:`WireError`, also ``tracehook.wire.WireError``) and inside the dispatcher to
+classify collector answers.
 """
 
 from __future__ import annotations
@@ -24,3 +25,12 @@ class DeliveryError(TracehookError):
         self.url = url
         self.status = status
         self.retry_after_s = retry_after_s
+
+
+class WireError(TracehookError, ValueError):
+    """Input that is not a valid batch or event; ``reason`` is a short machine-readable code."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail

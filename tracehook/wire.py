@@ -20,7 +20,6 @@ Example::
 from __future__ import annotations
 
 import gc
-import logging
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,6 +28,8 @@ from enum import IntEnum
 from typing import Any, NamedTuple
 
 import msgpack
+
+from tracehook.errors import WireError  # noqa: F401  (raised here; callers catch wire.WireError)
 
 from .context import trace_id_for
 
@@ -132,15 +133,6 @@ _UNPACK_LIMITS = {
     "max_map_len": max(MAX_PROPS, 1024),
     "max_ext_len": 0,
 }
-
-
-class WireError(ValueError):
-    """Input that is not a valid batch or event; ``reason`` is a short machine-readable code."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -256,24 +248,8 @@ def _decode_batch(data: bytes) -> Batch:
 
 def check_batch(data: bytes) -> tuple[BatchHeader, int]:
     """Validate a batch exactly as :func:`decode_batch` does, without building events;
-    return its header and event count (the collector's ingest path).
-
-    Uses the C validator (:data:`FAST_PATH`) when it is built; it only answers "valid",
-    so anything else goes through the Python path below, which names the problem."""
-    return fast_check_batch(data) or _check_batch_py(data)
-
-
-def fast_check_batch(data: bytes) -> tuple[BatchHeader, int] | None:
-    """:func:`check_batch`'s result if the C validator is built and accepts ``data``, else
-    None (then only :func:`check_batch` can say what is wrong)."""
-    checked = _fast_check(data) if _fast_check is not None else None
-    if checked is None:
-        return None
-    client_id, seq, app, host, sent_ms, stats, count = checked
-    return BatchHeader(client_id, seq, app, host, sent_ms, stats), count
-
-
-def _check_batch_py(data: bytes) -> tuple[BatchHeader, int]:
+    return its header and event count (the collector's ingest path, whose C validator
+    answers "valid" faster and falls back to this for the reason)."""
     with _no_gc():
         try:
             return _check_unpacked(data)
@@ -440,15 +416,15 @@ def validate_event(raw: Any, index: int = 0) -> Event:
     return _new_tuple(Event, raw)
 
 
-# -- the C fast path ----------------------------------------------------------------------
-# tracehook/_wirecheck.c walks the msgpack bytes instead of building objects (the collector
-# validates every event it receives). It is an optional extension: without a compiler at
-# install time the Python path above does everything. Its rules come from here.
+# -- the rules of the collector's C validator ------------------------------------------------
+# collector/server/_wirecheck.c walks the msgpack bytes instead of building objects. It knows
+# nothing of the format by itself: the collector configures it with these rules, so this module
+# stays the one definition of the wire format.
 _NONEMPTY = frozenset(Event._fields.index(f) for f in ("topic", "msg_id"))  # see validate_event
 _COLUMN_KINDS = {int: "int", str: "str", bytes: "bin", dict: "map"}
 
 
-def _fast_path_rules() -> dict[str, Any]:
+def fast_path_rules() -> dict[str, Any]:
     """The arguments of ``_wirecheck.configure``: the limits, the envelope's ranges and,
     per event position, (kind, nullable, nonempty, (lo, hi) or None, enum members or None)."""
     enums = {0: _EVENT_TYPES, _STATUS: _STATUSES, _TX_STATE: _TX_STATES}
@@ -461,22 +437,3 @@ def _fast_path_rules() -> dict[str, Any]:
     )
     return {"limits": dict(_UNPACK_LIMITS), "versions": (1, SCHEMA_VERSION), "max_int": MAX_INT,
             "min_fields": MIN_FIELDS, "columns": columns, "max_props": MAX_PROPS}
-
-
-def _load_fast_check() -> Callable[[bytes], tuple[Any, ...] | None] | None:
-    try:
-        from tracehook import _wirecheck
-    except ImportError:  # not built (no compiler when installed)
-        return None
-    try:
-        _wirecheck.configure(**_fast_path_rules())
-    except (ValueError, TypeError, OverflowError):  # rules it cannot express: stay exact
-        logging.getLogger(__name__).warning("tracehook._wirecheck cannot model these rules; "
-                                            "validating in Python", exc_info=True)
-        return None
-    return _wirecheck.check
-
-
-_fast_check = _load_fast_check()
-FAST_PATH = _fast_check is not None
-"""True when :func:`check_batch` validates with the C extension ``tracehook._wirecheck``."""

@@ -4,7 +4,7 @@ Example::
 
     from collector.store import open_store
     from collector.store.indexer import index_records
-    from collector.store.query import TraceQuery
+    from collector.store.reader import TraceQuery
 
     store = open_store("local:/tmp/index.sqlite3")          # or "hbase://127.0.0.1:9090?namespace=trace"
     index_records(store, [(batch.header, ev) for ev in batch.events])
@@ -36,8 +36,7 @@ from collector.store.errors import (
 )
 
 __all__ = ["QueryError", "SaltBucketsMismatchError", "Store", "StoreError", "StoreOptions", "StoreUnavailableError",
-           "check_store_url",
-           "open_store", "resolve_store_url"]
+           "check_store_url", "open_store", "resolve_store_url", "local_path", "absolute_store_url"]
 
 INDEX_FILE = "index.sqlite3"
 """The embedded index's file name inside a collector's (or the demo's) data directory."""
@@ -93,6 +92,22 @@ def _address(text: str | None, url: str) -> tuple[str, int] | None:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise BadStoreUrlError(f"thrift2 must be HOST:PORT, not {text!r} (in {url!r})")
     return host, int(port)
+
+
+def local_path(url: str) -> str | None:
+    """The SQLite file a ``local:`` URL names (as written, maybe relative); None for other stores."""
+    if not url.startswith("local:"):
+        return None
+    return url[len("local:"):].partition("?")[0]
+
+
+def absolute_store_url(url: str) -> str:
+    """``url`` with a ``local:`` path made absolute (executors and other processes have other working
+    directories; two spellings of one file compare equal); other URLs come back unchanged."""
+    path = local_path(url)
+    if not path:
+        return url
+    return f"local:{os.path.abspath(path)}{url[len('local:') + len(path):]}"
 
 
 def resolve_store_url(url: str, *, must_exist: bool = False) -> str:

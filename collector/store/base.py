@@ -2,7 +2,7 @@
 
 Adapters (:mod:`collector.store.local`, :mod:`collector.store.hbase`) only move
 bytes; the layout lives in :mod:`collector.store.schema` and every query in
-:mod:`collector.store.query`, so both stores answer identically.
+:mod:`collector.store.reader`, so both stores answer identically.
 
 Columns are ``b"family:qualifier"``; a row is ``(row_key, {column: value})``.
 Every cell expires ``ttl_s`` seconds after it was written (HBase column-family TTL);

@@ -1,7 +1,7 @@
 """Named errors of the index store.
 
-Query errors carry an HTTP ``status`` and a short ``reason`` so the query API can
-render them as ``{"error": reason, "detail": text}`` without a lookup table.
+Each carries a short ``reason`` code; the collector's server maps them to HTTP answers
+in one place (:mod:`collector.server.errors`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 class StoreError(Exception):
     """Base of every error raised by :mod:`collector.store`."""
 
-    status = 500
     reason = "store_error"
 
 
@@ -23,7 +22,6 @@ class BadStoreUrlError(StoreError, ValueError):
 class StoreUnavailableError(StoreError):
     """The backend did not answer (HBase down, connection refused or reset)."""
 
-    status = 503
     reason = "store_unavailable"
 
 
@@ -36,7 +34,6 @@ class KeyEncodingError(StoreError, ValueError):
 class QueryError(StoreError, ValueError):
     """A query the store cannot answer as asked (the caller's mistake)."""
 
-    status = 400
     reason = "bad_query"
 
 
@@ -58,5 +55,4 @@ class SaltBucketsMismatchError(StoreError):
     Rows would be filed under buckets that queries never scan, so this is refused, never guessed.
     """
 
-    status = 409
     reason = "salt_buckets_mismatch"

@@ -7,9 +7,8 @@ again, or a duplicate of an event, rewrites identical cells.
 Example::
 
     from collector.store import open_store
-    from collector.store.indexer import index_records
-    batch = wire.decode_batch(payload)
-    index_records(open_store("local:index.sqlite3"), ((batch.header, e) for e in batch.events))
+    from collector.store.indexer import index_payloads
+    index_payloads(open_store("local:index.sqlite3"), [payload])   # trace-log records (batch bytes)
 """
 
 from __future__ import annotations
@@ -22,7 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
-from tracehook.wire import Batch, BatchHeader, Event, EventType, trace_id_of
+from tracehook import wire
+from tracehook.wire import BatchHeader, Event, EventType, trace_id_of
 
 DEFAULT_BATCH_SIZE = 1000
 """Rows per put (one round trip), per table, as happybase's ``Table.batch(batch_size=...)``."""
@@ -216,6 +216,25 @@ def finish_batch(store: Store, *, now_ms: int | None = None, chunk: int = DEFAUL
     return placed
 
 
-def index_batches(store: Store, batches: Iterable[Batch], batch_size: int = DEFAULT_BATCH_SIZE) -> int:
-    """:func:`index_records` for decoded batches."""
-    return index_records(store, ((b.header, e) for b in batches for e in b.events), batch_size)
+def index_payloads(
+    store: Store, payloads: Iterable[bytes], batch_size: int = DEFAULT_BATCH_SIZE,
+    *, writers: int = DEFAULT_WRITERS, dropped: Counter[str] | None = None,
+) -> int:
+    """:func:`index_records` for trace-log records (encoded batches): the one decode-and-index path.
+
+    A record that does not decode is skipped and counted in ``dropped`` under the wire
+    format's reason (``bad_version``, ``bad_field``...); the others are indexed.
+    """
+    bad: Counter[str] = dropped if dropped is not None else Counter()
+
+    def records() -> Iterator[tuple[BatchHeader, Event]]:
+        for payload in payloads:
+            try:
+                batch = wire.decode_batch(payload)
+            except wire.WireError as exc:
+                bad[exc.reason] += 1
+                continue
+            for event in batch.events:
+                yield batch.header, event
+
+    return index_records(store, records(), batch_size, writers=writers, dropped=bad)

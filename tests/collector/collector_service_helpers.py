@@ -12,7 +12,7 @@ import time
 
 import requests
 
-from collector import tracelog
+from collector.log import file as tracelog
 from tracehook import wire
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from collector_service_helpers import CollectorProcess
 
-from collector.config import CollectorConfig
+from collector.server.config import CollectorConfig
 
 
 @pytest.fixture

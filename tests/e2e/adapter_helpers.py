@@ -7,9 +7,10 @@ import pathlib
 from collections.abc import Callable, Iterator
 
 import tracehook
-from collector.demo import free_port, index_in_process, seal_log, start_collector, stop_collector
+from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.store import open_store
-from collector.store.query import TraceQuery
+from collector.store.reader import TraceQuery
+from tests.fixtures.indexing import index_sealed, seal_log
 
 
 def collect_and_index(tmp_path: pathlib.Path, run: Callable[[tracehook.Tracer], None]) -> str:
@@ -38,7 +39,7 @@ def collect_and_index_url(tmp_path: pathlib.Path, run: Callable[[str], None]) ->
     finally:
         stop_collector(proc)
     store_url = f"local:{tmp_path / 'index.sqlite3'}"
-    index_in_process(str(tmp_path / "log"), store_url)
+    index_sealed(str(tmp_path / "log"), store_url)
     return store_url
 
 

@@ -15,7 +15,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 import tracehook
-from collector.demo import free_port
+from collector.cli.demo import free_port
 from tracehook import HEADER_MSG_ID
 from tracehook.adapters import kafka_python
 

@@ -16,7 +16,7 @@ from adapter_helpers import collect_and_index, trace_query
 from fixtures.brokers import drain
 
 import tracehook
-from collector.demo import free_port
+from collector.cli.demo import free_port
 from tracehook.adapters import HEADER_KEYS
 from tracehook.adapters import pika as traced_pika
 from tracehook.context import trace_id_for

@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 
 import tracehook
-from collector.demo import free_port, seal_log, start_collector, stop_collector
+from collector.cli.demo import free_port, start_collector, stop_collector
+from collector.cli.main import main as cli_main
+from collector.log.file import read_segment, sealed_segments
 from collector.store import open_store
 from collector.store.indexer import index_records
-from collector.tracelog import read_segment, sealed_segments
-from tracehook.cli import main as cli_main
+from tests.fixtures.indexing import seal_log
 from tracehook.wire import decode_batch
 
 pytestmark = pytest.mark.slow

@@ -22,9 +22,9 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 import tracehook
+from collector.cli.kafka_reset import apply_plan, committed_offsets, replay_items
+from collector.cli.main import main as cli_main
 from tracehook.adapters import kafka_python
-from tracehook.adapters.kafka_reset import apply_plan, committed_offsets, replay_items
-from tracehook.cli import main as cli_main
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -24,14 +24,14 @@ HINT = re.compile(r"^(?:== [^:]+: |try: )(tracehook .*)$", re.M)
 
 
 def demo_command(data_dir: pathlib.Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "tracehook", "demo", "--data-dir", str(data_dir), "--orders", "15", *extra]
+    return [sys.executable, "-m", "collector.cli", "demo", "--data-dir", str(data_dir), "--orders", "15", *extra]
 
 
 def run_hint(line: str, cwd: pathlib.Path) -> subprocess.CompletedProcess[str]:
     """A printed ``tracehook ...`` line, as a user would paste it (from another directory)."""
     argv = shlex.split(line)
     assert argv[0] == "tracehook"
-    return subprocess.run([sys.executable, "-m", "tracehook", *argv[1:]], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "collector.cli", *argv[1:]], capture_output=True, text=True,
                           timeout=120, cwd=cwd, env=ENV)
 
 

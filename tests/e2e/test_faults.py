@@ -2,7 +2,7 @@
 
 Producers are separate Python processes using the real tracehook library
 (``fault_helpers.py``); collectors are ``tracehook collector`` subprocesses on
-127.0.0.1 (``collector.demo.start_collector``).  Each test checks, per producer,
+127.0.0.1 (``collector.cli.demo.start_collector``).  Each test checks, per producer,
 ``emitted == sent + dropped + queued`` against the trace log itself: every batch the
 dispatcher saw acknowledged is in the log, the log holds exactly the sent events, and
 the events missing from it are exactly the counted drops.  The figures go to
@@ -27,10 +27,11 @@ from typing import Any
 import pytest
 from fault_helpers import msg_id
 
-from collector.demo import free_port, index_in_process, seal_log, start_collector, stop_collector
+from collector.cli.demo import free_port, start_collector, stop_collector
+from collector.log.file import read_segment, sealed_segments
 from collector.store import keys, open_store, schema
-from collector.store.query import TraceQuery
-from collector.tracelog import read_segment, sealed_segments
+from collector.store.reader import TraceQuery
+from tests.fixtures.indexing import index_sealed, seal_log
 from tracehook.wire import Event, EventType, decode_batch
 
 pytestmark = pytest.mark.slow
@@ -191,7 +192,7 @@ def logged_ids(batches: Batches) -> set[str]:
 def index_and_check(log_dirs: list[str], store_url: str, batches: Batches) -> int:
     """Index every sealed segment of ``log_dirs`` into one store; check it against the log."""
     for log_dir in log_dirs:
-        index_in_process(log_dir, store_url)
+        index_sealed(log_dir, store_url)
     expected = logged_ids(batches)
     indexed = check_index(store_url, expected)
     assert indexed == len(expected)

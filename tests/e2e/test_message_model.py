@@ -27,9 +27,9 @@ import requests
 from hypothesis import HealthCheck, Phase, given, settings
 
 import tracehook
-from collector.demo import free_port, start_collector, stop_collector
+from collector.cli import main as tracehook_cli
+from collector.cli.demo import free_port, start_collector, stop_collector
 from spark_jobs.index_job import index_once
-from tracehook import cli as tracehook_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

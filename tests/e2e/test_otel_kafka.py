@@ -18,8 +18,8 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from opentelemetry.instrumentation.kafka import KafkaInstrumentor
 from otel_helpers import instrumented, metric, otel_provider
 
-from collector.demo import free_port
-from collector.otlp import derived_msg_id
+from collector.cli.demo import free_port
+from collector.server.otlp import derived_msg_id
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

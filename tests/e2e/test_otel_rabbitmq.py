@@ -18,8 +18,8 @@ from opentelemetry import trace
 from opentelemetry.instrumentation.pika import PikaInstrumentor
 from otel_helpers import instrumented, metric, otel_provider
 
-from collector import backtrack
-from collector.demo import free_port
+from collector.cli.demo import free_port
+from collector.query import backtrack
 from tracehook.wire import Status
 
 pytestmark = [pytest.mark.rabbitmq, pytest.mark.slow]

@@ -21,9 +21,9 @@ import requests
 from fixtures.relay import Relay
 
 import tracehook
+from collector.log.file import sealed_segments
 from collector.store import open_store
-from collector.store.query import TraceQuery
-from collector.tracelog import sealed_segments
+from collector.store.reader import TraceQuery
 from spark_jobs.checkpoint import default_checkpoint, spark_committed
 from spark_jobs.errors import IndexJobError
 from spark_jobs.index_job import index_once

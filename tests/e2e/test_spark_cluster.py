@@ -21,8 +21,8 @@ import requests
 from fixtures.spark_cluster import ROOT, driver_env
 
 import tracehook
+from collector.log.file import sealed_segments
 from collector.store import open_store, schema
-from collector.tracelog import sealed_segments
 from spark_jobs.index_job import APP_NAME
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.hbase]
@@ -77,7 +77,7 @@ def _traced_log(data_dir: Path) -> Path:
 
 def _index(log_dir: Path, store_url: str, master: str, env: dict[str, str]) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "tracehook.cli", "index", "--log-dir", str(log_dir), "--store", store_url,
+        [sys.executable, "-m", "collector.cli", "index", "--log-dir", str(log_dir), "--store", store_url,
          "--master", master, "--driver-memory", "512m"],
         capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from collector.demo import free_port, start_collector, stop_collector
-from collector.sample import SHARED_KEY, SHIPPING_HEADER, TOPIC, scenario, send
+from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.store import open_store
 from collector.store.indexer import index_records
+from tests.fixtures.sample import SHARED_KEY, SHIPPING_HEADER, TOPIC, scenario, send
 from tracehook.wire import Event, EventType, Status, make_event
 
 CHROMIUM = "/usr/bin/chromium"
@@ -65,7 +65,7 @@ def paging_and_same_ms(t: int) -> list:
     """PAGING_COUNT messages on PAGING_TOPIC, one of them filed under two times (a failed first send
     without a store time), so the index holds one row more than the messages; and SAME_MS_ID, whose
     retry 1 is received in the millisecond its retry 0 finished, request ids sorting the other way."""
-    from collector.sample import BILLING_HEADER, _event
+    from tests.fixtures.sample import BILLING_HEADER, _event
 
     records = []
     for n in range(PAGING_COUNT):

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from collector.logstate import committed_offset, readable_end
-from collector.store import open_store, schema
-from collector.tracelog import TraceLog
+from collector.log.file import TraceLog
+from collector.log.state import committed_offset, readable_end
+from collector.store import absolute_store_url, open_store, schema
 from spark_jobs.errors import LocalStoreOnClusterError
-from spark_jobs.index_job import absolute_store_url, add_arguments, check_store_for_master, index_once, run
+from spark_jobs.index_job import add_arguments, check_store_for_master, index_once, run
 from tracehook.wire import BatchHeader, EventType, encode_batch, make_event
 
 T0 = 1_790_000_000_000

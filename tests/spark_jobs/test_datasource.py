@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from collector.logformat import encode_record
-from collector.logstate import readable_end
-from collector.tracelog import TraceLog
+from collector.log.file import TraceLog
+from collector.log.format import encode_record
+from collector.log.state import readable_end
 from spark_jobs import datasource
 from spark_jobs.datasource import TraceLogStreamReader
 

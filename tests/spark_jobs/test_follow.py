@@ -17,7 +17,7 @@ import requests
 
 import tracehook
 from collector.store import open_store
-from collector.store.query import TraceQuery
+from collector.store.reader import TraceQuery
 from spark_jobs.index_job import FAULT_PAUSE_BATCH_ENV, FAULT_PAUSE_ENV
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -55,7 +55,7 @@ class _Follower:
         self.out_path = out_path
         with open(out_path, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tracehook.cli", "index", "--follow", "--trigger", "0.5",
+                [sys.executable, "-m", "collector.cli.main", "index", "--follow", "--trigger", "0.5",
                  "--log-dir", log_dir, "--store", store_url, "--master", "local[1]"],
                 stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
                 start_new_session=True)  # its own group: SIGKILL takes its Spark JVM along
@@ -170,7 +170,7 @@ def test_collector_index_flag_runs_a_follower_and_stops_it(tmp_path: Any) -> Non
     out_path = tmp_path / "collector.out"
     with open(out_path, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tracehook.cli", "collector", "--data-dir", data_dir, "--port", str(port),
+            [sys.executable, "-m", "collector.cli.main", "collector", "--data-dir", data_dir, "--port", str(port),
              "--ingest-token", TOKEN, "--index"], stdout=out, stderr=subprocess.STDOUT)
     try:
         _until(lambda: proc.poll() is None and _get(url + "/healthz") == 200, "collector ready")

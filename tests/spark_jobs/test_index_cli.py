@@ -9,8 +9,8 @@ from typing import IO, Any
 
 import pytest
 
-from collector.logstate import committed_offset, readable_end
-from collector.tracelog import TraceLog
+from collector.log.file import TraceLog
+from collector.log.state import committed_offset, readable_end
 from tracehook.wire import BatchHeader, EventType, encode_batch, make_event
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -52,7 +52,7 @@ def test_every_indexes_new_segments_until_interrupted(tmp_path: Any) -> None:
     old.put_rows("messages", [(b"expired", {b"s:x": b"v"})])
     old.close()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tracehook.cli", "index", "--log-dir", log_dir,
+        [sys.executable, "-m", "collector.cli.main", "index", "--log-dir", log_dir,
          "--store", f"local:{db}", "--every", "0.5", "--master", "local[1]"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
@@ -77,7 +77,7 @@ def test_one_shot_indexes_the_active_segment_quietly(tmp_path: Any) -> None:
     """Nothing sealed yet: a one-shot run reads up to the durable end, active segment included; Spark,
     bound to 127.0.0.1 in local mode, prints no 'hostname resolves to a loopback address' warning."""
     from collector.store import open_store
-    from collector.store.query import TraceQuery
+    from collector.store.reader import TraceQuery
 
     log_dir = str(tmp_path / "log")
     header = BatchHeader("cli-client", 1, "shop", "host", 1, {})
@@ -87,7 +87,7 @@ def test_one_shot_indexes_the_active_segment_quietly(tmp_path: Any) -> None:
     env = {k: v for k, v in __import__("os").environ.items() if k != "SPARK_LOCAL_IP"}
     store_url = f"local:{tmp_path / 'index.sqlite3'}"
     done = subprocess.run(
-        [sys.executable, "-m", "tracehook.cli", "index", "--log-dir", log_dir, "--store", store_url,
+        [sys.executable, "-m", "collector.cli.main", "index", "--log-dir", log_dir, "--store", store_url,
          "--master", "local[1]"],
         capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from collector.logstate import committed_offset, readable_end
+from collector.log.file import TraceLog, sealed_segments
+from collector.log.state import committed_offset, readable_end
 from collector.store import open_store
-from collector.store.query import TraceQuery
-from collector.tracelog import TraceLog, sealed_segments
+from collector.store.reader import TraceQuery
 from spark_jobs.checkpoint import default_checkpoint, spark_committed
 from spark_jobs.errors import IndexJobError
 from spark_jobs.index_job import add_arguments, index_once, run
@@ -115,7 +115,7 @@ def _flip_byte(path: str, at: int) -> None:
 
 
 def test_records_after_a_corrupt_frame_are_indexed_and_the_loss_counted(spark: Any, tmp_path: Any) -> None:
-    from collector.logformat import encode_record
+    from collector.log.format import encode_record
 
     log_dir, db = str(tmp_path / "log"), str(tmp_path / "index.sqlite3")
     payloads = [_batch(i, [f"m{i}-a", f"m{i}-b"]) for i in range(5)]
@@ -207,7 +207,7 @@ def test_store_failure_fails_the_job_without_advancing_the_checkpoint(spark: Any
 
 
 def test_bad_input_is_refused_with_nothing_written(spark: Any, tmp_path: Any, capsys: Any) -> None:
-    from collector.logstate import COMMITS_DIR
+    from collector.log.state import COMMITS_DIR
     from spark_jobs.errors import CheckpointMismatchError, LogInputError
 
     url = f"local:{tmp_path / 'index.sqlite3'}"

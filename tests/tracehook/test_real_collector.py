@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from stub_collector import free_port
 
-from collector import tracelog
+from collector.log import file as tracelog
 from tracehook import wire
 from tracehook.wire import EventType
 

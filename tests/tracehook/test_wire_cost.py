@@ -17,6 +17,7 @@ from collections.abc import Callable
 import msgpack
 import pytest
 
+from collector.server import validate
 from tracehook import wire
 
 SIZE = 256 * 1024
@@ -66,7 +67,7 @@ HOSTILE: dict[str, Callable[[], bytes]] = {
 
 def _verdict(body: bytes) -> str:
     try:
-        wire.check_batch(body)
+        validate.check_batch(body)
     except wire.WireError as exc:
         return exc.reason
     return "ok"
@@ -103,7 +104,7 @@ def test_hostile_bodies_cost_no_more_than_a_dense_valid_batch() -> None:
     valid = _valid_dense()
     assert _verdict(valid) == "ok"
     # The Python path, as for a body the C path does not accept (and without the extension).
-    valid_cpu = _cpu(lambda: wire._check_batch_py(valid))
+    valid_cpu = _cpu(lambda: wire.check_batch(valid))
     for shape, make in HOSTILE.items():
         body = make()
         assert abs(len(body) - len(valid)) < len(valid) // 10, shape

@@ -1,4 +1,5 @@
-"""What every adapter shares: header names for keys/tags, header reading, the tracer lookup, safe hooks."""
+"""What every adapter shares: header names for keys/tags, header reading, the tracer lookup, safe hooks,
+and :class:`Instrumentation`, which gives every adapter its ``instrument()`` / ``uninstrument()``."""
 
 from __future__ import annotations
 
@@ -82,19 +83,49 @@ class Patcher:
     """
 
     def __init__(self) -> None:
-        self._originals: list[tuple[type, str, Any]] = []
+        self._originals: list[tuple[Any, str, Any]] = []
 
     @property
     def active(self) -> bool:
         return bool(self._originals)
 
-    def patch(self, cls: type, name: str, make: Callable[[Any], Any]) -> None:
-        """Set ``cls.name = make(original)``."""
-        original = cls.__dict__[name]
-        self._originals.append((cls, name, original))
-        setattr(cls, name, make(original))
+    def patch(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        """Set ``owner.name = make(original)``; ``owner`` is a class (a method) or a module (a class)."""
+        original = vars(owner)[name]
+        self._originals.append((owner, name, original))
+        setattr(owner, name, make(original))
 
     def restore(self) -> None:
         while self._originals:
             cls, name, original = self._originals.pop()
             setattr(cls, name, original)
+
+
+class Instrumentation:
+    """One adapter's ``instrument()`` / ``uninstrument()`` / ``is_instrumented()``.
+
+    ``apply(patcher, tracer)`` imports the client library and patches it through ``patcher``;
+    every adapter module exposes the three bound methods as its public functions::
+
+        _instrumentation = Instrumentation(_apply)
+        instrument = _instrumentation.instrument
+    """
+
+    def __init__(self, apply: Callable[[Patcher, tracehook.Tracer | None], None]) -> None:
+        self._apply = apply
+        self._patcher = Patcher()
+
+    def instrument(self, tracer: tracehook.Tracer | None = None) -> None:
+        """Trace the client library's producers and consumers (``tracer``: default the global one).
+
+        Calling it again does nothing."""
+        if not self._patcher.active:
+            self._apply(self._patcher, tracer)
+
+    def uninstrument(self) -> None:
+        """Undo :meth:`instrument`; calling it again does nothing."""
+        self._patcher.restore()
+
+    def is_instrumented(self) -> bool:
+        """Whether :meth:`instrument` is in effect."""
+        return self._patcher.active

@@ -32,6 +32,7 @@ from tracehook.context import inject_context
 from ._common import (
     HEADER_KEYS,
     HEADER_TAGS,
+    Instrumentation,
     Patcher,
     amqp_msg_id,
     body_len,
@@ -44,7 +45,6 @@ from .pika import DEAD_LETTER_ARGUMENT, ChannelTracker, _tracker_for
 
 __all__ = ["TracedExchange", "TracedQueue", "instrument", "is_instrumented", "uninstrument"]
 
-_patcher = Patcher()
 
 
 async def traced_publish(tracer: tracehook.Tracer | None, exchange: Any, publish: Any, message: Any,
@@ -180,10 +180,8 @@ class TracedQueue:
         return getattr(self._queue, name)
 
 
-def instrument(tracer: tracehook.Tracer | None = None) -> None:
-    """Trace every aio-pika Exchange.publish and Queue.consume; calling it again does nothing."""
-    if _patcher.active:
-        return
+def _apply(patcher: Patcher, tracer: tracehook.Tracer | None) -> None:
+    """Trace every aio-pika Exchange.publish and Queue.consume."""
     import aio_pika
 
     def make_publish(original: Any) -> Any:
@@ -196,18 +194,12 @@ def instrument(tracer: tracehook.Tracer | None = None) -> None:
             return await original(self, wrap_callback(tracer, self, callback, no_ack), no_ack, *args, **kwargs)
         return consume
 
-    _patcher.patch(aio_pika.Exchange, "publish", make_publish)
-    _patcher.patch(aio_pika.Queue, "consume", make_consume)
+    patcher.patch(aio_pika.Exchange, "publish", make_publish)
+    patcher.patch(aio_pika.Queue, "consume", make_consume)
 
 
-def uninstrument() -> None:
-    """Undo :func:`instrument`; calling it again does nothing.
 
-    Messages already delivered keep settling their spans, and :class:`TracedQueue` is unaffected.
-    """
-    _patcher.restore()
-
-
-def is_instrumented() -> bool:
-    """Whether :func:`instrument` is in effect."""
-    return _patcher.active
+_instrumentation = Instrumentation(_apply)
+instrument = _instrumentation.instrument
+uninstrument = _instrumentation.uninstrument
+is_instrumented = _instrumentation.is_instrumented

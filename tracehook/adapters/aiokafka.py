@@ -20,12 +20,11 @@ from typing import Any
 import tracehook
 from tracehook import Status
 
-from ._common import Patcher, guarded, tracer_or_global
+from ._common import Instrumentation, Patcher, guarded, tracer_or_global
 from .kafka_python import ConsumeTracker, _bootstrap, _PendingSend, with_trace_headers
 
 __all__ = ["TracedAIOConsumer", "TracedAIOProducer", "instrument", "is_instrumented", "uninstrument"]
 
-_patcher = Patcher()
 
 
 async def traced_send(tracer: tracehook.Tracer | None, producer: Any, send: Any, topic: str, value: Any = None,
@@ -127,10 +126,8 @@ class TracedAIOConsumer:
         return getattr(self._consumer, name)
 
 
-def instrument(tracer: tracehook.Tracer | None = None) -> None:
-    """Trace every AIOKafkaProducer/AIOKafkaConsumer; calling it again does nothing."""
-    if _patcher.active:
-        return
+def _apply(patcher: Patcher, tracer: tracehook.Tracer | None) -> None:
+    """Trace every AIOKafkaProducer/AIOKafkaConsumer."""
     import aiokafka
 
     def make_send(original: Any) -> Any:
@@ -156,17 +153,14 @@ def instrument(tracer: tracehook.Tracer | None = None) -> None:
             return await original(self)
         return stop
 
-    _patcher.patch(aiokafka.AIOKafkaProducer, "send", make_send)
-    _patcher.patch(aiokafka.AIOKafkaConsumer, "getone", make_getone)
-    _patcher.patch(aiokafka.AIOKafkaConsumer, "getmany", make_getmany)
-    _patcher.patch(aiokafka.AIOKafkaConsumer, "stop", make_stop)
+    patcher.patch(aiokafka.AIOKafkaProducer, "send", make_send)
+    patcher.patch(aiokafka.AIOKafkaConsumer, "getone", make_getone)
+    patcher.patch(aiokafka.AIOKafkaConsumer, "getmany", make_getmany)
+    patcher.patch(aiokafka.AIOKafkaConsumer, "stop", make_stop)
 
 
-def uninstrument() -> None:
-    """Undo :func:`instrument`; calling it again does nothing."""
-    _patcher.restore()
 
-
-def is_instrumented() -> bool:
-    """Whether :func:`instrument` is in effect."""
-    return _patcher.active
+_instrumentation = Instrumentation(_apply)
+instrument = _instrumentation.instrument
+uninstrument = _instrumentation.uninstrument
+is_instrumented = _instrumentation.is_instrumented

@@ -21,12 +21,11 @@ from typing import Any, NamedTuple
 import tracehook
 from tracehook import Status
 
-from ._common import guarded, tracer_or_global
+from ._common import Instrumentation, Patcher, guarded, tracer_or_global
 from .kafka_python import ConsumeTracker, _PendingSend, with_trace_headers
 
 __all__ = ["TracedConsumer", "TracedProducer", "instrument", "is_instrumented", "uninstrument"]
 
-_originals: dict[str, Any] = {}
 
 
 class _Meta(NamedTuple):
@@ -187,10 +186,8 @@ class TracedConsumer:
         return getattr(self._consumer, name)
 
 
-def instrument(tracer: tracehook.Tracer | None = None) -> None:
-    """Make ``confluent_kafka.Producer``/``Consumer`` traced subclasses; calling it again does nothing."""
-    if _originals:
-        return
+def _apply(patcher: Patcher, tracer: tracehook.Tracer | None) -> None:
+    """Make ``confluent_kafka.Producer``/``Consumer`` traced subclasses (the C classes cannot be patched)."""
     import confluent_kafka
 
     producer_cls, consumer_cls = confluent_kafka.Producer, confluent_kafka.Consumer
@@ -221,20 +218,12 @@ def instrument(tracer: tracehook.Tracer | None = None) -> None:
             self._tracehook_tracker.finish_all()
             return super().close(*args, **kwargs)
 
-    _originals.update(Producer=producer_cls, Consumer=consumer_cls)
-    confluent_kafka.Producer, confluent_kafka.Consumer = InstrumentedProducer, InstrumentedConsumer
+    patcher.patch(confluent_kafka, "Producer", lambda original: InstrumentedProducer)
+    patcher.patch(confluent_kafka, "Consumer", lambda original: InstrumentedConsumer)
 
 
-def uninstrument() -> None:
-    """Put the original classes back; calling it again does nothing."""
-    if not _originals:
-        return
-    import confluent_kafka
 
-    confluent_kafka.Producer, confluent_kafka.Consumer = _originals["Producer"], _originals["Consumer"]
-    _originals.clear()
-
-
-def is_instrumented() -> bool:
-    """Whether :func:`instrument` is in effect."""
-    return bool(_originals)
+_instrumentation = Instrumentation(_apply)
+instrument = _instrumentation.instrument
+uninstrument = _instrumentation.uninstrument
+is_instrumented = _instrumentation.is_instrumented

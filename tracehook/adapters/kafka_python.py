@@ -26,6 +26,7 @@ from tracehook.hooks import ConsumeSpan
 
 from ._common import (
     HEADER_TAGS,
+    Instrumentation,
     Patcher,
     body_len,
     guarded,
@@ -36,7 +37,6 @@ from ._common import (
 
 __all__ = ["TracedConsumer", "TracedProducer", "instrument", "is_instrumented", "uninstrument"]
 
-_patcher = Patcher()
 
 
 # -- producing ------------------------------------------------------------------------------
@@ -260,10 +260,8 @@ def fail(consumer: Any, record: Any, error: Any = "", status: int = Status.FAILE
 
 # -- instrument -----------------------------------------------------------------------------
 
-def instrument(tracer: tracehook.Tracer | None = None) -> None:
-    """Trace every KafkaProducer/KafkaConsumer (existing and new); calling it again does nothing."""
-    if _patcher.active:
-        return
+def _apply(patcher: Patcher, tracer: tracehook.Tracer | None) -> None:
+    """Trace every KafkaProducer/KafkaConsumer (existing and new)."""
     import kafka
 
     def make_send(original: Any) -> Any:
@@ -289,17 +287,14 @@ def instrument(tracer: tracehook.Tracer | None = None) -> None:
             return original(self, *args, **kwargs)
         return close
 
-    _patcher.patch(kafka.KafkaProducer, "send", make_send)
-    _patcher.patch(kafka.KafkaConsumer, "__next__", make_next)
-    _patcher.patch(kafka.KafkaConsumer, "poll", make_poll)
-    _patcher.patch(kafka.KafkaConsumer, "close", make_close)
+    patcher.patch(kafka.KafkaProducer, "send", make_send)
+    patcher.patch(kafka.KafkaConsumer, "__next__", make_next)
+    patcher.patch(kafka.KafkaConsumer, "poll", make_poll)
+    patcher.patch(kafka.KafkaConsumer, "close", make_close)
 
 
-def uninstrument() -> None:
-    """Undo :func:`instrument`; calling it again does nothing."""
-    _patcher.restore()
 
-
-def is_instrumented() -> bool:
-    """Whether :func:`instrument` is in effect."""
-    return _patcher.active
+_instrumentation = Instrumentation(_apply)
+instrument = _instrumentation.instrument
+uninstrument = _instrumentation.uninstrument
+is_instrumented = _instrumentation.is_instrumented

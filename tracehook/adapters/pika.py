@@ -30,6 +30,7 @@ from tracehook.hooks import ConsumeSpan
 from ._common import (
     HEADER_KEYS,
     HEADER_TAGS,
+    Instrumentation,
     Patcher,
     amqp_msg_id,
     body_len,
@@ -41,7 +42,6 @@ from ._common import (
 
 __all__ = ["TracedChannel", "instrument", "is_instrumented", "uninstrument"]
 
-_patcher = Patcher()
 DEAD_LETTER_ARGUMENT = "x-dead-letter-exchange"
 
 
@@ -204,10 +204,8 @@ class TracedChannel:
         return getattr(self._channel, name)
 
 
-def instrument(tracer: tracehook.Tracer | None = None) -> None:
-    """Trace every pika BlockingChannel; calling it again does nothing."""
-    if _patcher.active:
-        return
+def _apply(patcher: Patcher, tracer: tracehook.Tracer | None) -> None:
+    """Trace every pika BlockingChannel."""
     from pika.adapters.blocking_connection import BlockingChannel
 
     def make_publish(original: Any) -> Any:
@@ -256,14 +254,11 @@ def instrument(tracer: tracehook.Tracer | None = None) -> None:
 
     for name, make in (("basic_publish", make_publish), ("basic_consume", make_consume), ("basic_ack", make_ack),
                        ("basic_nack", make_nack), ("basic_reject", make_reject), ("queue_declare", make_declare)):
-        _patcher.patch(BlockingChannel, name, make)
+        patcher.patch(BlockingChannel, name, make)
 
 
-def uninstrument() -> None:
-    """Undo :func:`instrument`; calling it again does nothing."""
-    _patcher.restore()
 
-
-def is_instrumented() -> bool:
-    """Whether :func:`instrument` is in effect."""
-    return _patcher.active
+_instrumentation = Instrumentation(_apply)
+instrument = _instrumentation.instrument
+uninstrument = _instrumentation.uninstrument
+is_instrumented = _instrumentation.is_instrumented

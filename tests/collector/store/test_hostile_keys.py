@@ -16,7 +16,7 @@ from index_helpers import PRODUCER, consumed, ev
 
 from collector.store import Store
 from collector.store.indexer import KEY_SEPARATOR, index_records
-from collector.store.query import TraceQuery
+from collector.store.reader import TraceQuery
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event, EventType
 

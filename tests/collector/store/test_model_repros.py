@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from index_helpers import CONSUMER, PRODUCER, consumed, ev, message, page_ids, unique
 
-from collector import backtrack
+from collector.query import backtrack
 from collector.store import Store
 from collector.store.indexer import finish_batch, index_records
-from collector.store.query import TraceQuery
+from collector.store.reader import TraceQuery
 from tracehook.wire import EventType, Status
 
 HOUR = 3_600_000

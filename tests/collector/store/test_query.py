@@ -10,7 +10,7 @@ from index_helpers import BACKENDS, CONSUMER, PRODUCER, consumed, ev, message, u
 from collector.store import Store, open_store
 from collector.store.errors import BadCursorError, BadRangeError
 from collector.store.indexer import index_records
-from collector.store.query import TraceQuery
+from collector.store.reader import TraceQuery
 from tracehook.wire import EventType, Status, TxState
 
 END = 2**62

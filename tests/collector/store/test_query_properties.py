@@ -10,7 +10,7 @@ from index_helpers import message, page_ids
 
 from collector.store import open_store
 from collector.store.indexer import index_records
-from collector.store.query import TraceQuery
+from collector.store.reader import TraceQuery
 
 messages = st.lists(
     st.tuples(st.sampled_from(["a", "b"]), st.sampled_from(["k1", "k2", "k1 k2", ""]), st.integers(1, 50)),

@@ -1,0 +1,141 @@
+"""``tracehook collector``: run the collector service.
+
+::
+
+    tracehook collector --data-dir /var/lib/tracehook --port 7070
+    tracehook collector --store hbase://hbase-1:9090?namespace=trace   # starts even when HBase is down
+    tracehook collector --data-dir /var/lib/tracehook --index   # and a follow-mode index job (embedded)
+    TRACEHOOK_COLLECTOR_INGEST_TOKEN=s3cret tracehook collector --config collector.toml
+
+Flags override env vars (``TRACEHOOK_COLLECTOR_*``), which override the TOML file.
+Prefer env vars or the file for tokens: flags are visible in the process list.
+SIGTERM and SIGINT stop it gracefully: in-flight batches are committed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import sys
+from collections.abc import Sequence
+
+from aiohttp import web
+
+from collector.server.config import CollectorConfig, load_config
+from collector.server.errors import CollectorConfigError
+
+# flag -> (config field, type, help)
+_FLAGS: list[tuple[str, str, type, str]] = [
+    ("--data-dir", "data_dir", str, "where the trace log (DATA/log) and the default local index live"),
+    ("--host", "host", str, "address to listen on (default 127.0.0.1)"),
+    ("--port", "port", int, "port to listen on (default 7070)"),
+    ("--ingest-token", "ingest_token", str, "bearer token required to POST batches"),
+    ("--query-token", "query_token", str, "bearer token required for queries"),
+    ("--store", "store_url", str, "index store: local:PATH or hbase://host:port?namespace=NS, or none "
+                                  "(alias: --store-url)"),
+    ("--segment-bytes", "segment_bytes", int, "seal a segment at this size"),
+    ("--segment-age", "segment_age_s", float, "seal a non-empty segment after this many seconds"),
+    ("--durability", "durability", str, "fsync: fsync every commit group (default); os: leave it to the OS"),
+    ("--max-body-bytes", "max_body_bytes", int, "largest batch accepted (413 above)"),
+    ("--backlog-limit-bytes", "backlog_limit_bytes", int, "answer 429 above this many unindexed bytes (0: never)"),
+    ("--retention", "retention_s", float, "delete indexed segments sealed longer ago than this (seconds)"),
+    ("--tls-cert", "tls_cert", str, "PEM certificate (chain): serve HTTPS; needs --tls-key"),
+    ("--tls-key", "tls_key", str, "PEM private key (unencrypted) for --tls-cert"),
+    ("--rate-limit-events", "rate_limit_events_s", float, "events per second per client id (0: unlimited)"),
+    ("--rate-limit-batches", "rate_limit_batches_s", float, "batches per second per client id (0: unlimited)"),
+    ("--rate-limit-burst", "rate_limit_burst_s", float, "seconds of its rate a client may send at once (default 2)"),
+]
+FLAG_ALIASES = {"--store": ["--store-url"]}
+"""Older names that still work (every command names the index store ``--store``)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags of ``tracehook collector``."""
+    parser.add_argument("--config", metavar="TOML", help="TOML config file (keys are the config field names)")
+    for flag, dest, kind, help_ in _FLAGS:
+        parser.add_argument(flag, *FLAG_ALIASES.get(flag, []), dest=dest, type=kind, default=None, help=help_)
+    parser.add_argument("--index", action="store_true",
+                        help="also run the index job in follow mode (tracehook index --follow) on this collector's "
+                             "log and store, stopped with the collector; needs PySpark")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+
+
+def config_from_args(args: argparse.Namespace) -> CollectorConfig:
+    """The config the parsed flags describe (env vars and the TOML file fill the rest)."""
+    explicit = {dest: getattr(args, dest) for _, dest, _, _ in _FLAGS}
+    return load_config(explicit, config_file=args.config)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the collector until SIGTERM/SIGINT; returns the exit code."""
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = config_from_args(args)
+    except CollectorConfigError as exc:
+        print(f"tracehook collector: {exc}", file=sys.stderr)
+        return 2
+    if config.store_enabled:
+        from collector.store import check_store_url
+        from collector.store.errors import BadStoreUrlError
+
+        try:
+            check_store_url(config.store_url)
+        except BadStoreUrlError as exc:
+            print(f"tracehook collector: store: {exc}", file=sys.stderr)
+            return 2
+    from collector.server.logredact import install_redaction
+    from collector.server.tls import server_ssl_context
+
+    index = getattr(args, "index", False)
+    if index and not config.store_enabled:
+        print("tracehook collector: --index needs a store (--store is none)", file=sys.stderr)
+        return 2
+    if index and importlib.util.find_spec("pyspark") is None:
+        print("tracehook collector: --index needs PySpark (pip install -e '.[index]')", file=sys.stderr)
+        return 2
+    install_redaction([config.ingest_token, config.query_token])
+    try:
+        ssl_context = server_ssl_context(config)
+    except CollectorConfigError as exc:
+        print(f"tracehook collector: {exc}", file=sys.stderr)
+        return 2
+    scheme = "https" if ssl_context else "http"
+    # run_app turns SIGINT and SIGTERM into a graceful exit: stop accepting, let in-flight
+    # requests finish (up to shutdown_timeout), then run cleanup (drain + sync the log).
+    try:
+        _serve(config, ssl_context, scheme, index=index)
+    except OSError as exc:  # port in use, address not available, data dir not writable
+        print(f"tracehook collector: cannot start on {config.host}:{config.port} with data in {config.data_dir}: "
+              f"{exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _serve(config: CollectorConfig, ssl_context: object, scheme: str, *, index: bool = False) -> None:
+    from collector.server.app import create_app
+
+    app = create_app(config)
+    if index:
+        from collector.server.follower import index_follower
+
+        app.cleanup_ctx.append(index_follower(config))  # after the log's: it starts once the log is open
+    web.run_app(
+        app,
+        host=config.host,
+        port=config.port,
+        ssl_context=ssl_context,
+        shutdown_timeout=config.shutdown_timeout_s,
+        handle_signals=True,
+        access_log=None,  # no access log: nothing per request to leak or to slow ingest
+        print=lambda msg: logging.getLogger("collector").info(
+            "listening on %s://%s:%d (data in %s)", scheme, config.host, config.port, config.data_dir
+        ),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m collector ...``: the same as ``tracehook collector ...``."""
+    parser = argparse.ArgumentParser(prog="python -m collector", description="Run the tracehook collector.")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

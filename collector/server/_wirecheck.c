@@ -1,0 +1,753 @@
+/*
+ * collector.server._wirecheck: validate a msgpack batch by walking its bytes.
+ *
+ * The collector validates every event it receives. Unpacking a batch into Python
+ * objects and checking them costs about 1 us per event; walking the bytes here costs a
+ * small fraction of that. This module is only a fast path: collector.server.validate.check_batch
+ * calls check(data) and, when it answers None, runs the Python validator, which stays
+ * the definition of the format and the only place that words error messages.
+ *
+ * check(data) must accept exactly what the Python path accepts:
+ *   - everything msgpack.unpackb(raw=False, strict_map_key=True, max_*_len=...) accepts
+ *     (valid UTF-8 in every str, str/bin map keys, its length limits, its ext rules and
+ *     its 1024-container stack), including in trailing batch fields nobody reads;
+ *   - the batch envelope and the per-column event rules of tracehook.wire, which
+ *     configure() receives from wire.py at import instead of repeating them here.
+ * tests/collector/server/test_wirecheck.py checks the two paths against each other.
+ *
+ * Every read is bounds-checked against the end of the buffer; nesting is walked with an
+ * explicit stack (no recursion), bounded by msgpack's own limit.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* msgpack's C unpacker (MSGPACK_EMBED_STACK_SIZE) keeps at most this many containers
+   open, empty ones included; deeper input is a StackError there, so a rejection here. */
+#define MSGPACK_MAX_DEPTH 1024
+#define MAX_COLUMNS 64
+#define BATCH_FIELDS 8 /* version, client_id, seq, app, host, sent_ms, client_stats, events */
+
+enum { K_NIL, K_BOOL, K_INT, K_FLOAT, K_STR, K_BIN, K_EXT, K_ARRAY, K_MAP };
+enum { COL_INT, COL_STR, COL_BIN, COL_MAP };
+
+/* Walk results: a Python exception (memory) is distinct from "not a valid batch". */
+#define OK 0
+#define REJECT (-1)
+#define PYERR (-2)
+
+typedef struct {
+    int kind;
+    int neg;                  /* K_INT: negative, the value is in sval */
+    uint64_t uval;            /* K_INT: the value when not negative */
+    int64_t sval;
+    const unsigned char *ptr; /* K_STR / K_BIN: the payload */
+    uint32_t len;             /* payload length, or element / pair count of a container */
+} Item;
+
+typedef struct {
+    int kind;
+    int nullable;
+    int nonempty;
+    int has_range;
+    int64_t lo, hi;
+    int has_enum;
+    uint64_t enum_bits; /* enum members are 0..63 */
+} Column;
+
+/* Set once by configure(); check() refuses to run before that. */
+static struct {
+    int ready;
+    Py_ssize_t max_str_len, max_bin_len, max_array_len, max_map_len, max_ext_len;
+    int64_t min_version, max_version, max_int;
+    Py_ssize_t min_fields, n_columns, max_props;
+    Column columns[MAX_COLUMNS];
+} R;
+
+typedef struct {
+    const unsigned char *p, *end;
+} Reader;
+
+/* -- msgpack items ------------------------------------------------------------------ */
+
+static inline int has(const Reader *r, size_t n) { return (size_t)(r->end - r->p) >= n; }
+
+/* A declared length over a limit (limits are >= 0; compared unsigned on every platform). */
+static inline int over(uint32_t n, Py_ssize_t limit) { return (size_t)n > (size_t)limit; }
+
+/* A big-endian unsigned integer of n = 1, 2, 4 or 8 bytes (the caller checked the bounds). */
+static inline uint64_t be(const unsigned char *s, int n)
+{
+    switch (n) {
+    case 1:
+        return s[0];
+    case 2:
+        return (uint64_t)s[0] << 8 | s[1];
+    case 4:
+        return (uint64_t)s[0] << 24 | (uint64_t)s[1] << 16 | (uint64_t)s[2] << 8 | s[3];
+    default:
+        return (uint64_t)s[0] << 56 | (uint64_t)s[1] << 48 | (uint64_t)s[2] << 40 | (uint64_t)s[3] << 32 |
+               (uint64_t)s[4] << 24 | (uint64_t)s[5] << 16 | (uint64_t)s[6] << 8 | s[7];
+    }
+}
+
+/* Most strings on the wire are short ASCII: one OR over the bytes settles them. */
+static inline int ascii_only(const unsigned char *s, size_t n)
+{
+    uint64_t acc = 0, w;
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 <= n; i += 8) {
+            memcpy(&w, s + i, 8);
+            acc |= w;
+        }
+        memcpy(&w, s + n - 8, 8); /* the tail, overlapping what was read */
+        acc |= w;
+    } else if (n >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s, 4);
+        memcpy(&b, s + n - 4, 4);
+        acc = a | b;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            acc |= s[i];
+    }
+    return !(acc & 0x8080808080808080ULL);
+}
+
+/* Python's strict UTF-8 decoder: no overlong forms, no surrogates, nothing above U+10FFFF. */
+static int utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        while (i + 8 <= n) { /* ASCII runs, a word at a time */
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (w & 0x8080808080808080ULL)
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            break;
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+        } else if (c < 0xC2) {
+            return 0;
+        } else if (c < 0xE0) {
+            if (n - i < 2 || (s[i + 1] & 0xC0) != 0x80)
+                return 0;
+            i += 2;
+        } else if (c < 0xF0) {
+            if (n - i < 3 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80)
+                return 0;
+            if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] >= 0xA0))
+                return 0; /* overlong, surrogate */
+            i += 3;
+        } else if (c < 0xF5) {
+            if (n - i < 4 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 ||
+                (s[i + 3] & 0xC0) != 0x80)
+                return 0;
+            if ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] >= 0x90))
+                return 0; /* overlong, above U+10FFFF */
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Read one item's header, and the payload of a str/bin/ext; apply the unpacker's
+   per-item rules. Containers' contents are left to the caller. */
+static int read_item(Reader *r, Item *it)
+{
+    if (!has(r, 1))
+        return REJECT;
+    unsigned c = *r->p++;
+    int width = 0;
+    it->neg = 0;
+    if (c <= 0x7f) {
+        it->kind = K_INT;
+        it->uval = c;
+        return OK;
+    }
+    if (c >= 0xe0) {
+        it->kind = K_INT;
+        it->neg = 1;
+        it->sval = (int8_t)c;
+        return OK;
+    }
+    if ((c & 0xf0) == 0x80) {
+        it->kind = K_MAP;
+        it->len = c & 0x0f;
+        return OK;
+    }
+    if ((c & 0xf0) == 0x90) {
+        it->kind = K_ARRAY;
+        it->len = c & 0x0f;
+        return OK;
+    }
+    if ((c & 0xe0) == 0xa0) {
+        it->kind = K_STR;
+        it->len = c & 0x1f;
+        goto payload;
+    }
+    switch (c) {
+    case 0xc0:
+        it->kind = K_NIL;
+        return OK;
+    case 0xc2:
+    case 0xc3:
+        it->kind = K_BOOL;
+        return OK;
+    case 0xca:
+    case 0xcb:
+        width = c == 0xca ? 4 : 8;
+        if (!has(r, width))
+            return REJECT;
+        r->p += width;
+        it->kind = K_FLOAT;
+        return OK;
+    case 0xcc:
+    case 0xcd:
+    case 0xce:
+    case 0xcf:
+        width = 1 << (c - 0xcc);
+        if (!has(r, width))
+            return REJECT;
+        it->kind = K_INT;
+        it->uval = be(r->p, width);
+        r->p += width;
+        return OK;
+    case 0xd0:
+    case 0xd1:
+    case 0xd2:
+    case 0xd3: {
+        width = 1 << (c - 0xd0);
+        if (!has(r, width))
+            return REJECT;
+        uint64_t raw = be(r->p, width);
+        r->p += width;
+        int64_t v;
+        if (width < 8 && (raw >> (width * 8 - 1)) & 1)
+            raw |= ~0ULL << (width * 8); /* sign-extend */
+        memcpy(&v, &raw, sizeof v);
+        it->kind = K_INT;
+        if (v < 0) {
+            it->neg = 1;
+            it->sval = v;
+        } else {
+            it->uval = (uint64_t)v;
+        }
+        return OK;
+    }
+    case 0xd9:
+    case 0xda:
+    case 0xdb:
+        it->kind = K_STR;
+        width = 1 << (c - 0xd9);
+        break;
+    case 0xc4:
+    case 0xc5:
+    case 0xc6:
+        it->kind = K_BIN;
+        width = 1 << (c - 0xc4);
+        break;
+    case 0xc7:
+    case 0xc8:
+    case 0xc9:
+        it->kind = K_EXT;
+        width = 1 << (c - 0xc7);
+        break;
+    case 0xd4:
+    case 0xd5:
+    case 0xd6:
+    case 0xd7:
+    case 0xd8:
+        it->kind = K_EXT;
+        it->len = 1u << (c - 0xd4);
+        goto payload;
+    case 0xdc:
+    case 0xdd:
+        it->kind = K_ARRAY;
+        width = c == 0xdc ? 2 : 4;
+        break;
+    case 0xde:
+    case 0xdf:
+        it->kind = K_MAP;
+        width = c == 0xde ? 2 : 4;
+        break;
+    default: /* 0xc1 is never used */
+        return REJECT;
+    }
+    if (!has(r, width))
+        return REJECT;
+    it->len = (uint32_t)be(r->p, width);
+    r->p += width;
+    if (it->kind == K_ARRAY)
+        return over(it->len, R.max_array_len) ? REJECT : OK;
+    if (it->kind == K_MAP)
+        return over(it->len, R.max_map_len) ? REJECT : OK;
+payload:
+    if (it->kind == K_EXT) {
+        /* The unpacker turns ext data into ExtType(code, data), which refuses negative
+           codes; code -1 is a timestamp, never valid within max_ext_len < 4 (configure). */
+        if (!has(r, 1))
+            return REJECT;
+        int8_t code = (int8_t)*r->p++;
+        if (over(it->len, R.max_ext_len) || code < 0 || !has(r, it->len))
+            return REJECT;
+        r->p += it->len;
+        return OK;
+    }
+    if (!has(r, it->len))
+        return REJECT;
+    it->ptr = r->p;
+    r->p += it->len;
+    if (it->kind == K_BIN)
+        return over(it->len, R.max_bin_len) ? REJECT : OK;
+    if (over(it->len, R.max_str_len) || (!ascii_only(it->ptr, it->len) && !utf8_valid(it->ptr, it->len)))
+        return REJECT;
+    return OK;
+}
+
+/* Skip one value of any shape, ``depth`` containers already open around it. */
+static int skip_value(Reader *r, int depth)
+{
+    uint32_t left[MSGPACK_MAX_DEPTH]; /* items still to read in each open container */
+    unsigned char is_map[MSGPACK_MAX_DEPTH];
+    int top = 0;
+    for (;;) {
+        Item it;
+        if (read_item(r, &it) != OK)
+            return REJECT;
+        /* strict_map_key: a key is a str or bin (keys come at even counts left) */
+        if (top > 0 && is_map[top - 1] && left[top - 1] % 2 == 0 && it.kind != K_STR && it.kind != K_BIN)
+            return REJECT;
+        if (it.kind == K_ARRAY || it.kind == K_MAP) {
+            if (depth + top >= MSGPACK_MAX_DEPTH)
+                return REJECT;
+            if (it.len > 0) {
+                left[top] = it.kind == K_MAP ? 2 * it.len : it.len; /* len <= max_map_len */
+                is_map[top] = it.kind == K_MAP;
+                top++;
+                continue;
+            }
+        }
+        /* An item is complete: count it off, closing every container it completes. */
+        while (top > 0 && --left[top - 1] == 0)
+            top--;
+        if (top == 0)
+            return OK;
+    }
+}
+
+static int int_in(const Item *it, int64_t lo, int64_t hi)
+{
+    if (it->neg)
+        return it->sval >= lo && it->sval <= hi;
+    if (hi < 0 || it->uval > (uint64_t)hi)
+        return 0;
+    return lo <= 0 || it->uval >= (uint64_t)lo;
+}
+
+/* -- the schema ----------------------------------------------------------------------- */
+
+/* A map's value: 1 when it is a str, 0 when it is anything else (skipped). */
+static int read_map_value(Reader *r, int depth, int *is_str)
+{
+    const unsigned char *start = r->p;
+    Item it;
+    if (read_item(r, &it) != OK)
+        return REJECT;
+    *is_str = it.kind == K_STR;
+    if (it.kind == K_ARRAY || it.kind == K_MAP) {
+        r->p = start;
+        return skip_value(r, depth);
+    }
+    return OK;
+}
+
+/* props: a map of at most max_props str keys to str values *as a dict*: a repeated key
+   keeps its last value and counts once, so the rare maps that are not plainly valid are
+   replayed into a dict of key bytes (UTF-8 is canonical: equal bytes, equal str). */
+static int check_props(Reader *r, uint32_t n, int depth)
+{
+    const unsigned char *start = r->p;
+    int plain = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        Item key;
+        int is_str;
+        if (read_item(r, &key) != OK || key.kind != K_STR) /* a bin key stays a bytes key */
+            return REJECT;
+        if (read_map_value(r, depth, &is_str) != OK)
+            return REJECT;
+        plain &= is_str;
+    }
+    if (plain && !over(n, R.max_props))
+        return OK;
+    const unsigned char *end = r->p;
+    r->p = start;
+    PyObject *last = PyDict_New();
+    if (last == NULL)
+        return PYERR;
+    int result = OK;
+    for (uint32_t i = 0; i < n && result == OK; i++) {
+        Item key;
+        int is_str = 0;
+        /* The loop above read the same bytes, so this cannot fail; checked all the same. */
+        if (read_item(r, &key) != OK || key.kind != K_STR || read_map_value(r, depth, &is_str) != OK) {
+            result = REJECT;
+            break;
+        }
+        PyObject *k = PyBytes_FromStringAndSize((const char *)key.ptr, key.len);
+        if (k == NULL || PyDict_SetItem(last, k, is_str ? Py_True : Py_False) < 0)
+            result = PYERR;
+        Py_XDECREF(k);
+    }
+    if (result == OK) {
+        if (PyDict_GET_SIZE(last) > R.max_props)
+            result = REJECT;
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (result == OK && PyDict_Next(last, &pos, &k, &v))
+            if (v != Py_True)
+                result = REJECT;
+    }
+    Py_DECREF(last);
+    r->p = end;
+    return result;
+}
+
+static int check_event(Reader *r)
+{
+    Item ev;
+    if (read_item(r, &ev) != OK || ev.kind != K_ARRAY)
+        return REJECT;
+    if ((size_t)ev.len < (size_t)R.min_fields || over(ev.len, R.n_columns))
+        return REJECT;
+    for (uint32_t i = 0; i < ev.len; i++) {
+        const Column *col = &R.columns[i];
+        Item it;
+        /* The usual encodings of the usual values first (this loop runs for every field
+           of every event); anything else takes the general reader. */
+        unsigned c = has(r, 1) ? *r->p : 0xc1;
+        if (col->kind == COL_INT && c <= 0x7f) {
+            it.kind = K_INT;
+            it.neg = 0;
+            it.uval = c;
+            r->p++;
+        } else if (col->kind == COL_STR && (c & 0xe0) == 0xa0 && has(r, 1 + (c & 0x1f)) &&
+                   !over(c & 0x1f, R.max_str_len) && ascii_only(r->p + 1, c & 0x1f)) {
+            it.kind = K_STR;
+            it.len = c & 0x1f;
+            it.ptr = r->p + 1;
+            r->p += 1 + it.len;
+        } else if (read_item(r, &it) != OK) {
+            return REJECT;
+        }
+        if (it.kind == K_NIL && col->nullable)
+            continue;
+        switch (col->kind) {
+        case COL_INT:
+            if (it.kind != K_INT || (col->has_range && !int_in(&it, col->lo, col->hi)))
+                return REJECT;
+            if (col->has_enum && (it.neg || it.uval > 63 || !((col->enum_bits >> it.uval) & 1)))
+                return REJECT;
+            break;
+        case COL_STR:
+            if (it.kind != K_STR || (col->nonempty && it.len == 0))
+                return REJECT;
+            break;
+        case COL_BIN:
+            if (it.kind != K_BIN)
+                return REJECT;
+            break;
+        case COL_MAP: {
+            if (it.kind != K_MAP)
+                return REJECT;
+            /* batch, events, this event and the map are open: far below the stack limit */
+            int rc = check_props(r, it.len, 4);
+            if (rc != OK)
+                return rc;
+            break;
+        }
+        default:
+            return REJECT;
+        }
+    }
+    return OK;
+}
+
+/* client_stats becomes part of the returned header, so it is built as the unpacker would
+   (later duplicates win); values that are not non-negative 64-bit ints become None and
+   fail the check at the end, unless a later duplicate replaced them. */
+static int read_stats(Reader *r, uint32_t n, PyObject **out)
+{
+    PyObject *stats = PyDict_New();
+    if (stats == NULL)
+        return PYERR;
+    int result = OK;
+    for (uint32_t i = 0; i < n && result == OK; i++) {
+        Item key, val;
+        if (read_item(r, &key) != OK || key.kind != K_STR) {
+            result = REJECT;
+            break;
+        }
+        const unsigned char *start = r->p;
+        if (read_item(r, &val) != OK) {
+            result = REJECT;
+            break;
+        }
+        PyObject *v;
+        if (val.kind == K_INT && int_in(&val, 0, R.max_int)) {
+            v = PyLong_FromUnsignedLongLong(val.uval);
+        } else {
+            if (val.kind == K_ARRAY || val.kind == K_MAP) {
+                r->p = start;
+                if (skip_value(r, 2) != OK) { /* batch and stats are open */
+                    result = REJECT;
+                    break;
+                }
+            }
+            v = Py_NewRef(Py_None);
+        }
+        PyObject *k = PyUnicode_DecodeUTF8((const char *)key.ptr, key.len, "strict");
+        if (k != NULL)
+            PyUnicode_InternInPlace(&k); /* as the unpacker does for str keys */
+        if (k == NULL || v == NULL || PyDict_SetItem(stats, k, v) < 0)
+            result = PYERR;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+    }
+    if (result == OK) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (result == OK && PyDict_Next(stats, &pos, &k, &v))
+            if (v == Py_None)
+                result = REJECT;
+    }
+    if (result != OK) {
+        Py_DECREF(stats);
+        return result;
+    }
+    *out = stats;
+    return OK;
+}
+
+static PyObject *decode_str(const Item *it)
+{
+    return PyUnicode_DecodeUTF8((const char *)it->ptr, it->len, "strict");
+}
+
+/* The walk; on OK, *result is (client_id, seq, app, host, sent_ms, client_stats, count). */
+static int check_batch(Reader *r, PyObject **result)
+{
+    Item batch, f[BATCH_FIELDS - 1];
+    if (read_item(r, &batch) != OK || batch.kind != K_ARRAY || batch.len < BATCH_FIELDS)
+        return REJECT;
+    for (int i = 0; i < 6; i++) /* version .. sent_ms */
+        if (read_item(r, &f[i]) != OK)
+            return REJECT;
+    if (f[0].kind != K_INT || !int_in(&f[0], R.min_version, R.max_version))
+        return REJECT;
+    if (f[1].kind != K_STR || f[1].len == 0 || f[3].kind != K_STR || f[4].kind != K_STR)
+        return REJECT;
+    if (f[2].kind != K_INT || !int_in(&f[2], 0, R.max_int) || f[5].kind != K_INT ||
+        !int_in(&f[5], 0, R.max_int))
+        return REJECT;
+    Item it;
+    if (read_item(r, &it) != OK || it.kind != K_MAP)
+        return REJECT;
+    PyObject *stats = NULL;
+    int rc = read_stats(r, it.len, &stats);
+    if (rc != OK)
+        return rc;
+    Item events;
+    rc = REJECT;
+    if (read_item(r, &events) != OK || events.kind != K_ARRAY)
+        goto fail;
+    for (uint32_t i = 0; i < events.len; i++)
+        if ((rc = check_event(r)) != OK)
+            goto fail;
+    rc = REJECT;
+    for (uint32_t i = BATCH_FIELDS; i < batch.len; i++) /* fields of a newer version: unread */
+        if (skip_value(r, 1) != OK)
+            goto fail;
+    if (r->p != r->end) /* trailing bytes */
+        goto fail;
+    *result = Py_BuildValue("(NKNNKNI)", decode_str(&f[1]), (unsigned long long)f[2].uval,
+                            decode_str(&f[3]), decode_str(&f[4]), (unsigned long long)f[5].uval,
+                            stats, (unsigned int)events.len);
+    return *result == NULL ? PYERR : OK; /* Py_BuildValue's N consumed stats either way */
+fail:
+    Py_DECREF(stats);
+    return rc;
+}
+
+/* -- Python interface ----------------------------------------------------------------- */
+
+static PyObject *wirecheck_check(PyObject *self, PyObject *arg)
+{
+    if (!R.ready) {
+        PyErr_SetString(PyExc_RuntimeError, "_wirecheck.configure() has not been called");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear(); /* not bytes-like: the Python path produces the error */
+        Py_RETURN_NONE;
+    }
+    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len};
+    PyObject *result = NULL;
+    int rc = check_batch(&r, &result);
+    PyBuffer_Release(&view);
+    if (rc == PYERR)
+        return NULL;
+    if (rc != OK)
+        Py_RETURN_NONE;
+    return result;
+}
+
+static int get_ssize(PyObject *dict, const char *name, Py_ssize_t *out)
+{
+    PyObject *v = PyDict_GetItemString(dict, name); /* borrowed */
+    if (v == NULL) {
+        PyErr_Format(PyExc_ValueError, "limits: missing %s", name);
+        return -1;
+    }
+    *out = PyLong_AsSsize_t(v);
+    if (*out == -1 && PyErr_Occurred())
+        return -1;
+    if (*out < 0) {
+        PyErr_Format(PyExc_ValueError, "limits: %s is negative", name);
+        return -1;
+    }
+    return 0;
+}
+
+static int get_int64(PyObject *v, int64_t *out)
+{
+    long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_column(PyObject *spec, Column *col)
+{
+    const char *kind;
+    int nullable, nonempty;
+    PyObject *range, *members;
+    if (!PyArg_ParseTuple(spec, "sppOO;a column is (kind, nullable, nonempty, range, enum)", &kind,
+                          &nullable, &nonempty, &range, &members))
+        return -1;
+    memset(col, 0, sizeof *col);
+    if (strcmp(kind, "int") == 0)
+        col->kind = COL_INT;
+    else if (strcmp(kind, "str") == 0)
+        col->kind = COL_STR;
+    else if (strcmp(kind, "bin") == 0)
+        col->kind = COL_BIN;
+    else if (strcmp(kind, "map") == 0)
+        col->kind = COL_MAP;
+    else {
+        PyErr_Format(PyExc_ValueError, "unknown column kind %s", kind);
+        return -1;
+    }
+    col->nullable = nullable;
+    col->nonempty = nonempty;
+    if (range != Py_None) {
+        PyObject *lo, *hi;
+        if (!PyArg_ParseTuple(range, "OO;a range is (lo, hi)", &lo, &hi) || get_int64(lo, &col->lo) < 0 ||
+            get_int64(hi, &col->hi) < 0)
+            return -1;
+        col->has_range = 1;
+    }
+    if (members != Py_None) {
+        PyObject *it = PyObject_GetIter(members), *m;
+        if (it == NULL)
+            return -1;
+        while ((m = PyIter_Next(it)) != NULL) {
+            long v = PyLong_AsLong(m);
+            Py_DECREF(m);
+            if (v == -1 && PyErr_Occurred())
+                break;
+            if (v < 0 || v > 63) {
+                PyErr_Format(PyExc_ValueError, "enum member %ld is outside 0..63", v);
+                break;
+            }
+            col->enum_bits |= 1ULL << v;
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred())
+            return -1;
+        col->has_enum = 1;
+    }
+    return 0;
+}
+
+static PyObject *wirecheck_configure(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"limits", "versions", "max_int", "min_fields", "columns", "max_props", NULL};
+    PyObject *limits, *columns;
+    long long min_version, max_version, max_int;
+    Py_ssize_t min_fields, max_props;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!(LL)LnOn", kwlist, &PyDict_Type, &limits, &min_version,
+                                     &max_version, &max_int, &min_fields, &columns, &max_props))
+        return NULL;
+    R.ready = 0; /* stays off unless everything below parses */
+    if (get_ssize(limits, "max_str_len", &R.max_str_len) < 0 || get_ssize(limits, "max_bin_len", &R.max_bin_len) < 0 ||
+        get_ssize(limits, "max_array_len", &R.max_array_len) < 0 ||
+        get_ssize(limits, "max_map_len", &R.max_map_len) < 0 || get_ssize(limits, "max_ext_len", &R.max_ext_len) < 0)
+        return NULL;
+    /* Timestamps (ext -1 of 4, 8 or 12 bytes) have validity rules of their own that this
+       module does not model; below 4 bytes none can occur. 2 * max_map_len must fit. */
+    if (R.max_ext_len >= 4 || R.max_map_len > 0x7fffffff) {
+        PyErr_SetString(PyExc_ValueError, "limits outside what _wirecheck models");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(columns, "columns must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > MAX_COLUMNS || min_fields < 1 || min_fields > n || max_props < 0 || max_int < 0 ||
+        min_version > max_version) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "inconsistent rules");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (parse_column(PySequence_Fast_GET_ITEM(seq, i), &R.columns[i]) < 0) {
+            Py_DECREF(seq);
+            return NULL;
+        }
+    }
+    Py_DECREF(seq);
+    R.min_version = min_version;
+    R.max_version = max_version;
+    R.max_int = max_int;
+    R.min_fields = min_fields;
+    R.n_columns = n;
+    R.max_props = max_props;
+    R.ready = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"check", wirecheck_check, METH_O,
+     "check(data) -> (client_id, seq, app, host, sent_ms, client_stats, event_count) for a valid\n"
+     "batch, None otherwise (tracehook.wire then names the problem)."},
+    {"configure", (PyCFunction)(void (*)(void))wirecheck_configure, METH_VARARGS | METH_KEYWORDS,
+     "configure(limits, versions, max_int, min_fields, columns, max_props): the rules, from tracehook.wire."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "collector.server._wirecheck",
+    "Fast path of collector.server.validate.check_batch: validates a batch by walking its msgpack bytes.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__wirecheck(void) { return PyModule_Create(&module); }

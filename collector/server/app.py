@@ -1,0 +1,187 @@
+"""The collector's aiohttp application: ingest, health, metrics, and the query API.
+
+::
+
+    from aiohttp import web
+    from collector.server.app import create_app
+    from collector.server.config import CollectorConfig
+    web.run_app(create_app(CollectorConfig(data_dir="data", port=7070)), host="127.0.0.1", port=7070)
+
+Resources live in ``cleanup_ctx``: the trace log (opened and recovered at start, its
+queue drained and synced at stop) and the index store (a ``collector.store.link.StoreLink``:
+opened in the background and reopened after outages, so ingest never depends on it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from collector.log.file import TraceLog
+from collector.server import backtrack_routes, native, otlp_http, qmq, routes
+from collector.server.appkeys import CONFIG_KEY, INGESTOR_KEY, METRICS_KEY, STORE_KEY, TRACELOG_KEY
+from collector.server.auth import require_ingest_token
+from collector.server.config import CollectorConfig
+from collector.server.errors import ANSWERED, ShuttingDown
+from collector.server.ingest import Ingestor
+from collector.server.metrics import CollectorMetrics
+from collector.server.responses import error_response
+
+log = logging.getLogger(__name__)
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Render named errors as ``{"error": reason, "detail": text}`` (:func:`collector.server.errors.http_answer`)."""
+    try:
+        return await handler(request)
+    except ANSWERED as exc:
+        response = error_response(request, exc)
+        if isinstance(exc, ShuttingDown):
+            response.force_close()  # keep-alive clients must not keep this connection busy during the drain
+        return response
+    except web.HTTPException:
+        raise
+    except Exception:  # noqa: BLE001 - a client gets JSON, the log gets the traceback
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return web.json_response({"error": "internal", "detail": "internal error"}, status=500)
+
+
+async def _tracelog_ctx(app: web.Application) -> AsyncIterator[None]:
+    config = app[CONFIG_KEY]
+    tracelog = TraceLog.open(
+        config.log_dir,
+        segment_bytes=config.segment_bytes,
+        segment_age_s=config.segment_age_s,
+        durability=config.durability,
+        defer_if_full=True,  # start degraded on a full disk: queries served, ingest 503 until space returns
+    )
+    ingestor = Ingestor(config, tracelog, app[METRICS_KEY])
+    app[TRACELOG_KEY] = tracelog
+    app[INGESTOR_KEY] = ingestor
+    await ingestor.start()
+    try:
+        yield
+    finally:
+        await ingestor.stop()
+
+
+async def _begin_shutdown(app: web.Application) -> None:
+    # on_shutdown runs before aiohttp waits for in-flight requests: from here on, new
+    # batches (keep-alive clients keep sending) get 503 while the in-flight ones finish.
+    if INGESTOR_KEY in app:
+        app[INGESTOR_KEY].begin_shutdown()
+
+
+STORE_START_WAIT_S = 5.0
+"""How long start-up waits for the first store connection before serving without it."""
+
+
+async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
+    config = app[CONFIG_KEY]
+    # The store package belongs to another part of the project; a collector without it
+    # (or with store_url "none") still ingests, it just serves no queries.
+    if not config.store_enabled or importlib.util.find_spec("collector.store") is None:
+        yield
+        return
+    from collector.store import local_path
+    from collector.store.link import StoreLink, keep_connected
+
+    path = local_path(config.store_url)
+    if path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    # Ingest never waits for the store: a store that is down (or slow to answer) at start
+    # is opened in the background, and reopened whenever a query finds it gone.
+    link = StoreLink(config.store_url)
+    app[STORE_KEY] = link
+    first_attempt = asyncio.Event()
+    task = asyncio.create_task(keep_connected(link, config.retry_after_s, first_attempt))
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(first_attempt.wait(), STORE_START_WAIT_S)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        link.close()
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """Liveness plus the numbers an operator looks at first.
+
+    ``store`` is ``ok``, ``unavailable`` (with ``store_error``: queries answer 503, ingest goes
+    on), ``connecting`` (at start) or ``none`` (no index store configured).  ``status`` is
+    ``disk_full`` (still 200: queries work) while the log's disk has no space.
+    """
+    ingestor = request.app[INGESTOR_KEY]
+    free_bytes, free_inodes = ingestor.disk_free()
+    body: dict[str, Any] = {
+        "status": "disk_full" if ingestor.disk_full else "ok",
+        "backlog_bytes": ingestor.backlog_bytes,
+        "log_bytes": ingestor.log_bytes,
+        "segments": ingestor.segments,
+        "store": "none",
+        "disk": {"full": ingestor.disk_full, "free_bytes": free_bytes, "free_inodes": free_inodes},
+    }
+    link = request.app.get(STORE_KEY)
+    if link is not None:
+        body["store"] = link.state
+        if link.error:
+            body["store_error"] = link.error
+    return web.json_response(body)
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """Prometheus text format."""
+    return web.Response(text=request.app[METRICS_KEY].render(), content_type="text/plain", charset="utf-8",
+                        headers={"X-Content-Type-Options": "nosniff"})
+
+
+async def post_batches(request: web.Request) -> web.StreamResponse:
+    return await request.app[INGESTOR_KEY].handle(request)
+
+
+async def post_roll(request: web.Request) -> web.Response:
+    """Seal the active segment now so the index job can read it (ingest token)."""
+    require_ingest_token(request)
+    await request.app[INGESTOR_KEY].roll()
+    return web.json_response({"sealed": [s.base for s in request.app[TRACELOG_KEY].sealed()]})
+
+
+MAX_REQUEST_LINE = 160 * 1024
+"""Longest request line (method, path and query) the collector reads."""
+
+
+def create_app(config: CollectorConfig) -> web.Application:
+    """The collector application for ``config`` (the log and store open when it starts)."""
+    # aiohttp refuses request lines over 8 KiB with a plain-text 400 before any handler runs; query
+    # parameters may be 16 KiB characters (params.MAX_PARAM_LEN), i.e. up to ~48 KiB percent-encoded
+    # in UTF-8, so allow that much and let params.py answer too-long values with a JSON reason.
+    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes,
+                          handler_args={"max_line_size": MAX_REQUEST_LINE})
+    app[CONFIG_KEY] = config
+    app[METRICS_KEY] = CollectorMetrics()
+    app.cleanup_ctx.append(_tracelog_ctx)
+    app.cleanup_ctx.append(_store_ctx)
+    app.on_shutdown.append(_begin_shutdown)
+    app.router.add_post("/v1/batches", post_batches)
+    app.router.add_post("/v1/admin/roll", post_roll)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    qmq.add_routes(app)
+    native.add_routes(app)
+    backtrack_routes.setup(app)
+    routes.add_page_routes(app)
+    otlp_http.setup(app)
+    return app

@@ -1,0 +1,52 @@
+"""Batch validation on the ingest path: the C validator when it is built, else the wire module.
+
+``collector/server/_wirecheck.c`` walks the msgpack bytes without building objects; it only
+answers "valid", so anything else goes through :func:`tracehook.wire.check_batch`, which
+names the problem. Its rules come from :func:`tracehook.wire.fast_path_rules`, so both
+paths accept exactly the same batches (tests/collector/server/test_wirecheck.py,
+scripts/fuzz). It is an optional extension: without a compiler at install time the
+Python path does everything (:data:`FAST_PATH` is False).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from tracehook import wire
+from tracehook.wire import BatchHeader
+
+
+def check_batch(data: bytes) -> tuple[BatchHeader, int]:
+    """The batch's header and event count, or :class:`tracehook.wire.WireError` naming the problem."""
+    return fast_check_batch(data) or wire.check_batch(data)
+
+
+def fast_check_batch(data: bytes) -> tuple[BatchHeader, int] | None:
+    """:func:`check_batch`'s result if the C validator is built and accepts ``data``, else
+    None (then only :func:`check_batch` can say what is wrong)."""
+    checked = _fast_check(data) if _fast_check is not None else None
+    if checked is None:
+        return None
+    client_id, seq, app, host, sent_ms, stats, count = checked
+    return BatchHeader(client_id, seq, app, host, sent_ms, stats), count
+
+
+def _load_fast_check() -> Callable[[bytes], tuple[Any, ...] | None] | None:
+    try:
+        from collector.server import _wirecheck
+    except ImportError:  # not built (no compiler when installed)
+        return None
+    try:
+        _wirecheck.configure(**wire.fast_path_rules())
+    except (ValueError, TypeError, OverflowError):  # rules it cannot express: stay exact
+        logging.getLogger(__name__).warning("collector.server._wirecheck cannot model these rules; "
+                                            "validating in Python", exc_info=True)
+        return None
+    return _wirecheck.check
+
+
+_fast_check = _load_fast_check()
+FAST_PATH = _fast_check is not None
+"""True when :func:`check_batch` validates with the C extension ``collector.server._wirecheck``."""

@@ -1,0 +1,102 @@
+"""Every ``tracehook`` subcommand, given bad arguments, unreachable services or wrong paths,
+answers with one line on stderr, no traceback, and the exit status docs/exit-codes.md gives."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from collector.store import open_store
+from collector.store.indexer import index_records
+from tests.fixtures.sample import scenario
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+FOUND, NOT_FOUND, FAILED, BAD = 0, 1, 1, 2
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory) -> dict[str, str]:
+    """Paths and URLs the cases use: a data dir with an index, wrong paths, closed ports."""
+    base = tmp_path_factory.mktemp("cli-errors")
+    data = base / "data"
+    (data / "log").mkdir(parents=True)
+    (data / "log" / "manifest.json").write_text('{"version": 1, "end": 0, "segments": []}')
+    store = open_store(f"local:{data / 'index.sqlite3'}")
+    index_records(store, scenario(1_790_000_000_000)[1])
+    store.close()
+    (base / "empty").mkdir()
+    (base / "foreign").mkdir()
+    (base / "foreign" / "notes.txt").write_text("not the demo's")
+    (base / "not-sqlite.txt").write_text("hello")
+    with socket.socket() as sock:  # a port nobody listens on (bound, not listening, then closed)
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    yield {
+        "DATA": str(data), "LOG": str(data / "log"), "IDX": f"local:{data / 'index.sqlite3'}",
+        "EMPTY": str(base / "empty"), "FOREIGN": str(base / "foreign"), "TEXT": str(base / "not-sqlite.txt"),
+        "NOWHERE": str(base / "no" / "such" / "dir"), "CLOSED": str(closed), "BUSY": str(busy.getsockname()[1]),
+    }
+    busy.close()
+
+
+CASES: list[tuple[str, int, str]] = [
+    # (id, expected exit status, arguments with {PLACEHOLDERS})
+    ("no-command", BAD, ""),
+    ("unknown-command", BAD, "frobnicate"),
+    ("collector-bad-port", BAD, "collector --port notanumber"),
+    ("collector-bad-durability", BAD, "collector --data-dir {TMP} --durability sometimes"),
+    ("collector-missing-config", BAD, "collector --config {NOWHERE}/collector.toml"),
+    ("collector-port-in-use", FAILED, "collector --data-dir {TMP} --port {BUSY}"),
+    ("index-missing-args", BAD, "index --log-dir {LOG}"),
+    ("index-no-log-dir", BAD, "index --log-dir {NOWHERE} --store {IDX}"),
+    ("index-data-dir-for-log-dir", BAD, "index --log-dir {DATA} --store {IDX}"),
+    ("index-store-dir-without-index", BAD, "index --log-dir {LOG} --store local:{EMPTY}"),
+    ("index-unknown-store-scheme", BAD, "index --log-dir {LOG} --store mysql://x"),
+    ("index-bad-writers", BAD, "index --log-dir {LOG} --store {IDX} --writers 0"),
+    ("query-collector-not-a-url", BAD, "query --collector notaurl id m-1"),
+    ("query-collector-unreachable", BAD, "query --collector http://127.0.0.1:{CLOSED} id m-1"),
+    ("query-store-dir-without-index", BAD, "query --store local:{EMPTY} id m-1"),
+    ("query-store-missing-file", BAD, "query --store local:{NOWHERE}/index.sqlite3 id m-1"),
+    ("query-store-not-sqlite", BAD, "query --store local:{TEXT} id m-1"),
+    ("query-hbase-unreachable", BAD, "query --store hbase://127.0.0.1:{CLOSED} id m-1"),
+    ("query-missing-key", BAD, "query key orders"),
+    ("query-bad-since", BAD, "query --store {IDX} topic orders --since yesterdayish"),
+    ("query-bad-limit", BAD, "query --store {IDX} topic orders --limit 0"),
+    ("query-id-not-found", NOT_FOUND, "query --store local:{DATA} id no-such-message"),
+    ("offsets-bad-time", BAD, "offsets orders --time yesterdayish --store {IDX}"),
+    ("offsets-collector-unreachable", BAD, "offsets orders --time=-1h --collector http://127.0.0.1:{CLOSED}"),
+    ("replay-unknown-group", BAD, "replay-list orders --group nosuchgroup --store {IDX}"),
+    ("replay-bad-begin", BAD, "replay-list orders --group billing --begin someday --store {IDX}"),
+    ("replay-collector-not-a-url", BAD, "replay-list orders --group billing --collector notaurl"),
+    ("kafka-reset-no-bootstrap", BAD, "kafka-reset --group g --topic orders --time=-1h --store {IDX}"),
+    ("kafka-reset-broker-unreachable", BAD,
+     "kafka-reset --bootstrap 127.0.0.1:{CLOSED} --group g --topic orders --time=-1h --store {IDX}"),
+    ("demo-too-few-orders", BAD, "demo --orders 3"),
+    ("demo-bad-port", BAD, "demo --port 99999"),
+    ("demo-foreign-data-dir", BAD, "demo --data-dir {FOREIGN}"),
+    ("demo-data-dir-not-creatable", BAD, "demo --data-dir /proc/tracehook-demo"),
+]
+
+
+@pytest.mark.parametrize(("expected", "template"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_one_line_error_and_documented_exit_status(places, tmp_path, expected, template):
+    args = template.format(**places, TMP=tmp_path / "data").split()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("KAFKA_BOOTSTRAP_SERVERS", None)
+    env.pop("TRACEHOOK_QUERY_URL", None)
+    done = subprocess.run([sys.executable, "-m", "collector.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env=env)
+    lines = done.stderr.strip().splitlines()
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr
+    assert len(lines) == 1, f"stderr of tracehook {' '.join(args)}:\n{done.stderr}"
+    assert done.returncode == expected, f"exit {done.returncode}: {done.stderr}"
+    if template.startswith("demo --data-dir {FOREIGN}"):
+        assert (pathlib.Path(places["FOREIGN"]) / "notes.txt").exists()  # never wiped

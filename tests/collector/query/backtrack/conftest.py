@@ -1,0 +1,36 @@
+"""Fixtures: one embedded store per test module (examples use fresh topics), and a per-backend store."""
+
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from collector.store import Store, open_store
+from collector.store.reader import TraceQuery
+
+
+@pytest.fixture(scope="module")
+def module_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """An embedded store shared by a module's tests; each test or example writes its own topic."""
+    store = open_store(f"local:{tmp_path_factory.mktemp('backtrack') / 'index.sqlite3'}")
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def query(module_store: Store) -> TraceQuery:
+    return TraceQuery(module_store)
+
+
+@pytest.fixture(params=["local", pytest.param("hbase", marks=[pytest.mark.hbase, pytest.mark.slow])])
+def backend_query(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[TraceQuery]:
+    """A fresh store of each backend (real HBase for the second)."""
+    if request.param == "local":
+        url = f"local:{tmp_path / 'index.sqlite3'}"
+    else:
+        url = request.getfixturevalue("make_hbase_url")()
+    store = open_store(url)
+    yield TraceQuery(store)
+    store.close()

@@ -1,0 +1,113 @@
+"""The collector as a real process: kill -9 during writes, SIGTERM drain, CLI/env/TOML config."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import threading
+
+import pytest
+import requests
+from collector_service_helpers import make_batch, read_log
+
+from tracehook import wire
+
+MSGPACK = {"Content-Type": "application/msgpack"}
+
+
+class Posters:
+    """Threads that post 1,000-event batches in a loop and remember which were acknowledged."""
+
+    def __init__(self, url: str, clients: int = 4, events: int = 1000) -> None:
+        self.url = url + "/v1/batches"
+        self.acked: set[tuple[str, int]] = set()
+        self.lock = threading.Lock()
+        self.first_acks = threading.Event()
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._post, args=(f"poster-{i}", events)) for i in range(clients)]
+        for t in self.threads:
+            t.start()
+
+    def _post(self, client_id: str, events: int) -> None:
+        session = requests.Session()
+        seq = 0
+        while not self.stop.is_set():
+            seq += 1
+            try:
+                resp = session.post(self.url, data=make_batch(client_id, seq, n=events), headers=MSGPACK, timeout=10)
+            except requests.RequestException:
+                return  # the collector is gone
+            if resp.status_code == 200:
+                with self.lock:
+                    self.acked.add((client_id, seq))
+                    if len(self.acked) >= 40:
+                        self.first_acks.set()
+
+    def join(self) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout=30)
+
+
+def _check_log(log_dir: str, acked: set[tuple[str, int]]) -> None:
+    records = read_log(log_dir)
+    stored = [(r.client_id, r.seq) for r in records]
+    assert acked <= set(stored), f"acknowledged but lost: {sorted(acked - set(stored))[:5]}"
+    assert len(stored) == len(set(stored)), "a batch was stored twice"
+    offsets = [r.offset for r in records]
+    assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+    for r in records:
+        assert len(wire.decode_batch(r.payload).events) == 1000
+
+
+@pytest.mark.slow
+def test_kill_9_during_writes_loses_no_acknowledged_batch(collector_process) -> None:
+    collector = collector_process()
+    posters = Posters(collector.url)
+    assert posters.first_acks.wait(timeout=60), collector.output()
+    collector.proc.send_signal(signal.SIGKILL)  # mid-stream: requests are in flight
+    collector.proc.wait(timeout=30)
+    posters.join()
+    acked = set(posters.acked)
+
+    restarted = collector_process(collector.data_dir)  # recovery cuts any torn tail
+    resp = requests.post(restarted.url + "/v1/batches", data=make_batch("after", 1, n=1000), headers=MSGPACK)
+    assert resp.status_code == 200
+    assert restarted.stop() == 0
+    _check_log(os.path.join(collector.data_dir, "log"), acked | {("after", 1)})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["sigterm", "ctrl-c"])
+def test_graceful_stop_drains_in_flight_batches_and_exits_cleanly(collector_process, how: str) -> None:
+    collector = collector_process(None)
+    posters = Posters(collector.url)
+    assert posters.first_acks.wait(timeout=60), collector.output()
+    if how == "sigterm":
+        collector.proc.send_signal(signal.SIGTERM)
+    else:  # a terminal's Ctrl-C: SIGINT to the whole process group
+        os.killpg(collector.proc.pid, signal.SIGINT)
+    assert collector.proc.wait(timeout=30) == 0, collector.output()
+    assert "Traceback" not in collector.output(), collector.output()
+    posters.join()
+    _check_log(os.path.join(collector.data_dir, "log"), set(posters.acked))
+    # A graceful stop leaves nothing for recovery to cut.
+    again = collector_process(collector.data_dir)
+    assert again.stop(signal.SIGINT) == 0
+    assert "truncating" not in again.output()
+
+
+def test_cli_reads_tokens_from_env_and_settings_from_toml(collector_process, tmp_path: pathlib.Path) -> None:
+    toml = tmp_path / "collector.toml"
+    toml.write_text('[collector]\nmax_body_bytes = 2000\nquery_token = "from-toml"\n')
+    collector = collector_process(None, "--config", str(toml),
+                                  env={"TRACEHOOK_COLLECTOR_INGEST_TOKEN": "from-env"})
+    url = collector.url + "/v1/batches"
+    small, big = make_batch(n=2), make_batch(n=100)
+    assert requests.post(url, data=small, headers=MSGPACK).status_code == 401
+    auth = {**MSGPACK, "Authorization": "Bearer from-env"}
+    assert requests.post(url, data=small, headers={**MSGPACK, "Authorization": "Bearer from-toml"}).status_code == 403
+    assert requests.post(url, data=small, headers=auth).status_code == 200
+    assert requests.post(url, data=big, headers=auth).status_code == 413
+    assert collector.stop() == 0

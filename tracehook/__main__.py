@@ -1,5 +1,0 @@
-import sys
-
-from tracehook.cli import main
-
-sys.exit(main())
