@@ -10,7 +10,7 @@ store's):
                                                      (1,000 keys: 100 .. 10,000 messages each)
     time    ``by_time(topic, begin, begin+60 s, 20)`` newest 20 of a random one-minute window
 
-Each event is one send (PUB) of topic ``bulk`` (``collector.sample.bulk`` without consumers),
+Each event is one send (PUB) of topic ``bulk`` (``tests.fixtures.sample.bulk`` without consumers),
 written through the indexer (``index_records``), not through Spark, so generation is fast.
 Target: every p99 within 2x from the smallest to the largest volume.  Prints a table (and
 the ratio), writes a PNG (matplotlib, the ``bench`` extra) of p99 against volume::
@@ -39,10 +39,10 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from collector.sample import bulk
 from collector.store import Store, open_store
 from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
+from tests.fixtures.sample import bulk
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPIC = "bulk"
