@@ -218,6 +218,18 @@ def purge_expired(store_url: str) -> int | None:
         return None
 
 
+def check_store(store_url: str) -> None:
+    """Refuse, before Spark starts, a store URL that names no store or tables of another layout
+    (``BadStoreUrlError``, ``SaltBucketsMismatchError``).  A store that does not answer now is
+    left to the run: it may by the first batch, and the run reports it if not."""
+    from collector.store import StoreUnavailableError, open_store
+
+    try:
+        open_store(store_url).close()
+    except StoreUnavailableError:
+        pass
+
+
 def _prepare_store(store_url: str) -> None:
     """Open the store once on the driver: its tables get created here, not by racing tasks."""
     from collector.store import StoreError, open_store
@@ -616,9 +628,12 @@ def run(args: argparse.Namespace) -> int:
     130 interrupted.
     """
     # Refused before Spark starts: bad numbers, a log dir with no trace log, a cluster master with a local: store.
+    from collector.store.errors import BadStoreUrlError, SaltBucketsMismatchError
+
     try:
         check_arguments(args)
-    except (IndexJobError, ValueError) as exc:
+        check_store(absolute_store_url(args.store))
+    except (IndexJobError, ValueError, BadStoreUrlError, SaltBucketsMismatchError) as exc:
         print(f"index: {exc}", file=sys.stderr)
         return EXIT_USAGE
     from collector.log.errors import NotATraceLogError

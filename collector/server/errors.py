@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 from collector.log.errors import DiskFull, LogError, LogUnavailable, StorageError
 from collector.query.errors import QueryInputError, UnknownGroupError
-from collector.store.errors import BadStoreUrlError, QueryError, StoreError, StoreUnavailableError
+from collector.store.errors import (
+    BadStoreUrlError,
+    QueryError,
+    SaltBucketsMismatchError,
+    StoreError,
+    StoreUnavailableError,
+)
 
 
 class HttpError(Exception):
@@ -125,6 +131,7 @@ _LAYER_STATUS: tuple[tuple[type[BaseException], int], ...] = (  # first match wi
     (StoreUnavailableError, 503),
     (QueryError, 400),
     (BadStoreUrlError, 400),
+    (SaltBucketsMismatchError, 409),
     (StoreError, 500),
     (UnknownGroupError, 404),
     (QueryInputError, 400),

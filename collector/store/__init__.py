@@ -13,7 +13,10 @@ Example::
 
 Store URLs: ``local:PATH`` (embedded SQLite, the default) and
 ``hbase://HOST:PORT?namespace=NS`` (HBase Thrift1 through happybase; tables are
-named ``NS_messages`` and so on).  Both take ``ttl_days=N`` (retention, default 30).
+named ``NS_messages`` and so on).  Both take ``ttl_days=N`` (retention, default 30)
+and ``salt_buckets=N`` (time-index buckets, recorded with the tables and checked on
+every open: :mod:`collector.store.layout`).  HBase takes ``thrift2=HOST:PORT``, an HBase
+Thrift2 gateway through which new tables are created pre-split (Thrift1 cannot).
 """
 
 from __future__ import annotations
@@ -24,10 +27,16 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from collector.store.base import Store, StoreOptions
-from collector.store.errors import BadStoreUrlError, QueryError, StoreError, StoreUnavailableError
+from collector.store.errors import (
+    BadStoreUrlError,
+    QueryError,
+    SaltBucketsMismatchError,
+    StoreError,
+    StoreUnavailableError,
+)
 
-__all__ = ["QueryError", "Store", "StoreError", "StoreOptions", "StoreUnavailableError", "check_store_url",
-           "open_store", "resolve_store_url", "local_path", "absolute_store_url"]
+__all__ = ["QueryError", "SaltBucketsMismatchError", "Store", "StoreError", "StoreOptions", "StoreUnavailableError",
+           "check_store_url", "open_store", "resolve_store_url", "local_path", "absolute_store_url"]
 
 INDEX_FILE = "index.sqlite3"
 """The embedded index's file name inside a collector's (or the demo's) data directory."""
@@ -41,15 +50,18 @@ def _options(query: dict[str, list[str]], known: set[str]) -> dict[str, str]:
 
 
 def _store_options(opts: dict[str, str]) -> StoreOptions:
+    from collector.store.layout import parse_salt_buckets
+
+    buckets = parse_salt_buckets(opts["salt_buckets"]) if "salt_buckets" in opts else None
     if "ttl_days" not in opts:
-        return StoreOptions()
+        return StoreOptions(salt_buckets=buckets)
     try:
         days = float(opts["ttl_days"])
     except ValueError:
         raise BadStoreUrlError(f"ttl_days must be a number, not {opts['ttl_days']!r}") from None
     if days <= 0:
         raise BadStoreUrlError("ttl_days must be positive")
-    return StoreOptions(ttl_s=max(1, int(days * 86400)))
+    return StoreOptions(ttl_s=max(1, int(days * 86400)), salt_buckets=buckets)
 
 
 def _parse(url: str) -> tuple[str, dict[str, Any]]:
@@ -58,18 +70,28 @@ def _parse(url: str) -> tuple[str, dict[str, Any]]:
         path, _, query = url[len("local:"):].partition("?")
         if not path:
             raise BadStoreUrlError("local: needs a file path, e.g. local:/var/lib/tracehook/index.sqlite3")
-        opts = _options(parse_qs(query), {"ttl_days"})
+        opts = _options(parse_qs(query), {"ttl_days", "salt_buckets"})
         return "local", {"path": path, "options": _store_options(opts)}
     if url.startswith("hbase://"):
         parts = urlsplit(url)
-        opts = _options(parse_qs(parts.query), {"ttl_days", "namespace"})
+        opts = _options(parse_qs(parts.query), {"ttl_days", "namespace", "salt_buckets", "thrift2"})
         try:
             port = parts.port or 9090
         except ValueError:
             raise BadStoreUrlError(f"bad port in {url!r}") from None
         return "hbase", {"host": parts.hostname or "127.0.0.1", "port": port, "namespace": opts.get("namespace"),
-                         "options": _store_options(opts)}
+                         "options": _store_options(opts), "thrift2": _address(opts.get("thrift2"), url)}
     raise BadStoreUrlError(f"unknown store URL {url!r}: use local:PATH or hbase://HOST:PORT?namespace=NS")
+
+
+def _address(text: str | None, url: str) -> tuple[str, int] | None:
+    """``HOST:PORT`` of the ``thrift2`` option."""
+    if text is None:
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BadStoreUrlError(f"thrift2 must be HOST:PORT, not {text!r} (in {url!r})")
+    return host, int(port)
 
 
 def local_path(url: str) -> str | None:
@@ -133,4 +155,5 @@ def open_store(url: str, *, create_tables: bool = True) -> Store:
     from collector.store.hbase import DEFAULT_NAMESPACE, HBaseStore
 
     namespace = DEFAULT_NAMESPACE if args["namespace"] is None else args["namespace"]
-    return HBaseStore(args["host"], args["port"], namespace, args["options"], create_tables=create_tables)
+    return HBaseStore(args["host"], args["port"], namespace, args["options"], create_tables=create_tables,
+                      thrift2=args["thrift2"])

@@ -29,6 +29,9 @@ class StoreOptions:
     """Options every store takes from its URL's query string."""
 
     ttl_s: int = schema.DEFAULT_TTL_S
+    salt_buckets: int | None = None
+    """Salt buckets of the time index; None takes the count the store's tables were created with
+    (:data:`schema.DEFAULT_SALT_BUCKETS` for a new store).  See :mod:`collector.store.layout`."""
 
 
 DEFAULT_OPTIONS = StoreOptions()
@@ -41,6 +44,8 @@ class Store(Protocol):
     url: str
     options: StoreOptions
     concurrent_reads: bool
+    salt_buckets: int
+    """The salt bucket count recorded with the store's tables (what the indexer and queries use)."""
     """True when reads from several threads overlap (HBase); the SQLite store serialises them."""
 
     def put_rows(self, table: str, rows: Sequence[Row]) -> None:

@@ -47,3 +47,12 @@ class BadRangeError(QueryError):
     """A time range with begin after end, or a limit outside the allowed bounds."""
 
     reason = "bad_range"
+
+
+class SaltBucketsMismatchError(StoreError):
+    """Opening a store with a salt bucket count other than the one its tables were created with.
+
+    Rows would be filed under buckets that queries never scan, so this is refused, never guessed.
+    """
+
+    reason = "salt_buckets_mismatch"

@@ -5,6 +5,12 @@ HBase namespaces; for a real namespace made in the HBase shell, pass
 ``namespace=ns:trace`` and the tables become ``ns:trace_messages`` ...).  Every
 family keeps one version and expires cells ``ttl_s`` seconds after they were
 written (HBase's column-family TTL, applied on read and purged by compactions).
+
+The salt bucket count is recorded in ``<namespace>_meta`` (no TTL) and checked on
+every open (:mod:`collector.store.layout`).  Given ``thrift2=(host, port)``, an HBase
+Thrift2 gateway, new tables are created pre-split there (:mod:`collector.store.hbase_admin`):
+the time index one region per salt bucket, the message and pending tables as many
+regions evenly over their 4-byte hash prefix.  Without it they start as one region.
 """
 
 from __future__ import annotations
@@ -17,12 +23,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import happybase
-from Hbase_thrift import AlreadyExists, IllegalArgument  # loaded by happybase
+from Hbase_thrift import AlreadyExists, IllegalArgument, Mutation  # loaded by happybase
 from Hbase_thrift import IOError as HBaseIOError
 from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
-from collector.store import keys, schema
+from collector.store import hbase_admin, keys, layout, schema
 from collector.store.base import DEFAULT_OPTIONS, DEFAULT_SCAN_BATCH, Columns, Row, StoreOptions
 from collector.store.errors import StoreError, StoreUnavailableError
 
@@ -46,6 +52,7 @@ class HBaseStore:
     def __init__(
         self, host: str, port: int, namespace: str = DEFAULT_NAMESPACE, options: StoreOptions = DEFAULT_OPTIONS,
         *, timeout_ms: int = DEFAULT_TIMEOUT_MS, pool_size: int = DEFAULT_POOL_SIZE, create_tables: bool = True,
+        thrift2: tuple[str, int] | None = None,
     ) -> None:
         if not namespace:
             raise ValueError("namespace must not be empty")
@@ -58,8 +65,9 @@ class HBaseStore:
         self._idle: queue.LifoQueue[happybase.Connection] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(pool_size)
         self._closed = False
-        if create_tables:
-            self._create_tables()
+        self._thrift2 = thrift2
+        self._timeout_ms = timeout_ms
+        self.salt_buckets = self._open_tables(create_tables)
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[happybase.Connection]:
@@ -89,18 +97,59 @@ class HBaseStore:
     def _existing_tables(self, conn: happybase.Connection) -> set[str]:
         return {name.decode() for name in conn.tables()}
 
-    def _create_tables(self) -> None:
-        family = dict(max_versions=1, time_to_live=self.options.ttl_s)
+    def _open_tables(self, create: bool) -> int:
+        """Check (and with ``create``, record) the salt bucket count, create missing tables; the count."""
         with self._connection() as conn:
             existing = self._existing_tables(conn)
-            for table in schema.TABLES:
-                if table.name in existing:
-                    continue
-                try:
-                    conn.create_table(table.name, {f: family for f in table.families})
-                except AlreadyExists:
-                    pass  # another process (a parallel index task) created it first
-            self._warn_other_ttl(conn, [t.name for t in schema.TABLES if t.name in existing])
+            if layout.META_TABLE not in existing:
+                if not create:  # an index task whose driver made the tables; nothing recorded to check
+                    return self.options.salt_buckets or schema.DEFAULT_SALT_BUCKETS
+                with contextlib.suppress(AlreadyExists):  # another process made it first
+                    conn.create_table(layout.META_TABLE, {layout.META_FAMILY: dict(max_versions=1)})
+            buckets = layout.settle_salt_buckets(
+                self.url, self.options.salt_buckets, had_tables=schema.MESSAGES in existing,
+                read=lambda: self._recorded_salt_buckets(conn),
+                record_if_absent=lambda n: self._record_salt_buckets(conn, n))
+            if create:
+                missing = [t for t in schema.TABLES if t.name not in existing]
+                for table in missing:
+                    self._create_table(conn, table, buckets)
+                if missing and buckets > 1 and self._thrift2 is None:
+                    # A warning when the URL chose a bucket count (the user is sizing for volume).
+                    level = logging.INFO if self.options.salt_buckets is None else logging.WARNING
+                    log.log(level, "created HBase tables %s_* as one region each: pass thrift2=HOST:PORT (an HBase "
+                                "Thrift2 gateway) in the store URL to create them pre-split by salt bucket",
+                                self.namespace)
+                self._warn_other_ttl(conn, [t.name for t in schema.TABLES if t.name in existing])
+            return buckets
+
+    def _recorded_salt_buckets(self, conn: happybase.Connection) -> int | None:
+        value = conn.table(layout.META_TABLE).row(layout.META_ROW).get(layout.SALT_BUCKETS_COLUMN)
+        return None if value is None else layout.decode_count(value)
+
+    def _record_salt_buckets(self, conn: happybase.Connection, n: int) -> None:
+        # checkAndPut with no expected value: written only if absent, so racing first opens agree.
+        conn.client.checkAndPut(
+            conn.table(layout.META_TABLE).name, layout.META_ROW, layout.SALT_BUCKETS_COLUMN, None,
+            Mutation(isDelete=False, column=layout.SALT_BUCKETS_COLUMN, value=layout.encode_count(n)), {})
+
+    def _create_table(self, conn: happybase.Connection, table: schema.Table, buckets: int) -> None:
+        splits = layout.split_keys(table.name, buckets)
+        if self._thrift2 is None or not splits:
+            family = dict(max_versions=1, time_to_live=self.options.ttl_s)
+            with contextlib.suppress(AlreadyExists):  # another process (a parallel index task) created it first
+                conn.create_table(table.name, {f: family for f in table.families})
+            return
+        host, port = self._thrift2
+        try:
+            hbase_admin.create_table(
+                host, port, f"{self.namespace}_{table.name}", table.families, max_versions=1,
+                ttl_s=self.options.ttl_s, split_keys=splits, timeout_ms=self._timeout_ms)
+        except hbase_admin.TIOError as exc:
+            if "TableExistsException" not in (exc.message or ""):
+                raise StoreError(f"HBase Thrift2 at {host}:{port} could not create {table.name}: {exc.message}") from exc
+        except _UNAVAILABLE as exc:
+            raise StoreUnavailableError(f"HBase Thrift2 gateway at {host}:{port} is unavailable: {exc!r}") from exc
 
     def _warn_other_ttl(self, conn: happybase.Connection, tables: list[str]) -> None:
         """Warn once when existing tables keep cells for another TTL than the URL asks.
@@ -194,9 +243,9 @@ class HBaseStore:
         """Delete this namespace's tables (tests and benchmarks clean up with this)."""
         with self._connection() as conn:
             existing = self._existing_tables(conn)
-            for table in schema.TABLES:
-                if table.name in existing:
-                    conn.delete_table(table.name, disable=True)
+            for name in [t.name for t in schema.TABLES] + [layout.META_TABLE]:
+                if name in existing:
+                    conn.delete_table(name, disable=True)
 
     def close(self) -> None:
         self._closed = True

@@ -106,6 +106,7 @@ def rows_for(
 
 def batched_rows(
     records: Iterable[tuple[BatchHeader, Event]], batch_size: int, *, dropped: Counter[str] | None = None,
+    salt_buckets: int = schema.DEFAULT_SALT_BUCKETS,
 ) -> Iterator[tuple[str, list[Row]]]:
     """The writes :func:`index_records` makes: ``(table, rows)`` with up to ``batch_size`` rows each.
 
@@ -114,7 +115,7 @@ def batched_rows(
     """
     pending: dict[str, dict[bytes, Columns]] = {}
     for header, event in records:
-        for table, row, columns in rows_for(header, event, dropped=dropped):
+        for table, row, columns in rows_for(header, event, salt_buckets=salt_buckets, dropped=dropped):
             rows = pending.setdefault(table, {})
             existing = rows.get(row)
             if existing is not None:
@@ -151,7 +152,9 @@ def index_records(
     with ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index") as pool:
         in_flight: deque[Future[None]] = deque()
         try:
-            for table, rows in batched_rows(counted, batch_size, dropped=dropped):
+            # The count recorded with the store's tables: the one its queries scan.
+            buckets = getattr(store, "salt_buckets", schema.DEFAULT_SALT_BUCKETS)
+            for table, rows in batched_rows(counted, batch_size, dropped=dropped, salt_buckets=buckets):
                 in_flight.append(pool.submit(store.put_rows, table, rows))
                 # Bound memory: at most a couple of batches per writer wait to be written.
                 while len(in_flight) > 2 * writers:

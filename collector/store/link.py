@@ -130,6 +130,11 @@ class StoreLink:
         store = self._store
         return bool(store is not None and store.concurrent_reads)
 
+    @property
+    def salt_buckets(self) -> int:  # type: ignore[override]
+        """The open store's recorded count; ``StoreUnavailableError`` while it is down."""
+        return self._current().salt_buckets
+
     def put_rows(self, table: str, rows: Sequence[Row]) -> None:
         self._call("put_rows", table, rows)
 

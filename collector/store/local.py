@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from collector.store import keys, schema
+from collector.store import keys, layout, schema
 from collector.store.base import DEFAULT_OPTIONS, DEFAULT_SCAN_BATCH, Columns, Row, StoreOptions
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
@@ -41,12 +41,32 @@ class LocalStore:
         # WAL lets the collector read while the index job writes from another process.
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        for table in schema.TABLES:
+        had_tables = self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (schema.MESSAGES,)).fetchone() is not None
+        # The layout record (same shape as the other tables, HBase's <ns>_meta) is outside
+        # schema.TABLES, so no TTL applies to it and purges never touch it.
+        for name in [layout.META_TABLE] + [t.name for t in schema.TABLES]:
             self._db.execute(
-                f'CREATE TABLE IF NOT EXISTS "{table.name}" '
+                f'CREATE TABLE IF NOT EXISTS "{name}" '
                 "(row BLOB NOT NULL, col BLOB NOT NULL, ts INTEGER NOT NULL, value BLOB NOT NULL, "
                 "PRIMARY KEY (row, col)) WITHOUT ROWID"
             )
+        try:
+            self.salt_buckets = layout.settle_salt_buckets(
+                self.url, options.salt_buckets, read=self._recorded_salt_buckets,
+                record_if_absent=self._record_salt_buckets, had_tables=had_tables)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def _recorded_salt_buckets(self) -> int | None:
+        found = self._db.execute(f'SELECT value FROM "{layout.META_TABLE}" WHERE row = ? AND col = ?',
+                                 (layout.META_ROW, layout.SALT_BUCKETS_COLUMN)).fetchone()
+        return None if found is None else layout.decode_count(bytes(found[0]))
+
+    def _record_salt_buckets(self, n: int) -> None:
+        self._db.execute(f'INSERT OR IGNORE INTO "{layout.META_TABLE}" (row, col, ts, value) VALUES (?, ?, ?, ?)',
+                         (layout.META_ROW, layout.SALT_BUCKETS_COLUMN, self._clock(), layout.encode_count(n)))
 
     def _oldest_live_ms(self) -> int:
         return self._clock() - self.options.ttl_s * 1000

@@ -68,9 +68,16 @@ def _decode_cursor(kind: str, cursor: str, shape: tuple[type, ...]) -> bytes:
 class TraceQuery:
     """The lookups people run: by id, by key, by topic + time, dead letters, consume records, offsets, positions."""
 
-    def __init__(self, store: Store, *, salt_buckets: int = schema.DEFAULT_SALT_BUCKETS) -> None:
+    def __init__(self, store: Store, *, salt_buckets: int | None = None) -> None:
         self.store = store
-        self.salt_buckets = salt_buckets
+        self._salt_buckets = salt_buckets
+
+    @property
+    def salt_buckets(self) -> int:
+        """Time-index buckets scanned: the count recorded with the store's tables unless given."""
+        if self._salt_buckets is not None:
+            return self._salt_buckets
+        return getattr(self.store, "salt_buckets", schema.DEFAULT_SALT_BUCKETS)
 
     # --- one message ---------------------------------------------------------
 

@@ -1,0 +1,87 @@
+"""What a store records about its own layout: the salt bucket count, set once when its tables are made.
+
+The time index starts every row with ``salt(msg_id) % buckets``; readers scan every
+bucket and the indexer files each message under one.  A reader or writer that used
+another count than the tables were written with would silently miss rows, so the count
+is recorded with the tables (a ``meta`` table in both stores) when they are created,
+and every open checks it: the URL's ``salt_buckets`` must match, or
+:class:`~collector.store.errors.SaltBucketsMismatchError` is raised.  A URL without
+``salt_buckets`` takes the recorded count.
+
+The same count decides HBase's initial regions (:func:`split_keys`): one per bucket in
+the time index, and as many spread evenly over the 4-byte hash that starts the message
+and pending rows.  Both adapters call :func:`settle_salt_buckets` with their own two
+primitives (read the record, write it if absent), so the rule lives here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from collector.store import keys, schema
+from collector.store.errors import BadStoreUrlError, SaltBucketsMismatchError
+
+META_TABLE = "meta"
+"""The store's own table (no TTL, never purged): one row of layout settings."""
+META_FAMILY = "m"
+META_ROW = b"layout"
+SALT_BUCKETS_COLUMN = b"m:salt_buckets"
+MAX_SALT_BUCKETS = 1024
+"""Upper bound of ``salt_buckets``: each bucket is one scan per time-range page and one region per table."""
+HASH_SPLIT_TABLES = (schema.MESSAGES, schema.PENDING)
+"""Tables whose row keys start with the 4-byte ``msg_hash``: split evenly over the hash space."""
+BUCKET_SPLIT_TABLES = (schema.TIMEIDX,)
+"""Tables whose row keys start with the salt bucket: one region per bucket."""
+
+
+def parse_salt_buckets(text: str) -> int:
+    """The ``salt_buckets`` URL option as an int; :class:`BadStoreUrlError` naming the bad value."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise BadStoreUrlError(f"salt_buckets must be a whole number, not {text!r}") from None
+    if not 1 <= n <= MAX_SALT_BUCKETS:
+        raise BadStoreUrlError(f"salt_buckets must be between 1 and {MAX_SALT_BUCKETS}, not {n}")
+    return n
+
+
+def encode_count(n: int) -> bytes:
+    return str(n).encode("ascii")
+
+
+def decode_count(value: bytes) -> int:
+    return int(value.decode("ascii"))
+
+
+def settle_salt_buckets(
+    url: str, asked: int | None, *, read: Callable[[], int | None], record_if_absent: Callable[[int], None],
+    had_tables: bool,
+) -> int:
+    """The salt bucket count a store opened at ``url`` uses; records it on a store's first open.
+
+    ``read`` returns the recorded count (None when none is), ``record_if_absent`` writes one
+    unless another process already did (the first writer wins).  Tables made before counts
+    were recorded (``had_tables``) were written with :data:`schema.DEFAULT_SALT_BUCKETS`.
+    Raises :class:`SaltBucketsMismatchError` when ``asked`` differs from the recorded count.
+    """
+    recorded = read()
+    if recorded is None:
+        record_if_absent(schema.DEFAULT_SALT_BUCKETS if had_tables else asked or schema.DEFAULT_SALT_BUCKETS)
+        recorded = read()
+        assert recorded is not None, "the salt bucket count was not recorded"
+    if asked is not None and asked != recorded:
+        raise SaltBucketsMismatchError(
+            f"{url} asks for salt_buckets={asked} but its tables were created with {recorded}; "
+            f"use salt_buckets={recorded} (or leave it out), or index into a new store for another count")
+    return recorded
+
+
+def split_keys(table: str, buckets: int) -> list[bytes]:
+    """The keys HBase's initial regions of ``table`` start at (``[]``: one region)."""
+    if buckets <= 1:
+        return []
+    if table in BUCKET_SPLIT_TABLES:
+        return [keys.pack((bucket,)) for bucket in range(1, buckets)]
+    if table in HASH_SPLIT_TABLES:
+        return [keys.pack(((i * 2**32 // buckets).to_bytes(4, "big"),)) for i in range(1, buckets)]
+    return []
