@@ -34,7 +34,7 @@ from spark_jobs.index_job import index_once
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 HOUR, DAY = 3_600_000, 86_400_000
-EXAMPLES = {"local": 5, "hbase": 3}
+EXAMPLES = {"local": 3, "hbase": 2}
 GROUPS_AND_NOBODY = (*mm.GROUPS, "nobody")
 
 
