@@ -72,11 +72,16 @@ def _get(url: str) -> int:
         return 0
 
 
-def _until(check: Any, what: str) -> None:
+def _until(check: Any, what: str, follower: _Follower | None = None) -> None:
+    """Wait for ``check``; a follower that exits, or the time bound, fails with its output."""
     deadline = time.monotonic() + WAIT_S
     while not check():
+        if follower is not None and follower.proc.poll() is not None:
+            raise AssertionError(f"the follower exited ({follower.proc.returncode}) before: {what}\n"
+                                 f"{follower.output()[-4000:]}")
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for: {what}")
+            tail = follower.output()[-4000:] if follower is not None else ""
+            raise AssertionError(f"timed out waiting for: {what}\n{tail}")
         time.sleep(0.2)
 
 
@@ -126,10 +131,11 @@ def test_follow_survives_sigkill_mid_batch_collector_restart_and_retention(tmp_p
     try:
         first = _send(collector.url, "r1")
         # Queryable through the collector's API while its segment is still active.
-        _until(lambda: all(_get(f"{collector.url}/v1/messages/{m}") == 200 for m in first[-3:]), "round 1 queryable")
+        _until(lambda: all(_get(f"{collector.url}/v1/messages/{m}") == 200 for m in first[-3:]), "round 1 queryable",
+               job)
 
         second = _send(collector.url, "r2")
-        _until(lambda: os.path.exists(paused), "batch 1 written, not committed")
+        _until(lambda: os.path.exists(paused), "batch 1 written, not committed", job)
         os.killpg(job.proc.pid, signal.SIGKILL)
         job.proc.wait(timeout=60)
 
@@ -145,7 +151,7 @@ def test_follow_survives_sigkill_mid_batch_collector_restart_and_retention(tmp_p
             assert job.proc.poll() is None, job.output()
             return all(n > 0 for n in _event_counts(store_url, sent).values())
 
-        _until(all_indexed, "every round indexed")
+        _until(all_indexed, "every round indexed", job)
         # Let a few more micro-batches and retention rounds pass over the same data.
         time.sleep(3)
         assert _event_counts(store_url, sent) == {m: 3 for m in sent}  # send + 2 consume events, once each
