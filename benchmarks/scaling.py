@@ -13,7 +13,8 @@ to Kafka; (b) the index job reading Kafka in local[1] / local[2] vs raw happybas
       the same figure for every collector count).
 
     Printed: events/s and p99 acknowledgement latency; target: kafka log >= 70 % of direct.
-(b) ``tracehook index --source kafka://`` one-shot (AvailableNow) into a fresh HBase namespace
+(b) ``tracehook index --source kafka://`` one-shot (AvailableNow) in local[1], local[2] and on
+    scripts/spark's standalone cluster (``cluster``) into a fresh HBase namespace
     (tables created beforehand, as for the peer), events/s from its report line (the query's
     time, without the JVM start), vs
     ``benchmarks/index_throughput.raw_happybase``: exactly the rows the indexer writes,
@@ -21,7 +22,7 @@ to Kafka; (b) the index job reading Kafka in local[1] / local[2] vs raw happybas
 
 PNG plots (matplotlib, ``pip install -e '.[bench]'``) go to ``--plot-dir``::
 
-    scripts/kafka start && scripts/hbase start && scripts/spark-kafka fetch
+    scripts/kafka start && scripts/hbase start && scripts/spark-kafka fetch   # (b) cluster: scripts/spark start
     python benchmarks/scaling.py --quick          # about 3 minutes
     python benchmarks/scaling.py --part a --seconds 10 --collectors 1,2,3
 """
@@ -266,10 +267,14 @@ def part_b(args: argparse.Namespace, bootstrap: str, hbase_port: int) -> list[tu
     _produce_topic(bootstrap, topic, args.index_events)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for master in args.masters:
+        for name in args.masters:
             namespace = f"bench{uuid.uuid4().hex[:8]}"
             HBaseStore("127.0.0.1", hbase_port, namespace).close()  # tables created off the clock, as for raw puts
             env = {**os.environ, "TRACEHOOK_INDEX_CHECKPOINTS": tmp}
+            master = name
+            if name == "cluster":  # scripts/spark's standalone master and worker; the driver on loopback
+                master = _script("spark", "start")
+                env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
             done = subprocess.run([sys.executable, "-m", "collector.cli.main", "index", "--master", master,
                                    "--source", f"kafka://{bootstrap}/{topic}",
                                    "--store", f"hbase://127.0.0.1:{hbase_port}?namespace={namespace}"],
@@ -281,8 +286,8 @@ def part_b(args: argparse.Namespace, bootstrap: str, hbase_port: int) -> list[tu
             if done.returncode != 0 or match is None:
                 raise SystemExit(f"index run failed: {done.stderr[-2000:]}")
             rate = int(match.group(1).replace(",", "")) / float(match.group(2))
-            rows.append((f"index from Kafka, {master}", rate))
-            print(f"  index from Kafka, {master}: {rate:,.0f} events/s", flush=True)
+            rows.append((f"index from Kafka, {name}", rate))
+            print(f"  index from Kafka, {name}: {rate:,.0f} events/s", flush=True)
     writes = list(batched_rows(events(args.index_events), DEFAULT_BATCH_SIZE))
     store = HBaseStore("127.0.0.1", hbase_port, f"bench{uuid.uuid4().hex[:8]}")
     try:
@@ -350,7 +355,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=8, help="(a) clients per process")
     parser.add_argument("--events-per-batch", type=int, default=EVENTS_PER_BATCH)
     parser.add_argument("--index-events", type=int, default=1_000_000, help="(b) events in the topic")
-    parser.add_argument("--masters", default="local[1],local[2]", help="(b) Spark masters")
+    parser.add_argument("--masters", default="local[1],local[2],cluster",
+                        help="(b) Spark masters; cluster = scripts/spark's standalone master (one worker, one core)")
     parser.add_argument("--kafka", default=None, help="bootstrap HOST:PORT (default: scripts/kafka start)")
     parser.add_argument("--hbase-port", type=int, default=None, help="HBase Thrift port (default: scripts/hbase port)")
     parser.add_argument("--plot-dir", default=DEFAULT_PLOT_DIR)
