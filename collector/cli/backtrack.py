@@ -11,7 +11,7 @@ an index store (``--store local:PATH`` or ``--store hbase://...``)::
 Times: epoch ms, ISO-8601, ``now`` or relative like ``-2h`` (:mod:`collector.query.timeparse`);
 ``--time -2h`` and ``--time=-2h`` both work (:mod:`collector.cli.main` joins the first form).
 Exit status: 0 answered, 1 nothing indexed for the topic (offsets), 2 bad arguments, a
-consumer group never seen on the topic (replay-list, unless ``--allow-unknown-group``) or an
+consumer group never seen on the topic (offsets --group, replay-list; unless ``--allow-unknown-group``) or an
 unreachable source (docs/exit-codes.md).
 """
 
@@ -71,8 +71,9 @@ class CollectorSource:
 
     def offsets(self, topic: str, params: dict[str, Any]) -> dict[str, Any]:
         query = {k: params.get(k) for k in ("time", "queue", "group")}
-        if params.get("force"):
-            query["force"] = "true"
+        for flag in ("force", "allow_unknown_group"):
+            if params.get(flag):
+                query[flag] = "true"
         return self._get(topic, "offsets", query)
 
     def replay(self, topic: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -104,6 +105,9 @@ def add_offsets_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", help="show this consumer group's reset plan")
     parser.add_argument("--force", action="store_true", help="plan moves forward too (default: rewind only)")
     parser.add_argument("--queue", type=int, help="only this queue / partition")
+    parser.add_argument("--allow-unknown-group", action="store_true",
+                        help="plan for a group that never consumed the topic (default: exit 2, a misspelt "
+                             "group would get a plan that sets every queue)")
     parser.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
     add_source_arguments(parser)
 
@@ -157,7 +161,8 @@ def run_offsets(args: argparse.Namespace) -> int:
         time_ms = time_param("--time", args.time)
         if time_ms is None:
             raise ParamError("bad_time", "--time is required")
-        params = {"time": time_ms, "queue": args.queue, "group": args.group, "force": args.force}
+        params = {"time": time_ms, "queue": args.queue, "group": args.group, "force": args.force,
+                  "allow_unknown_group": args.allow_unknown_group}
         if args.force and not args.group:
             print("error: --force needs --group", file=sys.stderr)
             return EXIT_ERROR

@@ -155,7 +155,8 @@ class StoreSource:
         from collector.query import backtrack
 
         return backtrack.offsets_document(self.query, topic, params["time"], group=params.get("group"),
-                                          queue=params.get("queue"), force=params["force"])
+                                          queue=params.get("queue"), force=params["force"],
+                                          allow_unknown_group=bool(params.get("allow_unknown_group")))
 
     def replay(self, topic: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """Every item of the replay list (``GET /v1/topics/{topic}/unconsumed``, all pages)."""

@@ -64,9 +64,16 @@ def offsets_at(query: TraceQuery, topic: str, time_ms: int, queue: int | None = 
 
 
 def offsets_document(query: TraceQuery, topic: str, time_ms: int, *, group: str | None = None,
-                     queue: int | None = None, force: bool = False) -> dict[str, Any]:
+                     queue: int | None = None, force: bool = False,
+                     allow_unknown_group: bool = False) -> dict[str, Any]:
     """``GET /v1/topics/{topic}/offsets`` and ``tracehook offsets --json``: offsets at a time,
-    ``{topic, time_ms, queues: [{queue, offset}]}``, or with ``group`` that group's reset plan."""
+    ``{topic, time_ms, queues: [{queue, offset}]}``, or with ``group`` that group's reset plan.
+
+    A group never seen on a topic with indexed queues raises :class:`UnknownGroupError` unless
+    ``allow_unknown_group``: its plan would set every queue, so a misspelt group looks like a plan.
+    """
+    if group is not None and not allow_unknown_group and query.queues(topic):
+        check_group_seen(query, topic, group)
     if group is None:
         offsets = offsets_at(query, topic, time_ms, queue)
         return {"topic": topic, "time_ms": time_ms,
@@ -299,7 +306,7 @@ def check_group_seen(query: TraceQuery, topic: str, group: str) -> None:
     raise UnknownGroupError(
         f"consumer group {group!r} has never consumed topic {topic!r} as far as the index knows ({seen}); "
         "check the name, or allow it explicitly (--allow-unknown-group, allow_unknown_group=true) "
-        "to list every message of the window")
+        "for a group that has not consumed yet")
 
 
 def iter_replay(

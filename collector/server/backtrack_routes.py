@@ -1,7 +1,9 @@
 """HTTP routes for backtracking (registered by :func:`setup`, which :mod:`collector.server.routes` calls).
 
     GET /v1/topics/{topic}/offsets?time=T[&queue=Q]          first offset stored at or after T, per queue
-    GET /v1/topics/{topic}/offsets?time=T&group=G[&force=true]  G's reset plan (rewind-only unless force)
+    GET /v1/topics/{topic}/offsets?time=T&group=G[&force=true&allow_unknown_group=]
+                                                             G's reset plan (rewind-only unless force);
+                                                             404 unknown_group for a group never seen on the topic
     GET /v1/topics/{topic}/unconsumed?group=G&begin=&end=[&limit=&cursor=&allow_unknown_group=]
                                                              the replay list, oldest first; 404 unknown_group
                                                              for a group never seen on the topic
@@ -55,7 +57,9 @@ async def topic_offsets(request: web.Request) -> web.Response:
     force = _flag(request, "force")
     if group is None and force:
         raise ParamError("bad_value", "force needs a group")
-    doc = await _run(request, backtrack.offsets_document, topic, time_ms, group=group, queue=queue, force=force)
+    allow = _flag(request, "allow_unknown_group")  # else 404 unknown_group: a typo would plan "set" everywhere
+    doc = await _run(request, backtrack.offsets_document, topic, time_ms, group=group, queue=queue, force=force,
+                     allow_unknown_group=allow)
     return web.json_response(doc)
 
 

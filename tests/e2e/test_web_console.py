@@ -215,6 +215,12 @@ def test_offsets_page_shows_the_reset_plan_and_the_cli_command(site, page, artif
     assert page.eval_on_selector_all("#offsets-table tr.queue", "rs => rs.map(r => r.cells[1].textContent)") == \
         [str(q["offset"]) for q in offsets]
     assert page.is_hidden("#off-cli")
+    # a misspelt group gets the API's reason, not a plan that sets every queue
+    page.goto(site + f"/#offsets?topic={TOPIC}&group=billling&time={at}")
+    settle(page)
+    page.wait_for_selector("#status.error")
+    assert "never consumed" in page.text_content("#status") and "billing" in page.text_content("#status")
+    assert page.eval_on_selector_all("#offsets-table tr.queue", "rs => rs.length") == 0
 
 
 def test_replay_page_lists_pages_and_downloads(site, page, artifacts_dir):

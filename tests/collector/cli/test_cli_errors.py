@@ -73,6 +73,7 @@ CASES: list[tuple[str, int, str]] = [
     ("query-id-not-found", NOT_FOUND, "query --store local:{DATA} id no-such-message"),
     ("offsets-bad-time", BAD, "offsets orders --time yesterdayish --store {IDX}"),
     ("offsets-collector-unreachable", BAD, "offsets orders --time=-1h --collector http://127.0.0.1:{CLOSED}"),
+    ("offsets-unknown-group", BAD, "offsets orders --time=-1h --group nosuchgroup --store {IDX}"),
     ("replay-unknown-group", BAD, "replay-list orders --group nosuchgroup --store {IDX}"),
     ("replay-bad-begin", BAD, "replay-list orders --group billing --begin someday --store {IDX}"),
     ("replay-collector-not-a-url", BAD, "replay-list orders --group billing --collector notaurl"),

@@ -65,6 +65,17 @@ async def test_reset_plan_rewind_only_and_forced(client) -> None:
     assert forced["queues"][0]["planned"] == 5 and forced["queues"][0]["action"] == "forward"
 
 
+async def test_reset_plan_of_a_group_never_seen_on_the_topic_is_404(client) -> None:
+    """A misspelt group has no position anywhere, so its plan would 'set' every queue: refused unless asked."""
+    status, body = await get(client, f"/v1/topics/{TOPIC}/offsets", time=BASE_MS + 1500, group="nosuchgroup")
+    assert status == 404 and body["error"] == "unknown_group"
+    assert GROUP in body["detail"] and "allow_unknown_group" in body["detail"]
+    status, body = await get(client, f"/v1/topics/{TOPIC}/offsets", time=BASE_MS + 1500, group="nosuchgroup",
+                             allow_unknown_group="true")
+    assert status == 200
+    assert body["queues"] == [{"queue": 0, "target": 2, "current": None, "planned": 2, "action": "set"}]
+
+
 async def test_unconsumed_pages(client) -> None:
     items, cursor = [], None
     for _ in range(10):
