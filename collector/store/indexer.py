@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
+from collector.store.model import build_trace, could_place
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event, EventType, trace_id_of
 
@@ -39,15 +40,6 @@ _KEY_TYPES = frozenset((EventType.PUB, EventType.SUB_BEFORE, EventType.DEAD))
 _CONSUME_TYPES = frozenset((EventType.SUB_BEFORE, EventType.SUB_AFTER))
 PENDING_MAX_AGE_MS = 24 * 3600 * 1000
 """How long a dead letter waits in ``pending`` for its send; after that it stays filed under its own time."""
-
-
-def _places(event: Event) -> bool:
-    """Whether ``event`` files the message in the time, queue and position indexes.
-
-    The send does; a consume or dead event only when it carries the broker's store time
-    (an adapter read it from the record), so a message is never placed at a consume time.
-    """
-    return event.type == EventType.PUB or (event.type in _KEY_TYPES and event.store_ms > 0)
 
 
 _MARK: Columns = {schema.ROLLUP_COLUMN: b"1"}
@@ -82,7 +74,7 @@ def rows_for(
             rows.extend((schema.DEAD, row, summary) for row in schema.dead_rows(topic, event.group, time_ms, msg_id))
             # Placed under the send's time later, by finish_batch (the send may be in another partition).
             rows.append((schema.PENDING, schema.message_row(msg_id), {event_col: value}))
-        if _places(event):
+        if could_place(event):  # only the send, or an event that knew the store time, files it by time
             bucket = schema.salt(msg_id, salt_buckets)
             rows.append((schema.TIMEIDX, schema.time_row(bucket, topic, time_ms, msg_id), summary))
             if event.type != EventType.DEAD and event.queue >= 0 and event.offset >= 0:
@@ -90,12 +82,8 @@ def rows_for(
         if event.type != EventType.DEAD and event.broker and event.offset >= 0:
             row = schema.seq_row(topic, event.broker, event.offset, event.queue, msg_id)
             rows.append((schema.SEQIDX, row, summary))
-    # Mark what the rollups (collector.store.rollup) must recompute after this batch: a send's minute,
-    # or any other event's message (its send, so its minute, may be in another batch or partition).
-    if event.type == EventType.PUB:
-        rows.append((schema.ROLLUPS, schema.rollup_dirty_row(topic, schema.minute_of(time_ms)), _MARK))
-    else:
-        rows.append((schema.ROLLUPS, schema.rollup_dirty_msg_row(msg_id), _MARK))
+    # Mark the message: after this batch its part of its minute's rollup is rebuilt (collector.store.rollup).
+    rows.append((schema.ROLLUPS, schema.rollup_dirty_msg_row(msg_id), _MARK))
     # HBase refuses a whole put with one over-long row key: leave such a row out of that
     # index rather than fail every later run on it (wire limits allow 16 KB topics and keys).
     kept = [r for r in rows if len(r[1]) <= schema.MAX_ROW_KEY_BYTES]
@@ -191,7 +179,6 @@ def finish_batch(store: Store, *, now_ms: int | None = None, chunk: int = DEFAUL
     touched (:func:`collector.store.rollup.refresh_rollups`).  Idempotent; returns the dead
     letters it placed.
     """
-    from collector.store.model import build_trace  # the model imports the schema, not the indexer
     from collector.store.rollup import refresh_rollups
 
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms

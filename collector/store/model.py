@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from collector.store.schema import StoredEvent, message_time
-from tracehook.wire import EventType, Status, trace_id_of
+from tracehook.wire import Event, EventType, Status, trace_id_of
 
 Json = dict[str, Any]
 
@@ -178,6 +178,12 @@ def _send_of(events: list[StoredEvent]) -> StoredEvent | None:
     return ok_pubs[0] if ok_pubs else (pubs[-1] if pubs else None)
 
 
+def could_place(event: Event) -> bool:
+    """Whether ``event`` can place its message (:func:`placing_event`): a send, or a consume
+    or dead event that knew the broker's store time."""
+    return event.type == EventType.PUB or (event.type in _FILING_TYPES and event.store_ms > 0)
+
+
 def placing_event(events: list[StoredEvent], send: StoredEvent | None = None) -> StoredEvent | None:
     """The event that places a message (``events`` in time order, as :func:`build_trace` sorts them).
 
@@ -185,7 +191,7 @@ def placing_event(events: list[StoredEvent], send: StoredEvent | None = None) ->
     broker's store time does (an adapter read it from the record), never a consume time.
     """
     send = send or _send_of(events)
-    return send or next((e for e in events if e.event.type in _FILING_TYPES and e.event.store_ms > 0), None)
+    return send or next((e for e in events if could_place(e.event)), None)
 
 
 def sort_events(stored: Iterable[StoredEvent]) -> list[StoredEvent]:
@@ -206,8 +212,9 @@ def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | No
     known_by = placing or next((e for e in filing if e.event.keys), None) or (filing[0] if filing else events[0])
     meta = known_by.event
     placed_ms = message_time(placing.event) if placing else None
-    consumes = _attempts(e for e in events if e.event.type in _CONSUME_TYPES)
-    dead = [e.to_dict() for e in events if e.event.type == EventType.DEAD]
+    dicts = {id(e): e.to_dict() for e in events}  # each event converted once, shared by every view below
+    consumes = _attempts((e, dicts[id(e)]) for e in events if e.event.type in _CONSUME_TYPES)
+    dead = [dicts[id(e)] for e in events if e.event.type == EventType.DEAD]
     traced = (send or placing or events[0]).event
     return MessageTrace(
         msg_id=msg_id,
@@ -220,16 +227,16 @@ def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | No
         offset=meta.offset,
         born_ms=meta.born_ms,
         store_ms=meta.store_ms,
-        send=send.to_dict() if send else None,
+        send=dicts[id(send)] if send else None,
         placed_ms=placed_ms,
         time_ms=placed_ms if placed_ms is not None else message_time(meta),
         outcomes=group_outcomes(consumes, dead),
         trace_id=trace_id_of(traced),
         span_id=traced.span_id or next((e.event.span_id for e in events if e.event.span_id), ""),
         consumes=consumes,
-        tx=[e.to_dict() for e in events if e.event.type == EventType.END_TX],
+        tx=[dicts[id(e)] for e in events if e.event.type == EventType.END_TX],
         dead=dead,
-        events=[e.to_dict() for e in events],
+        events=[dicts[id(e)] for e in events],
     )
 
 
@@ -257,17 +264,18 @@ def group_outcomes(consumes: dict[str, list[Json]], dead: list[Json]) -> dict[st
     return out
 
 
-def _attempts(consume_events: Iterable[StoredEvent]) -> dict[str, list[Json]]:
-    """Pair SUB_BEFORE with SUB_AFTER per group by request id (in time order when ids are absent)."""
+def _attempts(consume_events: Iterable[tuple[StoredEvent, Json]]) -> dict[str, list[Json]]:
+    """Pair SUB_BEFORE with SUB_AFTER per group by request id (in time order when ids are absent);
+    each event comes with its :meth:`StoredEvent.to_dict`."""
     by_group: dict[str, list[Json]] = {}
-    for ev in consume_events:
+    for ev, as_dict in consume_events:
         attempts = by_group.setdefault(ev.event.group, [])
         side = "before" if ev.event.type == EventType.SUB_BEFORE else "after"
         attempt = _open_attempt(attempts, ev.event.request_id, side)
         if attempt is None:
             attempt = {"request_id": ev.event.request_id, "before": None, "after": None}
             attempts.append(attempt)
-        attempt[side] = ev.to_dict()
+        attempt[side] = as_dict
     for attempts in by_group.values():
         for attempt in attempts:
             _fill_attempt(attempt)

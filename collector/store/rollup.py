@@ -1,14 +1,17 @@
-"""Per-minute rollups of every topic and consumer group, recomputed from the message rows.
+"""Per-minute rollups of every topic and consumer group, kept as a function of the indexed messages.
 
-A rollup bucket is a *function of the indexed state*, never an incremented counter, so
-indexing the same log twice, a replayed Spark batch or a restart half-way through gives
-identical rows.  The indexer marks what a batch touched (``rollups`` rows of kind DIRTY:
-a send's minute; DIRTY_MSG: any other event's message, whose send minute may be an
-earlier one); after the batch, on the driver, :func:`refresh_rollups` resolves the
-marked messages to their placement minutes, recomputes each marked minute from the
-messages placed in it (time index + message rows, :func:`collector.store.model.build_trace`)
-and overwrites its row, then removes the markers.  A crash before that leaves the
-markers, so the next batch recomputes them.
+A rollup bucket is never an incremented counter, so indexing the same log twice, a
+replayed Spark batch or a restart half-way through gives identical rows.  Each placed
+message has a *part* of its minute's rollup (:class:`Part`: its placement time and each
+group's outcome, retried flag and latency), kept as one cell of the minute's parts row.
+The indexer marks every message an event landed for (``rollups`` rows of kind DIRTY_MSG);
+after the batch, on the driver, :func:`refresh_rollups` rebuilds the part of each marked
+message from its message row (:func:`collector.store.model.build_trace`), writes it into
+its minute (and :data:`MOVED` into a minute it was placed in before), aggregates each
+touched minute from its parts row and overwrites the minute's rollup row, then removes
+the markers.  A crash before that leaves the markers, so the next batch redoes them.
+A batch costs one read per marked message plus one parts row per touched minute,
+never the touched minutes' messages.
 
 Example::
 
@@ -27,7 +30,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import msgpack
@@ -36,14 +39,15 @@ from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
 from collector.store.model import (
     CONSUMED,
+    DEAD,
+    FAILED,
     PENDING,
     RETRYING,
     MessageTrace,
     build_trace,
-    placing_event,
-    sort_events,
+    could_place,
 )
-from tracehook.wire import EventType, Status
+from tracehook.wire import Status
 
 LATENCY_BOUNDS_MS: tuple[int, ...] = (
     5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 1_800_000,
@@ -136,32 +140,76 @@ def _group_of(column: bytes) -> str:
     return str(group)
 
 
+@dataclass(frozen=True, slots=True)
+class Part:
+    """What one message adds to its minute's rollup: when it is placed, and each group's outcome.
+
+    ``groups`` maps a group to ``(outcome, retried, latency_ms)``: ``retried`` when the group
+    needed more than one attempt (or is retrying), ``latency_ms`` from the message's time to the
+    end of the group's first successful attempt (None unless consumed).
+    """
+
+    msg_id: str
+    placed_ms: int
+    groups: dict[str, tuple[str, bool, int | None]]
+
+    @classmethod
+    def of(cls, trace: MessageTrace) -> Part:
+        """The part of a placed message (``trace.placed_ms`` is not None)."""
+        assert trace.placed_ms is not None
+        return cls(trace.msg_id, trace.placed_ms, {
+            group: (o.outcome, o.attempts > 1 or o.outcome == RETRYING,
+                    _latency_ms(trace, group) if o.outcome == CONSUMED else None)
+            for group, o in sorted(trace.outcomes.items())
+        })
+
+    def encode(self) -> bytes:
+        flat: list[object] = [_VERSION, self.placed_ms]
+        for group, (outcome, retried, latency) in self.groups.items():
+            flat += [group, _OUTCOME_CODES[outcome], retried, latency]
+        return msgpack.packb(flat)
+
+    @classmethod
+    def decode(cls, msg_id: str, value: bytes) -> Part:
+        flat = msgpack.unpackb(value)
+        groups = {flat[i]: (_OUTCOMES[flat[i + 1]], flat[i + 2], flat[i + 3]) for i in range(2, len(flat), 4)}
+        return cls(msg_id, flat[1], groups)
+
+
+_OUTCOMES = (CONSUMED, RETRYING, FAILED, DEAD, PENDING)
+_OUTCOME_CODES = {name: code for code, name in enumerate(_OUTCOMES)}
+MOVED = b""
+"""The part value of a message that was placed in this minute once and is placed elsewhere now."""
+
+
 def compute_bucket(topic: str, minute_ms: int, traces: Iterable[MessageTrace]) -> MinuteBucket:
     """The rollup of the messages placed in one minute (pure: tested without a store)."""
-    placed = sorted((t for t in traces if t.placed_ms is not None), key=lambda t: (t.placed_ms, t.msg_id))
+    return aggregate(topic, minute_ms, [Part.of(t) for t in traces if t.placed_ms is not None])
+
+
+def aggregate(topic: str, minute_ms: int, parts: Iterable[Part]) -> MinuteBucket:
+    """The rollup of one minute from the parts of the messages placed in it (pure)."""
+    placed = sorted(parts, key=lambda p: (p.placed_ms, p.msg_id))
     out = MinuteBucket(topic, minute_ms, sent=len(placed), first_ms=placed[0].placed_ms if placed else None)
-    for group in sorted({g for t in placed for g in t.outcomes}):
+    for group in sorted({g for p in placed for g in p.groups}):
         bucket = out.groups[group] = GroupBucket()
-        for trace in placed:
-            outcome = trace.outcomes.get(group)
+        for part in placed:
+            outcome = part.groups.get(group)
             if outcome is not None and bucket.first_ms is None:
-                bucket.first_ms = trace.placed_ms
-            if outcome is None or outcome.outcome in OPEN_OUTCOMES:
+                bucket.first_ms = part.placed_ms
+            if outcome is None or outcome[0] in OPEN_OUTCOMES:
                 if bucket.oldest_open_ms is None:
-                    bucket.oldest_open_ms = trace.placed_ms
+                    bucket.oldest_open_ms = part.placed_ms
                 if bucket.first_ms is not None and bucket.oldest_open_after_first_ms is None:
-                    bucket.oldest_open_after_first_ms = trace.placed_ms
+                    bucket.oldest_open_after_first_ms = part.placed_ms
             if outcome is None:
                 continue
-            name = outcome.outcome
+            name, retried, latency = outcome
             setattr(bucket, name, getattr(bucket, name) + 1)
-            if outcome.attempts > 1 or name == RETRYING:
-                bucket.retried += 1
-            if name == CONSUMED:
-                latency = _latency_ms(trace, group)
-                if latency is not None:
-                    bucket.latency[bisect.bisect_left(LATENCY_BOUNDS_MS, latency)] += 1
-                    bucket.latency_sum_ms += latency
+            bucket.retried += retried
+            if latency is not None:
+                bucket.latency[bisect.bisect_left(LATENCY_BOUNDS_MS, latency)] += 1
+                bucket.latency_sum_ms += latency
     return out
 
 
@@ -174,14 +222,6 @@ def _latency_ms(trace: MessageTrace, group: str) -> int | None:
 
 
 # --- writing ---------------------------------------------------------------
-
-def _traces(store: Store, msg_ids: list[str]) -> Iterator[MessageTrace]:
-    rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in msg_ids])
-    for msg_id, columns in zip(msg_ids, rows, strict=True):
-        trace = build_trace(msg_id, [schema.decode_event_value(v) for v in columns.values()])
-        if trace is not None:
-            yield trace
-
 
 def minute_traces(
     store: Store, topic: str, minute_ms: int, *, salt_buckets: int = schema.DEFAULT_SALT_BUCKETS,
@@ -198,79 +238,109 @@ def minute_traces(
     ordered = sorted(msg_ids)
     out: list[MessageTrace] = []
     for i in range(0, len(ordered), chunk):
-        out += (t for t in _traces(store, ordered[i:i + chunk])
-                if t.topic == topic and t.placed_ms is not None and schema.minute_of(t.placed_ms) == minute_ms)
+        rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in ordered[i:i + chunk]])
+        for msg_id, columns in zip(ordered[i:i + chunk], rows, strict=True):
+            trace = build_trace(msg_id, [schema.decode_event_value(v) for v in columns.values()])
+            if (trace is not None and trace.topic == topic and trace.placed_ms is not None
+                    and schema.minute_of(trace.placed_ms) == minute_ms):
+                out.append(trace)
     return out
 
 
 def compute_minute(
     store: Store, topic: str, minute_ms: int, *, salt_buckets: int = schema.DEFAULT_SALT_BUCKETS,
 ) -> MinuteBucket:
-    """What the rollup of (``topic``, minute) is, given the indexed messages now."""
+    """What the rollup of (``topic``, minute) is, given the indexed messages now (a full recompute)."""
     return compute_bucket(topic, minute_ms, minute_traces(store, topic, minute_ms, salt_buckets=salt_buckets))
 
 
-def _placements(store: Store, msg_ids: list[str]) -> Iterator[tuple[str, int]]:
-    """(topic, placement time) of each placed message among ``msg_ids``.
+Minute = tuple[str, int]
 
-    The send alone places a message, so its send-family events are decoded first; only a
-    message without a traced send needs all of its events.
-    """
+
+def _dirty_parts(store: Store, msg_ids: list[str], parts: dict[Minute, Columns]) -> None:
+    """Add the part cells of ``msg_ids`` to ``parts``: each placed message's part in its minute,
+    and :data:`MOVED` in every other minute it could have been placed in by an earlier batch."""
     rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in msg_ids])
     for msg_id, columns in zip(msg_ids, rows, strict=True):
-        sends = sort_events(schema.decode_event_value(v) for c, v in columns.items() if c.startswith(_SEND_PREFIX))
-        placing = placing_event(sends)
-        if placing is not None and placing.event.type == EventType.PUB:
-            yield placing.event.topic, schema.message_time(placing.event)
-            continue
-        trace = build_trace(msg_id, [schema.decode_event_value(v) for v in columns.values()])
+        stored = [schema.decode_event_value(v) for v in columns.values()]
+        trace = build_trace(msg_id, stored)
+        here: Minute | None = None
         if trace is not None and trace.placed_ms is not None:
-            yield trace.topic, trace.placed_ms
+            here = (trace.topic, schema.minute_of(trace.placed_ms))
+            parts.setdefault(here, {})[schema.rollup_part_column(msg_id)] = Part.of(trace).encode()
+        for e in stored:
+            if could_place(e.event):
+                there = (e.event.topic, schema.minute_of(schema.message_time(e.event)))
+                if there != here:
+                    parts.setdefault(there, {})[schema.rollup_part_column(msg_id)] = MOVED
 
 
-_SEND_PREFIX = schema.column(schema.SEND_FAMILY, b"")
+def refresh_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK) -> int:
+    """Bring the rollups of every message the markers name up to date, then drop the markers.
 
-
-def refresh_rollups(
-    store: Store, *, salt_buckets: int = schema.DEFAULT_SALT_BUCKETS, chunk: int = DEFAULT_CHUNK,
-) -> int:
-    """Recompute every minute the markers name, then drop the markers; returns the minutes recomputed.
-
-    Idempotent, and safe to interrupt: markers go only after their minutes are written.
+    Returns the minutes rewritten.  Each marked message's :class:`Part` is rebuilt from its
+    message row and written into its minute's parts row; each touched minute is then
+    aggregated from its parts row alone.  Idempotent, and safe to interrupt: markers go only
+    after their minutes are written.
     """
-    minutes: set[tuple[str, int]] = set()
     done: list[bytes] = []
-    start, stop = keys.prefix_range((schema.ROLLUP_DIRTY,))
-    for row, _ in store.scan(schema.ROLLUPS, start, stop):
-        _, topic, minute_ms = keys.unpack(row)
-        minutes.add((str(topic), int(minute_ms)))
-        done.append(row)
+    parts: dict[Minute, Columns] = {}
     start, stop = keys.prefix_range((schema.ROLLUP_DIRTY_MSG,))
     marks = store.scan(schema.ROLLUPS, start, stop)
     while chunk_rows := list(itertools.islice(marks, chunk)):
-        msg_ids = [str(keys.unpack(row)[-1]) for row, _ in chunk_rows]
-        minutes.update((topic, schema.minute_of(placed_ms)) for topic, placed_ms in _placements(store, msg_ids))
+        _dirty_parts(store, [str(keys.unpack(row)[-1]) for row, _ in chunk_rows], parts)
         done += [row for row, _ in chunk_rows]
-    puts: list[Row] = []
-    empty: list[bytes] = []
-    for topic in sorted({topic for topic, _ in minutes}):
-        puts.append((schema.rollup_topic_row(topic), {schema.ROLLUP_COLUMN: b"1"}))
-    for topic, minute_ms in sorted(minutes):
-        bucket = compute_minute(store, topic, minute_ms, salt_buckets=salt_buckets)
-        if bucket.sent:
-            # Groups only ever join a minute (events are only added), so a put overwrites every column.
-            puts.append((schema.rollup_row(topic, minute_ms), bucket.columns()))
-        else:
-            empty.append(schema.rollup_row(topic, minute_ms))
-        if len(puts) >= chunk:
-            store.put_rows(schema.ROLLUPS, puts)
-            puts = []
-    if puts:
-        store.put_rows(schema.ROLLUPS, puts)
-    for rows in (empty, done):
-        for i in range(0, len(rows), chunk):
-            store.delete_rows(schema.ROLLUPS, rows[i:i + chunk])
+    # Minutes marked whole: by an indexer older than the parts rows (its sends marked minutes).
+    full: set[Minute] = set()
+    start, stop = keys.prefix_range((schema.ROLLUP_DIRTY,))
+    for row, _ in store.scan(schema.ROLLUPS, start, stop):
+        _, topic, minute_ms = keys.unpack(row)
+        full.add((str(topic), int(minute_ms)))
+        done.append(row)
+    minutes = sorted(set(parts) | full)
+    for i in range(0, len(minutes), chunk):
+        _write_minutes(store, minutes[i:i + chunk], parts, full)
+    for i in range(0, len(done), chunk):
+        store.delete_rows(schema.ROLLUPS, done[i:i + chunk])
     return len(minutes)
+
+
+def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Columns], full: set[Minute]) -> None:
+    """Merge the new part cells into each minute's parts row and rewrite the minute's rollup."""
+    part_rows = [schema.rollup_parts_row(t, m) for t, m in minutes]
+    existing = store.get_rows(schema.ROLLUPS, part_rows)
+    rollups = store.get_rows(schema.ROLLUPS, [schema.rollup_row(t, m) for t, m in minutes])
+    part_puts: list[Row] = []
+    topics = sorted({t for t, _ in minutes})
+    rollup_puts: list[Row] = [(schema.rollup_topic_row(t), {schema.ROLLUP_COLUMN: b"1"}) for t in topics]
+    stale: list[bytes] = []
+    for (topic, minute_ms), row, cells, rollup in zip(minutes, part_rows, existing, rollups, strict=True):
+        # A minute rolled up before parts rows existed (a rollup, no parts): its parts are rebuilt
+        # from the messages once, and written in the same row put as this batch's cells.
+        if (topic, minute_ms) in full or (rollup and not cells):
+            rebuilt = {schema.rollup_part_column(t.msg_id): Part.of(t).encode()
+                       for t in minute_traces(store, topic, minute_ms, salt_buckets=store.salt_buckets)}
+            new = {c: MOVED for c in cells} | rebuilt
+        else:
+            new = parts.get((topic, minute_ms), {})
+        # Only cells that change are written (a MOVED cell only over a part).
+        new = {c: v for c, v in new.items() if cells.get(c, MOVED) != v}
+        if new:
+            part_puts.append((row, new))
+        merged = cells | new
+        bucket = aggregate(topic, minute_ms, [
+            Part.decode(schema.rollup_part_msg_id(c), v) for c, v in merged.items() if v != MOVED])
+        columns = bucket.columns()
+        if rollup and (not bucket.sent or not rollup.keys() <= columns.keys()):
+            # Emptied, or a group left with a message placed elsewhere now: the old row goes first.
+            stale.append(schema.rollup_row(topic, minute_ms))
+        if bucket.sent:
+            rollup_puts.append((schema.rollup_row(topic, minute_ms), columns))
+    if part_puts:
+        store.put_rows(schema.ROLLUPS, part_puts)
+    if stale:
+        store.delete_rows(schema.ROLLUPS, stale)
+    store.put_rows(schema.ROLLUPS, rollup_puts)
 
 
 # --- reading ---------------------------------------------------------------

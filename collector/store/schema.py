@@ -22,8 +22,9 @@ pending    (hash4(msg_id), msg_id)                         ``s:<event id>`` DEAD
 traceidx   (trace id, msg_id)                              ``i:<event type>`` message summary
 rollups    (TOPIC, topic)                                  ``r:`` marker: the topics with rollups
            (MINUTE, topic, minute)                         ``r:`` topic counts, ``r:<group>`` the group's
-           (DIRTY, topic, minute)                          ``r:`` marker: a send landed in this minute
+           (PARTS, topic, minute)                          ``r:<msg_id>`` each message's part of the minute
            (DIRTY_MSG, hash4(msg_id), msg_id)              ``r:`` marker: an event of this message landed
+           (DIRTY, topic, minute)                          ``r:`` marker of older indexers: recompute the minute
 ========== =============================================== ==========================================
 
 "msg time" is the broker's store time when known, else the born time, else the
@@ -35,8 +36,8 @@ time and parked in ``pending``; :func:`collector.store.indexer.finish_batch` mov
 to the placement time once the send is indexed.  Queries keep an index row only when
 its time is the message's listing time (:class:`collector.store.model.MessageTrace`),
 so a stray row never lists a message twice or in the wrong window.
-Rollup rows are recomputed from the message rows by :mod:`collector.store.rollup`
-after every batch, for the minutes the batch's dirty markers name.
+Rollup rows are recomputed by :mod:`collector.store.rollup` after every batch: each
+marked message's part is rebuilt from its message row, then each touched minute from its parts.
 Event ids are a hash of the stored value, so a duplicate event overwrites itself.
 """
 
@@ -93,7 +94,7 @@ TABLES_BY_NAME = {t.name: t for t in TABLES}
 _CONSUME_TYPES = frozenset((EventType.SUB_BEFORE, EventType.SUB_AFTER))
 _DEAD_ALL, _DEAD_ONE = 0, 1  # the two row kinds of the dead table
 # The row kinds of the rollups table.
-ROLLUP_TOPIC, ROLLUP_MINUTE, ROLLUP_DIRTY, ROLLUP_DIRTY_MSG = 0, 1, 2, 3
+ROLLUP_TOPIC, ROLLUP_MINUTE, ROLLUP_DIRTY, ROLLUP_DIRTY_MSG, ROLLUP_PARTS = 0, 1, 2, 3, 4
 MINUTE_MS = 60_000
 
 
@@ -206,13 +207,27 @@ def rollup_row_minute(row: bytes) -> int:
 
 
 def rollup_dirty_row(topic: str, minute_ms: int) -> bytes:
-    """Marks a minute whose rollup must be recomputed (a send was indexed in it)."""
+    """Marks a minute whose rollup must be recomputed from its messages (written by indexers before
+    parts rows existed; still honoured, so an upgrade mid-run loses nothing)."""
     return keys.pack((ROLLUP_DIRTY, topic, minute_ms))
 
 
 def rollup_dirty_msg_row(msg_id: str) -> bytes:
-    """Marks a message whose placement minute must be recomputed (a consume, dead or tx event of it)."""
+    """Marks a message whose part of its minute's rollup must be rebuilt (an event of it was indexed)."""
     return keys.pack((ROLLUP_DIRTY_MSG, msg_hash(msg_id), msg_id))
+
+
+def rollup_parts_row(topic: str, minute_ms: int) -> bytes:
+    """The row holding each placed message's part of one minute's rollup (one column per message)."""
+    return keys.pack((ROLLUP_PARTS, topic, minute_ms))
+
+
+def rollup_part_column(msg_id: str) -> bytes:
+    return column(ROLLUP_FAMILY, msg_id.encode("utf-8"))
+
+
+def rollup_part_msg_id(col: bytes) -> str:
+    return col[len(ROLLUP_FAMILY) + 1:].decode("utf-8")
 
 
 ROLLUP_COLUMN = b"r:"
@@ -268,12 +283,16 @@ class StoredEvent:
     def to_dict(self) -> dict[str, Any]:
         d = self.event._asdict()
         d["trace_id"] = wire.trace_id_of(self.event)  # "" on the wire means the message's own trace
-        d["type_name"] = EventType(self.event.type).name
-        d["status_name"] = wire.Status(self.event.status).name
+        d["type_name"] = _TYPE_NAMES[self.event.type]
+        d["status_name"] = _STATUS_NAMES[self.event.status]
         if d["body"] is not None:
             d["body"] = d["body"].hex()
-        d.update(app=self.app, host=self.host, client_id=self.client_id)
+        d["app"], d["host"], d["client_id"] = self.app, self.host, self.client_id
         return d
+
+
+_TYPE_NAMES = {int(t): t.name for t in EventType}
+_STATUS_NAMES = {int(s): s.name for s in wire.Status}
 
 
 def decode_event_value(value: bytes) -> StoredEvent:

@@ -1,0 +1,92 @@
+"""Rollups kept across batches equal rollups computed from scratch, however the events are split
+into batches and whatever order they come in: sends that fail and are retried in another minute,
+consumes that place a message before its send is seen, sends seen only late, dead letters."""
+
+from __future__ import annotations
+
+import pathlib
+import tempfile
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from index_helpers import CONSUMER, PRODUCER, ev
+
+from collector.store import Store, open_store, schema
+from collector.store.indexer import finish_batch, index_records
+from collector.store.rollup import compute_minute, read_minutes, rows_of
+from tracehook.wire import EventType, Status
+
+T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000
+MINUTE = 60_000
+TOPIC = "t"
+
+# One event of a message: (kind, minute offset, seconds into it, group, with the store time?).
+_event = st.tuples(
+    st.sampled_from(["pub_ok", "pub_failed", "consume_ok", "consume_failed", "consume_pending", "dead"]),
+    st.integers(0, 2), st.integers(0, 59), st.sampled_from(["g1", "g2"]), st.booleans(),
+)
+_messages = st.lists(st.lists(_event, min_size=1, max_size=4), min_size=1, max_size=6)
+
+
+def events_of(messages: list[list[tuple[Any, ...]]]) -> list[Any]:
+    out: list[Any] = []
+    for i, plan in enumerate(messages):
+        msg_id = f"m{i}"
+        for j, (kind, minute, second, group, with_store) in enumerate(plan):
+            t = T0 + minute * MINUTE + second * 1000 + j
+            place = {"store_ms": t} if with_store else {}
+            rid = {"request_id": f"{msg_id}/{j}"}
+            if kind.startswith("pub"):
+                status = Status.OK if kind == "pub_ok" else Status.FAILED
+                out.append((PRODUCER, ev(EventType.PUB, t + 1, "pg", TOPIC, msg_id, status=status, **place)))
+            elif kind == "dead":
+                out.append((CONSUMER, ev(EventType.DEAD, t, group, TOPIC, msg_id, **place)))
+            else:
+                out.append((CONSUMER, ev(EventType.SUB_BEFORE, t, group, TOPIC, msg_id, **rid, **place)))
+                if kind != "consume_pending":
+                    status = Status.OK if kind == "consume_ok" else Status.FAILED
+                    out.append((CONSUMER, ev(EventType.SUB_AFTER, t + 5, group, TOPIC, msg_id, status=status,
+                                             **rid, **place)))
+    return out
+
+
+def from_scratch(store: Store) -> list[Any]:
+    """Every minute's rollup recomputed from the indexed messages alone."""
+    buckets = [compute_minute(store, TOPIC, T0 + m * MINUTE, salt_buckets=store.salt_buckets) for m in range(3)]
+    return rows_of(b for b in buckets if b.sent)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=_messages, cuts=st.lists(st.integers(0, 30), max_size=3), order=st.randoms(use_true_random=False))
+def test_rollups_after_any_split_into_batches_equal_a_recompute(
+    messages: list[list[tuple[Any, ...]]], cuts: list[int], order: Any,
+) -> None:
+    events = events_of(messages)
+    order.shuffle(events)
+    bounds = sorted({0, len(events), *(c % (len(events) + 1) for c in cuts)})
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(f"local:{pathlib.Path(tmp) / 'index.sqlite3'}")
+        try:
+            for lo, hi in zip(bounds, bounds[1:], strict=False):
+                index_records(store, events[lo:hi])
+                finish_batch(store, now_ms=T0)
+                kept = rows_of(read_minutes(store, TOPIC, T0, T0 + 3 * MINUTE))
+                assert kept == from_scratch(store), f"after events {lo}..{hi}"
+        finally:
+            store.close()
+
+
+def test_a_store_rolled_up_before_parts_rows_is_brought_up_to_date(store: Store) -> None:
+    """An index whose rollups predate parts rows (a rollup row, no parts): a new message in a
+    minute rebuilds that minute from its messages, so the earlier messages still count."""
+    first = [(PRODUCER, ev(EventType.PUB, T0 + i, "pg", TOPIC + "-old", f"old{i}", store_ms=T0 + i)) for i in range(3)]
+    index_records(store, first)
+    finish_batch(store, now_ms=T0)
+    parts = [schema.rollup_parts_row(TOPIC + "-old", T0)]
+    assert store.get_rows(schema.ROLLUPS, parts) != [{}]
+    store.delete_rows(schema.ROLLUPS, parts)  # as an older indexer left it
+    index_records(store, [(PRODUCER, ev(EventType.PUB, T0 + 9, "pg", TOPIC + "-old", "new", store_ms=T0 + 9))])
+    finish_batch(store, now_ms=T0)
+    (bucket,) = read_minutes(store, TOPIC + "-old", T0, T0)
+    assert bucket.sent == 4
