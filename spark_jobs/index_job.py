@@ -246,15 +246,47 @@ def _split_into(spark: Any, store_url: str) -> int:
     return 1 if store_url.startswith("local:") else max(1, spark.sparkContext.defaultParallelism)
 
 
-def _finish_batch(store_url: str) -> None:
-    """Run :func:`collector.store.indexer.finish_batch` on the driver once the batch's partitions are written."""
+def rollup_parts(store_url: str) -> Callable[[Iterator[tuple[bytes, bytes]]], Iterator[Any]]:
+    """The executor side of the rollups: each key range of the markers -> the part cells of its
+    marked messages (:func:`collector.store.rollup.marked_parts`); the driver merges and writes them."""
+
+    def run(ranges: Iterator[tuple[bytes, bytes]]) -> Iterator[Any]:
+        from collector.store import open_store
+        from collector.store.rollup import marked_parts
+
+        store = open_store(store_url, create_tables=False)
+        try:
+            for start, stop in ranges:
+                yield marked_parts(store, start, stop)
+        finally:
+            store.close()
+
+    return run
+
+
+PARTS_IN_TASKS_MIN_EVENTS = 20_000
+"""From this many events in a batch on, the rollups' per-message work runs as Spark tasks; a smaller
+batch (following a quiet log) does it on the driver rather than wait for another stage."""
+
+
+def _finish_batch(spark: Any, store_url: str, events: int) -> None:
+    """Run :func:`collector.store.indexer.finish_batch` on the driver once the batch's partitions are written;
+    for a batch of ``events`` >= :data:`PARTS_IN_TASKS_MIN_EVENTS`, the per-message part of the rollups
+    runs as Spark tasks (one per core), not on the driver alone."""
     from collector.store import StoreError, open_store
     from collector.store.indexer import finish_batch
+
+    def map_parts(ranges: list[tuple[bytes, bytes]]) -> list[Any]:
+        slices = max(1, min(len(ranges), spark.sparkContext.defaultParallelism))
+        try:
+            return spark.sparkContext.parallelize(ranges, slices).mapPartitions(rollup_parts(store_url)).collect()
+        except Exception as exc:  # Py4J/Spark wrap task errors in their own types
+            raise _stream_error(exc, _Run()) from exc
 
     try:
         store = open_store(store_url, create_tables=False)
         try:
-            finish_batch(store)
+            finish_batch(store, map_parts=map_parts if events >= PARTS_IN_TASKS_MIN_EVENTS else None)
         finally:
             store.close()
     except (StoreError, OSError) as exc:
@@ -381,7 +413,7 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
                 results = batch_df.rdd.mapPartitions(work).collect()
             except Exception as exc:  # Py4J/Spark wrap task errors in their own types
                 raise _stream_error(exc, run) from exc
-            _finish_batch(store_url)
+            _finish_batch(spark, store_url, sum(result[1] for result in results))
             _fault_pause(batch_id)
             batch = _Run(unit)
             for records, events, reasons, damage, bases in results:
@@ -456,7 +488,7 @@ def index_window(spark: Any, source: KafkaTopic, store_url: str, from_ms: int, t
             index_partition(store_url, batch_size, writers)).collect()
     except Exception as exc:  # Py4J/Spark wrap task errors in their own types
         raise _stream_error(exc, run) from exc
-    _finish_batch(store_url)
+    _finish_batch(spark, store_url, sum(result[1] for result in results))
     for records, events, reasons, _damage, bases in results:
         run.records += records
         run.events += events

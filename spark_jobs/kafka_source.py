@@ -80,15 +80,18 @@ def _as_log_rows(df: Any) -> Any:
                      F.lit(0).cast("long").alias("skipped_bytes"), F.lit(0).cast("long").alias("lost_records"))
 
 
-def _reader(reader: Any, topic: KafkaTopic) -> Any:
+def _reader(spark: Any, reader: Any, topic: KafkaTopic) -> Any:
+    # minPartitions: a busy collector's records share one Kafka partition (they are keyed by
+    # client id); Spark splits such a partition's offset range so every core indexes part of it.
     return (reader.format("kafka").option("kafka.bootstrap.servers", topic.bootstrap)
-            .option("subscribe", topic.topic))
+            .option("subscribe", topic.topic)
+            .option("minPartitions", str(max(1, spark.sparkContext.defaultParallelism))))
 
 
 def stream_rows(spark: Any, topic: KafkaTopic, max_offsets: int | None = None) -> Any:
     """The topic as a stream from its earliest offsets (then from the checkpoint's), at most
     ``max_offsets`` records per micro-batch (``maxOffsetsPerTrigger``)."""
-    reader = _reader(spark.readStream, topic).option("startingOffsets", "earliest")
+    reader = _reader(spark, spark.readStream, topic).option("startingOffsets", "earliest")
     # Records the topic's retention deleted before they were indexed: counted by Spark in its
     # log, not a reason to stop indexing the rest.
     reader = reader.option("failOnDataLoss", "false")
@@ -101,7 +104,7 @@ def window_rows(spark: Any, topic: KafkaTopic, from_ms: int, to_ms: int) -> Any:
     """A batch read of the records whose timestamp (the collector's receive time) is in
     [``from_ms``, ``to_ms``): per partition, from the first offset at or after ``from_ms`` to
     the first at or after ``to_ms`` (Kafka's offsetsForTimes; the latest when there is none)."""
-    reader = (_reader(spark.read, topic).option("startingTimestamp", str(from_ms))
+    reader = (_reader(spark, spark.read, topic).option("startingTimestamp", str(from_ms))
               .option("endingTimestamp", str(to_ms))
               .option("startingOffsetsByTimestampStrategy", "latest"))
     return _as_log_rows(reader.load())

@@ -22,6 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
 from collector.store.model import build_trace, could_place
+from collector.store.rollup import MapParts, refresh_rollups
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event, EventType, trace_id_of
 
@@ -168,7 +169,9 @@ class _Counted:
             yield record
 
 
-def finish_batch(store: Store, *, now_ms: int | None = None, chunk: int = DEFAULT_BATCH_SIZE) -> int:
+def finish_batch(
+    store: Store, *, now_ms: int | None = None, chunk: int = DEFAULT_BATCH_SIZE, map_parts: MapParts | None = None,
+) -> int:
     """Driver-side work after every index batch (one-shot run or streaming micro-batch) is written.
 
     Call it once per batch, after every partition's rows are in the store.  It files each
@@ -176,11 +179,9 @@ def finish_batch(store: Store, *, now_ms: int | None = None, chunk: int = DEFAUL
     indexed (by another partition, or a later batch), and removes the rows it had under its
     own time.  Dead letters whose send is still unknown stay pending up to
     :data:`PENDING_MAX_AGE_MS`.  Then it recomputes the rollups of the minutes the batch
-    touched (:func:`collector.store.rollup.refresh_rollups`).  Idempotent; returns the dead
-    letters it placed.
+    touched (:func:`collector.store.rollup.refresh_rollups`, which hands its per-message work to
+    ``map_parts`` when given).  Idempotent; returns the dead letters it placed.
     """
-    from collector.store.rollup import refresh_rollups
-
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     placed = 0
     start, stop = keys.prefix_range(())
@@ -211,7 +212,7 @@ def finish_batch(store: Store, *, now_ms: int | None = None, chunk: int = DEFAUL
             store.delete_rows(schema.DEAD, stale)
         if done:
             store.delete_rows(schema.PENDING, done)
-    refresh_rollups(store)
+    refresh_rollups(store, map_parts=map_parts)
     return placed
 
 

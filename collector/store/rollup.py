@@ -30,7 +30,8 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import msgpack
@@ -257,9 +258,22 @@ def compute_minute(
 Minute = tuple[str, int]
 
 
-def _dirty_parts(store: Store, msg_ids: list[str], parts: dict[Minute, Columns]) -> None:
-    """Add the part cells of ``msg_ids`` to ``parts``: each placed message's part in its minute,
-    and :data:`MOVED` in every other minute it could have been placed in by an earlier batch."""
+PartCells = dict[Minute, Columns]
+"""Part cells by minute: what :func:`message_parts` gives for some messages."""
+MarkedParts = tuple[PartCells, list[str]]
+"""The part cells of the messages marked in one key range, and their msg ids."""
+MapParts = Callable[[list[tuple[bytes, bytes]]], Iterable[MarkedParts]]
+"""Runs :func:`marked_parts` over key ranges of the markers (in process, or as Spark tasks)."""
+DELETE_WRITERS = 2
+"""Threads deleting the markers after a batch (the store's round trips release the GIL)."""
+PART_RANGES = 16
+"""Key ranges the markers are cut into: what ``map_parts`` can spread over tasks."""
+
+
+def message_parts(store: Store, msg_ids: list[str]) -> PartCells:
+    """The part cells of ``msg_ids``: each placed message's part in its minute, and
+    :data:`MOVED` in every other minute it could have been placed in by an earlier batch."""
+    parts: PartCells = {}
     rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in msg_ids])
     for msg_id, columns in zip(msg_ids, rows, strict=True):
         stored = [schema.decode_event_value(v) for v in columns.values()]
@@ -273,23 +287,39 @@ def _dirty_parts(store: Store, msg_ids: list[str], parts: dict[Minute, Columns])
                 there = (e.event.topic, schema.minute_of(schema.message_time(e.event)))
                 if there != here:
                     parts.setdefault(there, {})[schema.rollup_part_column(msg_id)] = MOVED
+    return parts
 
 
-def refresh_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK) -> int:
+def marked_parts(store: Store, start: bytes, stop: bytes, *, chunk: int = DEFAULT_CHUNK) -> MarkedParts:
+    """The part cells of every message marked (DIRTY_MSG) in [``start``, ``stop``), and their msg ids."""
+    parts: PartCells = {}
+    marked: list[str] = []
+    rows = store.scan(schema.ROLLUPS, start, stop)
+    while chunk_rows := list(itertools.islice(rows, chunk)):
+        msg_ids = [str(keys.unpack(row)[-1]) for row, _ in chunk_rows]
+        for minute, columns in message_parts(store, msg_ids).items():
+            parts.setdefault(minute, {}).update(columns)
+        marked += msg_ids
+    return parts, marked
+
+
+def refresh_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK, map_parts: MapParts | None = None) -> int:
     """Bring the rollups of every message the markers name up to date, then drop the markers.
 
     Returns the minutes rewritten.  Each marked message's :class:`Part` is rebuilt from its
-    message row and written into its minute's parts row; each touched minute is then
-    aggregated from its parts row alone.  Idempotent, and safe to interrupt: markers go only
-    after their minutes are written.
+    message row (:func:`marked_parts` over :data:`PART_RANGES` key ranges of the markers, by
+    ``map_parts`` when given: the index job runs the ranges as Spark tasks) and merged into its
+    minute's parts row; each touched minute is then aggregated from its parts row alone.
+    Idempotent, and safe to interrupt: markers go only after their minutes are written.
     """
+    ranges = schema.rollup_dirty_msg_ranges(PART_RANGES)
+    found = map_parts(ranges) if map_parts is not None else [marked_parts(store, a, b) for a, b in ranges]
+    parts: PartCells = {}
     done: list[bytes] = []
-    parts: dict[Minute, Columns] = {}
-    start, stop = keys.prefix_range((schema.ROLLUP_DIRTY_MSG,))
-    marks = store.scan(schema.ROLLUPS, start, stop)
-    while chunk_rows := list(itertools.islice(marks, chunk)):
-        _dirty_parts(store, [str(keys.unpack(row)[-1]) for row, _ in chunk_rows], parts)
-        done += [row for row, _ in chunk_rows]
+    for cells, msg_ids in found:
+        for minute, columns in cells.items():
+            parts.setdefault(minute, {}).update(columns)
+        done += [schema.rollup_dirty_msg_row(m) for m in msg_ids]
     # Minutes marked whole: by an indexer older than the parts rows (its sends marked minutes).
     full: set[Minute] = set()
     start, stop = keys.prefix_range((schema.ROLLUP_DIRTY,))
@@ -300,8 +330,9 @@ def refresh_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK) -> int:
     minutes = sorted(set(parts) | full)
     for i in range(0, len(minutes), chunk):
         _write_minutes(store, minutes[i:i + chunk], parts, full)
-    for i in range(0, len(done), chunk):
-        store.delete_rows(schema.ROLLUPS, done[i:i + chunk])
+    # The markers go last, over a few connections at once (one delete per ``chunk`` rows).
+    with ThreadPoolExecutor(max_workers=DELETE_WRITERS, thread_name_prefix="tracehook-rollup") as pool:
+        list(pool.map(lambda i: store.delete_rows(schema.ROLLUPS, done[i:i + chunk]), range(0, len(done), chunk)))
     return len(minutes)
 
 

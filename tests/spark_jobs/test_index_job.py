@@ -246,3 +246,33 @@ def test_bad_input_is_refused_with_nothing_written(spark: Any, tmp_path: Any, ca
         assert TraceQuery(store).get_trace("a3") is None  # nothing after the gap was written either
     finally:
         store.close()
+
+
+def test_rollups_computed_in_tasks_equal_the_in_process_index(spark: Any, tmp_path: Any, monkeypatch: Any) -> None:
+    """A large batch hands the rollups' per-message work to Spark tasks (PARTS_IN_TASKS_MIN_EVENTS):
+    every cell, rollups and their parts rows included, is what indexing in process writes."""
+    from collector.store.indexer import finish_batch, index_payloads
+    from spark_jobs import index_job
+    from tests.fixtures.sample import bulk
+
+    records = list(bulk(600, T0, span_ms=5 * 60_000, consumers=("billing", "audit")))
+    headers = {h.client_id: h for h, _ in records}
+    batches = [(header, [e for h, e in records if h.client_id == client]) for client, header in headers.items()]
+    payloads = [encode_batch(header, events[i:i + 200]) for header, events in batches
+                for i in range(0, len(events), 200)]
+    log_dir = str(tmp_path / "log")
+    _write_log(log_dir, [payloads[:len(payloads) // 2], payloads[len(payloads) // 2:]])
+    monkeypatch.setattr(index_job, "PARTS_IN_TASKS_MIN_EVENTS", 0)
+
+    report = index_once(spark, log_dir, f"local:{tmp_path / 'spark.sqlite3'}")
+
+    assert report.events == len(records)
+    reference = open_store(f"local:{tmp_path / 'reference.sqlite3'}")
+    try:
+        index_payloads(reference, payloads)
+        finish_batch(reference)
+    finally:
+        reference.close()
+    rows = _store_rows(str(tmp_path / "spark.sqlite3"))
+    assert dict(rows)["rollups"], "rollups were written"
+    assert rows == _store_rows(str(tmp_path / "reference.sqlite3"))
