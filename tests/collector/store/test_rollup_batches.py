@@ -14,7 +14,7 @@ from index_helpers import CONSUMER, PRODUCER, ev
 
 from collector.store import Store, open_store, schema
 from collector.store.indexer import finish_batch, index_records
-from collector.store.rollup import compute_minute, read_minutes, rows_of
+from collector.store.rollup import Part, compute_minute, read_minutes, rows_of
 from tracehook.wire import EventType, Status
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000
@@ -90,3 +90,12 @@ def test_a_store_rolled_up_before_parts_rows_is_brought_up_to_date(store: Store)
     finish_batch(store, now_ms=T0)
     (bucket,) = read_minutes(store, TOPIC + "-old", T0, T0)
     assert bucket.sent == 4
+
+
+@given(placed_ms=st.integers(0, 2**62), groups=st.dictionaries(
+    st.text(min_size=1, max_size=20),
+    st.tuples(st.sampled_from(["consumed", "retrying", "failed", "dead", "pending"]), st.booleans(),
+              st.none() | st.integers(0, 2**62)), max_size=5))
+def test_a_part_decodes_to_what_was_encoded(placed_ms: int, groups: dict[str, Any]) -> None:
+    part = Part("m-1", placed_ms, groups)
+    assert Part.decode("m-1", part.encode()) == part
