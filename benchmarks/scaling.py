@@ -35,6 +35,7 @@ import http.client
 import multiprocessing
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -343,7 +344,13 @@ def plot(rows_a: list[tuple[str, int, float, float]], rows_b: list[tuple[str, fl
     return written
 
 
+def _exit_on_term(signum: int, frame: object) -> None:
+    """SIGTERM (``timeout``, ``kill``) unwinds like Ctrl-C, so the ``finally`` blocks stop the collectors."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _exit_on_term)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few minutes: 3 s per point, 1 and 3 collectors, "
                                                                  "100k events to index")
