@@ -18,6 +18,8 @@ the ratio), writes a PNG (matplotlib, the ``bench`` extra) of p99 against volume
     scripts/hbase start
     python benchmarks/scaling_query.py                    # local 1e5, 1e6, 1e7; HBase 1e5, 1e6
     python benchmarks/scaling_query.py --hbase-max 10000000
+    python benchmarks/scaling_query.py --stores hbase --hbase-max 10000000 \
+        --hbase-options "salt_buckets=8&thrift2=127.0.0.1:$(scripts/hbase thrift2-start)"   # pre-split tables
     python benchmarks/scaling_query.py --quick            # 1e5, 3e5, 1e6 local; HBase to 3e5: a few minutes
 
 The SQLite file goes under ``--data-dir`` (deleted at the end unless ``--keep``); the HBase
@@ -176,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default=None, help="comma list of volumes (default 1e5,1e6,1e7)")
     parser.add_argument("--hbase-max", type=int, default=1_000_000, help="largest volume HBase is filled to")
     parser.add_argument("--stores", default="local,hbase", help="comma list of local, hbase")
+    parser.add_argument("--hbase-options", default="",
+                        help="more HBase URL options, e.g. 'salt_buckets=8&thrift2=127.0.0.1:PORT' (pre-split tables)")
     parser.add_argument("--queries", type=int, default=500, help="timed lookups per kind and volume")
     parser.add_argument("--quick", action="store_true", help="1e5, 3e5, 1e6 (HBase to 3e5), 200 lookups")
     parser.add_argument("--data-dir", default=os.path.join(ROOT, "data", "bench-scaling"))
@@ -206,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
                 print("HBase is not running (scripts/hbase start); skipping it", file=sys.stderr)
                 continue
             url = f"hbase://127.0.0.1:{port}?namespace=bscale{uuid.uuid4().hex[:6]}"
+            if args.hbase_options:
+                url += "&" + args.hbase_options.lstrip("&")
             results[name] = bench_store(name, url, [s for s in sizes if s <= args.hbase_max], args.queries,
                                         args.settle)
         else:
