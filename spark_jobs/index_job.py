@@ -63,6 +63,7 @@ from spark_jobs.errors import (
 
 if TYPE_CHECKING:
     from collector.log.url import KafkaTopic
+    from collector.store.rollup import MessageParts
 
 DEFAULT_MASTER = "local[*]"
 DEFAULT_DRIVER_MEMORY = "1g"
@@ -146,8 +147,9 @@ def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRI
     return spark
 
 
-PartitionResult = tuple[int, int, dict[str, int], list[str], list[int]]
-"""(records, events, bad counts by reason, damage descriptions, segment bases read) of one partition."""
+PartitionResult = tuple[int, int, dict[str, int], list[str], list[int], "MessageParts"]
+"""(records, events, bad counts by reason, damage descriptions, segment bases read, the rollup
+parts of its messages read back after its writes) of one partition."""
 
 
 def index_partition(store_url: str, batch_size: int,
@@ -157,6 +159,7 @@ def index_partition(store_url: str, batch_size: int,
     def run(rows: Iterator[Any]) -> Iterator[PartitionResult]:
         from collector.store import open_store
         from collector.store.indexer import index_payloads
+        from collector.store.rollup import read_parts
 
         counts = {"records": 0}
         bad: Counter[str] = Counter()
@@ -176,11 +179,15 @@ def index_partition(store_url: str, batch_size: int,
 
         # The driver created the tables (_prepare_store): tasks skip that round trip.
         store = open_store(store_url, create_tables=False)
+        touched: set[str] = set()
         try:
-            n = index_payloads(store, payloads(), batch_size, writers=writers, dropped=bad)
+            n = index_payloads(store, payloads(), batch_size, writers=writers, dropped=bad, touched=touched)
+            # No rollup markers: the task reads its messages' parts back now, after its own writes
+            # (another task's events of the same message are sorted out by merge_parts).
+            parts = read_parts(store, touched)
         finally:
             store.close()
-        yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage, sorted(bases)
+        yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage, sorted(bases), parts
 
     return run
 
@@ -246,47 +253,21 @@ def _split_into(spark: Any, store_url: str) -> int:
     return 1 if store_url.startswith("local:") else max(1, spark.sparkContext.defaultParallelism)
 
 
-def rollup_parts(store_url: str) -> Callable[[Iterator[tuple[bytes, bytes]]], Iterator[Any]]:
-    """The executor side of the rollups: each key range of the markers -> the part cells of its
-    marked messages (:func:`collector.store.rollup.marked_parts`); the driver merges and writes them."""
-
-    def run(ranges: Iterator[tuple[bytes, bytes]]) -> Iterator[Any]:
-        from collector.store import open_store
-        from collector.store.rollup import marked_parts
-
-        store = open_store(store_url, create_tables=False)
-        try:
-            for start, stop in ranges:
-                yield marked_parts(store, start, stop)
-        finally:
-            store.close()
-
-    return run
-
-
-PARTS_IN_TASKS_MIN_EVENTS = 20_000
-"""From this many events in a batch on, the rollups' per-message work runs as Spark tasks; a smaller
-batch (following a quiet log) does it on the driver rather than wait for another stage."""
-
-
-def _finish_batch(spark: Any, store_url: str, events: int) -> None:
-    """Run :func:`collector.store.indexer.finish_batch` on the driver once the batch's partitions are written;
-    for a batch of ``events`` >= :data:`PARTS_IN_TASKS_MIN_EVENTS`, the per-message part of the rollups
-    runs as Spark tasks (one per core), not on the driver alone."""
+def _finish_batch(store_url: str, results: list[PartitionResult]) -> None:
+    """Run :func:`collector.store.indexer.finish_batch` on the driver once every partition of the
+    batch is written, with the rollup parts the partitions read back (merged: the read that saw
+    the most events of a message wins, :func:`collector.store.rollup.merge_parts`)."""
     from collector.store import StoreError, open_store
     from collector.store.indexer import finish_batch
+    from collector.store.rollup import merge_parts
 
-    def map_parts(ranges: list[tuple[bytes, bytes]]) -> list[Any]:
-        slices = max(1, min(len(ranges), spark.sparkContext.defaultParallelism))
-        try:
-            return spark.sparkContext.parallelize(ranges, slices).mapPartitions(rollup_parts(store_url)).collect()
-        except Exception as exc:  # Py4J/Spark wrap task errors in their own types
-            raise _stream_error(exc, _Run()) from exc
-
+    parts: MessageParts = {}
+    for result in results:
+        merge_parts(parts, result[5])
     try:
         store = open_store(store_url, create_tables=False)
         try:
-            finish_batch(store, map_parts=map_parts if events >= PARTS_IN_TASKS_MIN_EVENTS else None)
+            finish_batch(store, parts=parts)
         finally:
             store.close()
     except (StoreError, OSError) as exc:
@@ -413,10 +394,10 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
                 results = batch_df.rdd.mapPartitions(work).collect()
             except Exception as exc:  # Py4J/Spark wrap task errors in their own types
                 raise _stream_error(exc, run) from exc
-            _finish_batch(spark, store_url, sum(result[1] for result in results))
+            _finish_batch(store_url, results)
             _fault_pause(batch_id)
             batch = _Run(unit)
-            for records, events, reasons, damage, bases in results:
+            for records, events, reasons, damage, bases, _parts in results:
                 batch.records += records
                 batch.events += events
                 batch.bad.update(reasons)
@@ -488,8 +469,8 @@ def index_window(spark: Any, source: KafkaTopic, store_url: str, from_ms: int, t
             index_partition(store_url, batch_size, writers)).collect()
     except Exception as exc:  # Py4J/Spark wrap task errors in their own types
         raise _stream_error(exc, run) from exc
-    _finish_batch(spark, store_url, sum(result[1] for result in results))
-    for records, events, reasons, _damage, bases in results:
+    _finish_batch(store_url, results)
+    for records, events, reasons, _damage, bases, _parts in results:
         run.records += records
         run.events += events
         run.bad.update(reasons)

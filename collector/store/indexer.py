@@ -22,7 +22,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
 from collector.store.model import build_trace, could_place
-from collector.store.rollup import MapParts, refresh_rollups
+from collector.store.rollup import MessageParts, refresh_rollups
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event, EventType, trace_id_of
 
@@ -51,11 +51,12 @@ ROW_KEY_TOO_LONG = "row_key_too_long"
 
 def rows_for(
     header: BatchHeader, event: Event, *, salt_buckets: int = schema.DEFAULT_SALT_BUCKETS,
-    dropped: Counter[str] | None = None,
+    dropped: Counter[str] | None = None, mark: bool = True,
 ) -> list[IndexRow]:
     """Every ``(table, row key, columns)`` one event contributes to the index.
 
     Rows left out are counted in ``dropped`` (by reason, :data:`ROW_KEY_TOO_LONG`) when given.
+    ``mark=False`` leaves out the rollup marker: the caller reads the message's part back itself.
     """
     value = schema.encode_event_value(header.app, header.host, header.client_id, event)
     event_col = schema.column(schema.event_family(event), schema.event_qualifier(event, value))
@@ -83,8 +84,8 @@ def rows_for(
         if event.type != EventType.DEAD and event.broker and event.offset >= 0:
             row = schema.seq_row(topic, event.broker, event.offset, event.queue, msg_id)
             rows.append((schema.SEQIDX, row, summary))
-    # Mark the message: after this batch its part of its minute's rollup is rebuilt (collector.store.rollup).
-    rows.append((schema.ROLLUPS, schema.rollup_dirty_msg_row(msg_id), _MARK))
+    if mark:  # after this batch the message's part of its minute's rollup is rebuilt (collector.store.rollup)
+        rows.append((schema.ROLLUPS, schema.rollup_dirty_msg_row(msg_id), _MARK))
     # HBase refuses a whole put with one over-long row key: leave such a row out of that
     # index rather than fail every later run on it (wire limits allow 16 KB topics and keys).
     kept = [r for r in rows if len(r[1]) <= schema.MAX_ROW_KEY_BYTES]
@@ -95,7 +96,7 @@ def rows_for(
 
 def batched_rows(
     records: Iterable[tuple[BatchHeader, Event]], batch_size: int, *, dropped: Counter[str] | None = None,
-    salt_buckets: int = schema.DEFAULT_SALT_BUCKETS,
+    salt_buckets: int = schema.DEFAULT_SALT_BUCKETS, mark: bool = True,
 ) -> Iterator[tuple[str, list[Row]]]:
     """The writes :func:`index_records` makes: ``(table, rows)`` with up to ``batch_size`` rows each.
 
@@ -104,7 +105,7 @@ def batched_rows(
     """
     pending: dict[str, dict[bytes, Columns]] = {}
     for header, event in records:
-        for table, row, columns in rows_for(header, event, salt_buckets=salt_buckets, dropped=dropped):
+        for table, row, columns in rows_for(header, event, salt_buckets=salt_buckets, dropped=dropped, mark=mark):
             rows = pending.setdefault(table, {})
             existing = rows.get(row)
             if existing is not None:
@@ -120,11 +121,15 @@ def batched_rows(
 
 def index_records(
     store: Store, records: Iterable[tuple[BatchHeader, Event]], batch_size: int = DEFAULT_BATCH_SIZE,
-    *, writers: int = DEFAULT_WRITERS, dropped: Counter[str] | None = None,
+    *, writers: int = DEFAULT_WRITERS, dropped: Counter[str] | None = None, touched: set[str] | None = None,
 ) -> int:
     """Write every index row for ``records``; returns the number of events indexed.
 
     Rows :func:`rows_for` leaves out are counted in ``dropped`` by reason when given.
+    Each event also marks its message for the rollups (:func:`finish_batch` rebuilds its part);
+    with ``touched`` given, no marker is written and the msg ids are added to ``touched``
+    instead: the caller then reads their parts back itself (the index job's tasks do,
+    :func:`collector.store.rollup.read_parts`) and hands them to :func:`finish_batch`.
     Each writer thread uses one store connection at a time, so ``writers=1`` writes over
     a single connection while the calling thread builds the next batch.
 
@@ -137,13 +142,14 @@ def index_records(
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
     if writers < 1:
         raise ValueError(f"writers must be >= 1, not {writers}")
-    counted = _Counted(records)
+    counted = _Counted(records, touched)
     with ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index") as pool:
         in_flight: deque[Future[None]] = deque()
         try:
             # The count recorded with the store's tables: the one its queries scan.
             buckets = getattr(store, "salt_buckets", schema.DEFAULT_SALT_BUCKETS)
-            for table, rows in batched_rows(counted, batch_size, dropped=dropped, salt_buckets=buckets):
+            for table, rows in batched_rows(counted, batch_size, dropped=dropped, salt_buckets=buckets,
+                                            mark=touched is None):
                 in_flight.append(pool.submit(store.put_rows, table, rows))
                 # Bound memory: at most a couple of batches per writer wait to be written.
                 while len(in_flight) > 2 * writers:
@@ -157,20 +163,24 @@ def index_records(
 
 
 class _Counted:
-    """Iterates ``records`` and counts them."""
+    """Iterates ``records``, counts them and adds their msg ids to ``touched`` (when given)."""
 
-    def __init__(self, records: Iterable[tuple[BatchHeader, Event]]) -> None:
+    def __init__(self, records: Iterable[tuple[BatchHeader, Event]], touched: set[str] | None = None) -> None:
         self._records = records
+        self._touched = touched
         self.count = 0
 
     def __iter__(self) -> Iterator[tuple[BatchHeader, Event]]:
+        touched = self._touched
         for record in self._records:
             self.count += 1
+            if touched is not None:
+                touched.add(record[1].msg_id)
             yield record
 
 
 def finish_batch(
-    store: Store, *, now_ms: int | None = None, chunk: int = DEFAULT_BATCH_SIZE, map_parts: MapParts | None = None,
+    store: Store, *, now_ms: int | None = None, chunk: int = DEFAULT_BATCH_SIZE, parts: MessageParts | None = None,
 ) -> int:
     """Driver-side work after every index batch (one-shot run or streaming micro-batch) is written.
 
@@ -179,8 +189,9 @@ def finish_batch(
     indexed (by another partition, or a later batch), and removes the rows it had under its
     own time.  Dead letters whose send is still unknown stay pending up to
     :data:`PENDING_MAX_AGE_MS`.  Then it recomputes the rollups of the minutes the batch
-    touched (:func:`collector.store.rollup.refresh_rollups`, which hands its per-message work to
-    ``map_parts`` when given).  Idempotent; returns the dead letters it placed.
+    touched (:func:`collector.store.rollup.refresh_rollups`): those of the marked messages and
+    of ``parts``, the parts the batch's writers read back (``index_records(touched=...)``).
+    Idempotent; returns the dead letters it placed.
     """
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     placed = 0
@@ -212,13 +223,13 @@ def finish_batch(
             store.delete_rows(schema.DEAD, stale)
         if done:
             store.delete_rows(schema.PENDING, done)
-    refresh_rollups(store, map_parts=map_parts)
+    refresh_rollups(store, read=parts)
     return placed
 
 
 def index_payloads(
     store: Store, payloads: Iterable[bytes], batch_size: int = DEFAULT_BATCH_SIZE,
-    *, writers: int = DEFAULT_WRITERS, dropped: Counter[str] | None = None,
+    *, writers: int = DEFAULT_WRITERS, dropped: Counter[str] | None = None, touched: set[str] | None = None,
 ) -> int:
     """:func:`index_records` for trace-log records (encoded batches): the one decode-and-index path.
 
@@ -237,4 +248,4 @@ def index_payloads(
             for event in batch.events:
                 yield batch.header, event
 
-    return index_records(store, records(), batch_size, writers=writers, dropped=bad)
+    return index_records(store, records(), batch_size, writers=writers, dropped=bad, touched=touched)

@@ -4,14 +4,17 @@ A rollup bucket is never an incremented counter, so indexing the same log twice,
 replayed Spark batch or a restart half-way through gives identical rows.  Each placed
 message has a *part* of its minute's rollup (:class:`Part`: its placement time and each
 group's outcome, retried flag and latency), kept as one cell of the minute's parts row.
-The indexer marks every message an event landed for (``rollups`` rows of kind DIRTY_MSG);
-after the batch, on the driver, :func:`refresh_rollups` rebuilds the part of each marked
-message from its message row (:func:`collector.store.model.build_trace`), writes it into
-its minute (and :data:`MOVED` into a minute it was placed in before), aggregates each
-touched minute from its parts row and overwrites the minute's rollup row, then removes
-the markers.  A crash before that leaves the markers, so the next batch redoes them.
-A batch costs one read per marked message plus one parts row per touched minute,
-never the touched minutes' messages.
+After a batch, :func:`refresh_rollups` writes the part of every message the batch touched
+into its minute (and :data:`MOVED` into a minute it was placed in before), aggregates each
+touched minute from its parts row and overwrites the minute's rollup row.  The parts come
+from reading each touched message back (:func:`read_parts`, then
+:func:`collector.store.model.build_trace`): the index job's tasks do that right after their
+writes and hand the parts over (:func:`merge_parts` picks, per message, the read that saw
+the most events); any other indexer marks the messages (``rollups`` rows of kind
+DIRTY_MSG) and :func:`refresh_rollups` reads the marked ones back, then removes the
+markers.  A crash before that leaves the markers (or an uncommitted Spark batch), so the
+work is redone.  A batch costs one read per touched message plus one parts row per touched
+minute, never the touched minutes' other messages.
 
 Example::
 
@@ -29,8 +32,7 @@ from __future__ import annotations
 
 import bisect
 import functools
-import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -48,6 +50,7 @@ from collector.store.model import (
     build_trace,
     could_place,
 )
+from collector.store.schema import StoredEvent
 from tracehook.wire import Status
 
 LATENCY_BOUNDS_MS: tuple[int, ...] = (
@@ -259,67 +262,84 @@ Minute = tuple[str, int]
 
 
 PartCells = dict[Minute, Columns]
-"""Part cells by minute: what :func:`message_parts` gives for some messages."""
-MarkedParts = tuple[PartCells, list[str]]
-"""The part cells of the messages marked in one key range, and their msg ids."""
-MapParts = Callable[[list[tuple[bytes, bytes]]], Iterable[MarkedParts]]
-"""Runs :func:`marked_parts` over key ranges of the markers (in process, or as Spark tasks)."""
+"""Part cells by minute, as the parts rows hold them."""
+MessageParts = dict[str, tuple[int, dict[Minute, bytes]]]
+"""Per message: how many stored events its part was read from, and its part value in each
+minute (:data:`MOVED` in minutes it left); what :func:`read_parts` gives, merged by :func:`merge_parts`."""
 DELETE_WRITERS = 2
 """Threads deleting the markers after a batch (the store's round trips release the GIL)."""
-PART_RANGES = 16
-"""Key ranges the markers are cut into: what ``map_parts`` can spread over tasks."""
 
 
-def message_parts(store: Store, msg_ids: list[str]) -> PartCells:
-    """The part cells of ``msg_ids``: each placed message's part in its minute, and
+def read_parts(store: Store, msg_ids: Iterable[str], *, chunk: int = DEFAULT_CHUNK) -> MessageParts:
+    """Each message's part, read back from its message row now (one multi-get per ``chunk`` ids).
+
+    The index job's tasks call it right after writing their rows instead of leaving markers.
+    Tasks of one batch may write events of the same message concurrently, so a task's read may
+    miss another's events; but each task reads after its own writes, so the read that saw the
+    most events saw them all, and :func:`merge_parts` keeps that one.
+    """
+    ordered = sorted(set(msg_ids))
+    out: MessageParts = {}
+    for i in range(0, len(ordered), chunk):
+        ids = ordered[i:i + chunk]
+        rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in ids])
+        for msg_id, columns in zip(ids, rows, strict=True):
+            stored = [schema.decode_event_value(v) for v in columns.values()]
+            out[msg_id] = (len(stored), _part_values(msg_id, stored))
+    return out
+
+
+def merge_parts(into: MessageParts, more: MessageParts) -> None:
+    """Add ``more`` to ``into``, keeping for each message the part read from the most events."""
+    for msg_id, found in more.items():
+        have = into.get(msg_id)
+        if have is None or found[0] > have[0]:
+            into[msg_id] = found
+
+
+def _part_values(msg_id: str, stored: list[StoredEvent]) -> dict[Minute, bytes]:
+    """The part of a message with these stored events in the minute it is placed in, and
     :data:`MOVED` in every other minute it could have been placed in by an earlier batch."""
-    parts: PartCells = {}
-    rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in msg_ids])
-    for msg_id, columns in zip(msg_ids, rows, strict=True):
-        stored = [schema.decode_event_value(v) for v in columns.values()]
-        trace = build_trace(msg_id, stored)
-        here: Minute | None = None
-        if trace is not None and trace.placed_ms is not None:
-            here = (trace.topic, schema.minute_of(trace.placed_ms))
-            parts.setdefault(here, {})[schema.rollup_part_column(msg_id)] = Part.of(trace).encode()
-        for e in stored:
-            if could_place(e.event):
-                there = (e.event.topic, schema.minute_of(schema.message_time(e.event)))
-                if there != here:
-                    parts.setdefault(there, {})[schema.rollup_part_column(msg_id)] = MOVED
-    return parts
+    values: dict[Minute, bytes] = {}
+    trace = build_trace(msg_id, stored)
+    here: Minute | None = None
+    if trace is not None and trace.placed_ms is not None:
+        here = (trace.topic, schema.minute_of(trace.placed_ms))
+        values[here] = Part.of(trace).encode()
+    for e in stored:
+        if could_place(e.event):
+            there = (e.event.topic, schema.minute_of(schema.message_time(e.event)))
+            if there != here:
+                values[there] = MOVED
+    return values
 
 
-def marked_parts(store: Store, start: bytes, stop: bytes, *, chunk: int = DEFAULT_CHUNK) -> MarkedParts:
-    """The part cells of every message marked (DIRTY_MSG) in [``start``, ``stop``), and their msg ids."""
-    parts: PartCells = {}
-    marked: list[str] = []
-    rows = store.scan(schema.ROLLUPS, start, stop)
-    while chunk_rows := list(itertools.islice(rows, chunk)):
-        msg_ids = [str(keys.unpack(row)[-1]) for row, _ in chunk_rows]
-        for minute, columns in message_parts(store, msg_ids).items():
-            parts.setdefault(minute, {}).update(columns)
-        marked += msg_ids
-    return parts, marked
+def marked_messages(store: Store) -> list[str]:
+    """The msg ids the markers (DIRTY_MSG rows) name."""
+    start, stop = keys.prefix_range((schema.ROLLUP_DIRTY_MSG,))
+    return [str(keys.unpack(row)[-1]) for row, _ in store.scan(schema.ROLLUPS, start, stop)]
 
 
-def refresh_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK, map_parts: MapParts | None = None) -> int:
-    """Bring the rollups of every message the markers name up to date, then drop the markers.
+def refresh_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK, read: MessageParts | None = None) -> int:
+    """Bring the rollups of the messages in ``read`` and of every message the markers name up
+    to date, then drop the markers.
 
-    Returns the minutes rewritten.  Each marked message's :class:`Part` is rebuilt from its
-    message row (:func:`marked_parts` over :data:`PART_RANGES` key ranges of the markers, by
-    ``map_parts`` when given: the index job runs the ranges as Spark tasks) and merged into its
-    minute's parts row; each touched minute is then aggregated from its parts row alone.
+    Returns the minutes rewritten.  ``read`` holds parts the caller read back already (the
+    index job's tasks, :func:`read_parts`); each marked message's :class:`Part` is rebuilt
+    from its message row now, which wins over ``read`` as the later read.  The parts are
+    merged into their minutes' parts rows, and each touched minute is then aggregated from
+    its parts row alone.
     Idempotent, and safe to interrupt: markers go only after their minutes are written.
     """
-    ranges = schema.rollup_dirty_msg_ranges(PART_RANGES)
-    found = map_parts(ranges) if map_parts is not None else [marked_parts(store, a, b) for a, b in ranges]
+    found = dict(read or {})
+    marked = marked_messages(store)
+    found.update(read_parts(store, marked, chunk=chunk))
     parts: PartCells = {}
-    done: list[bytes] = []
-    for cells, msg_ids in found:
-        for minute, columns in cells.items():
-            parts.setdefault(minute, {}).update(columns)
-        done += [schema.rollup_dirty_msg_row(m) for m in msg_ids]
+    for msg_id, (_, values) in found.items():
+        column = schema.rollup_part_column(msg_id)
+        for minute, value in values.items():
+            parts.setdefault(minute, {})[column] = value
+    done = [schema.rollup_dirty_msg_row(m) for m in marked]
     # Minutes marked whole: by an indexer older than the parts rows (its sends marked minutes).
     full: set[Minute] = set()
     start, stop = keys.prefix_range((schema.ROLLUP_DIRTY,))

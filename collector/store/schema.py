@@ -217,16 +217,6 @@ def rollup_dirty_msg_row(msg_id: str) -> bytes:
     return keys.pack((ROLLUP_DIRTY_MSG, msg_hash(msg_id), msg_id))
 
 
-def rollup_dirty_msg_ranges(n: int) -> list[tuple[bytes, bytes]]:
-    """The DIRTY_MSG markers cut into ``n`` key ranges of about equal size (by the msg_id hash
-    that follows the row kind), so ``n`` tasks can each take one range."""
-    start, stop = keys.prefix_range((ROLLUP_DIRTY_MSG,))
-    # The hash's first byte, after the bytes tag; 1..255 are written as they are (only 0x00 is escaped).
-    cuts = [keys.pack_one(ROLLUP_DIRTY_MSG) + b"\x01" + bytes([i * 256 // n]) for i in range(1, n)]
-    bounds = [start, *cuts, stop]
-    return list(zip(bounds, bounds[1:], strict=False))
-
-
 def rollup_parts_row(topic: str, minute_ms: int) -> bytes:
     """The row holding each placed message's part of one minute's rollup (one column per message)."""
     return keys.pack((ROLLUP_PARTS, topic, minute_ms))

@@ -248,11 +248,11 @@ def test_bad_input_is_refused_with_nothing_written(spark: Any, tmp_path: Any, ca
         store.close()
 
 
-def test_rollups_computed_in_tasks_equal_the_in_process_index(spark: Any, tmp_path: Any, monkeypatch: Any) -> None:
-    """A large batch hands the rollups' per-message work to Spark tasks (PARTS_IN_TASKS_MIN_EVENTS):
-    every cell, rollups and their parts rows included, is what indexing in process writes."""
+def test_rollups_read_back_by_tasks_equal_the_in_process_index(spark: Any, tmp_path: Any) -> None:
+    """The job's tasks read their messages' rollup parts back themselves (no markers), sends and
+    consumes of one message in different partitions: every cell, rollups and their parts rows
+    included, is what indexing in process (with markers) writes, and no marker is left."""
     from collector.store.indexer import finish_batch, index_payloads
-    from spark_jobs import index_job
     from tests.fixtures.sample import bulk
 
     records = list(bulk(600, T0, span_ms=5 * 60_000, consumers=("billing", "audit")))
@@ -262,7 +262,6 @@ def test_rollups_computed_in_tasks_equal_the_in_process_index(spark: Any, tmp_pa
                 for i in range(0, len(events), 200)]
     log_dir = str(tmp_path / "log")
     _write_log(log_dir, [payloads[:len(payloads) // 2], payloads[len(payloads) // 2:]])
-    monkeypatch.setattr(index_job, "PARTS_IN_TASKS_MIN_EVENTS", 0)
 
     report = index_once(spark, log_dir, f"local:{tmp_path / 'spark.sqlite3'}")
 

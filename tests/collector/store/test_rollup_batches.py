@@ -14,7 +14,7 @@ from index_helpers import CONSUMER, PRODUCER, ev
 
 from collector.store import Store, open_store, schema
 from collector.store.indexer import finish_batch, index_records
-from collector.store.rollup import Part, compute_minute, read_minutes, rows_of
+from collector.store.rollup import MessageParts, Part, compute_minute, merge_parts, read_minutes, read_parts, rows_of
 from tracehook.wire import EventType, Status
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000
@@ -75,6 +75,54 @@ def test_rollups_after_any_split_into_batches_equal_a_recompute(
                 assert kept == from_scratch(store), f"after events {lo}..{hi}"
         finally:
             store.close()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=_messages, cuts=st.lists(st.integers(0, 30), max_size=3), order=st.randoms(use_true_random=False),
+       tasks=st.integers(1, 3))
+def test_parts_read_back_by_concurrent_writers_equal_a_recompute(
+    messages: list[list[tuple[Any, ...]]], cuts: list[int], order: Any, tasks: int,
+) -> None:
+    """The index job's way (no markers): each batch is written by several tasks, each reading its
+    messages' parts back right after its own writes, in any interleaving with the other tasks'
+    writes; the driver merges the reads (merge_parts) and finish_batch writes the rollups."""
+    events = events_of(messages)
+    order.shuffle(events)
+    bounds = sorted({0, len(events), *(c % (len(events) + 1) for c in cuts)})
+    with tempfile.TemporaryDirectory() as tmp:
+        store = open_store(f"local:{pathlib.Path(tmp) / 'index.sqlite3'}")
+        try:
+            for lo, hi in zip(bounds, bounds[1:], strict=False):
+                shares = [events[lo:hi][i::tasks] for i in range(tasks)]
+                # Each task writes, then reads; other tasks' steps fall anywhere in between.
+                schedule = _interleave([[(i, "write"), (i, "read")] for i in range(tasks)], order)
+                touched: list[set[str]] = [set() for _ in range(tasks)]
+                reads: dict[int, MessageParts] = {}
+                for i, step in schedule:
+                    if step == "write":
+                        index_records(store, shares[i], touched=touched[i])
+                    else:
+                        reads[i] = read_parts(store, touched[i])
+                merged: MessageParts = {}
+                for i in range(tasks):  # in task order, as Spark's collect() returns them, not read order
+                    merge_parts(merged, reads[i])
+                finish_batch(store, now_ms=T0, parts=merged)
+                kept = rows_of(read_minutes(store, TOPIC, T0, T0 + 3 * MINUTE))
+                assert kept == from_scratch(store), f"after events {lo}..{hi}, schedule {schedule}"
+        finally:
+            store.close()
+
+
+def _interleave(steps: list[list[tuple[int, str]]], rng: Any) -> list[tuple[int, str]]:
+    """A random interleaving of the tasks' step lists that keeps each task's own order."""
+    queues = [list(task) for task in steps]
+    out: list[tuple[int, str]] = []
+    while queues:
+        queue = rng.choice(queues)
+        out.append(queue.pop(0))
+        if not queue:
+            queues.remove(queue)
+    return out
 
 
 def test_a_store_rolled_up_before_parts_rows_is_brought_up_to_date(store: Store) -> None:
