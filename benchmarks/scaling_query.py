@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import os
 import random
 import shutil
@@ -41,7 +42,7 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from collector.store import Store, open_store
+from collector.store import Store, StoreError, open_store
 from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
 from tests.fixtures.sample import bulk
@@ -124,7 +125,11 @@ def time_kind(call: Callable[[], None], queries: int) -> float:
 
 def bench_store(name: str, url: str, sizes: list[int], queries: int,
                 settle_s: float = SETTLE_S) -> dict[int, dict[str, float]]:
-    """Fill the store stage by stage and time the lookups after each; ``{size: {kind: p99 ms, "load_s": s}}``."""
+    """Fill the store stage by stage and time the lookups after each; ``{size: {kind: p99 ms, "load_s": s}}``.
+
+    A stage whose store stops answering (a lookup times out) ends the run: it is reported
+    as failed (NaN p99s) and the stages before it are kept.
+    """
     total = sizes[-1]
     anchor_ms = int(time.time() * 1000) - 60_000
     results: dict[int, dict[str, float]] = {}
@@ -138,14 +143,22 @@ def bench_store(name: str, url: str, sizes: list[int], queries: int,
             time.sleep(settle_s)
             rng = random.Random(size)
             results[size] = {"load_s": load_s}
-            for kind in KINDS:
-                results[size][kind] = time_kind(lookups(query, kind, indexed, total, anchor_ms, rng), queries)
+            try:
+                for kind in KINDS:
+                    results[size][kind] = time_kind(lookups(query, kind, indexed, total, anchor_ms, rng), queries)
+            except StoreError as exc:
+                results[size].update({k: math.nan for k in KINDS})
+                print(f"{name} {size:,}: failed: {exc}", file=sys.stderr, flush=True)
+                break
             print(f"{name} {size:,}: " + ", ".join(f"{k} p99 {results[size][k]:.2f} ms" for k in KINDS),
                   file=sys.stderr, flush=True)
     finally:
-        if name == "hbase":
-            store.drop_tables()
-        store.close()
+        try:
+            if name == "hbase":
+                store.drop_tables()
+            store.close()
+        except StoreError as exc:
+            print(f"{name}: tables not dropped ({exc}); scripts/hbase clean removes them", file=sys.stderr)
     return results
 
 
@@ -227,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         lo, hi = min(by_size), max(by_size)
         ratios = [by_size[hi][k] / by_size[lo][k] for k in KINDS]
         rows.append([store, f"ratio {hi:,.0e}/{lo:,.0e}", *[f"{x:.2f}x" for x in ratios],
-                     "ok" if max(ratios) <= TARGET_RATIO else f"target <= {TARGET_RATIO}x missed"])
+                     "largest stage failed" if any(math.isnan(x) for x in ratios)
+                     else "ok" if max(ratios) <= TARGET_RATIO else f"target <= {TARGET_RATIO}x missed"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for i, row in enumerate(rows):
         print("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |")
