@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pathlib
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -57,11 +58,9 @@ def from_scratch(store: Store) -> list[Any]:
     return rows_of(b for b in buckets if b.sent)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(messages=_messages, cuts=st.lists(st.integers(0, 30), max_size=3), order=st.randoms(use_true_random=False))
-def test_rollups_after_any_split_into_batches_equal_a_recompute(
-    messages: list[list[tuple[Any, ...]]], cuts: list[int], order: Any,
-) -> None:
+def batches(messages: list[list[tuple[Any, ...]]], cuts: list[int], order: Any) -> Iterator[tuple[Store, list[Any]]]:
+    """The events of ``messages`` shuffled by ``order`` and cut at ``cuts``: each batch with one
+    fresh store for them all, which is checked against a recompute after each batch."""
     events = events_of(messages)
     order.shuffle(events)
     bounds = sorted({0, len(events), *(c % (len(events) + 1) for c in cuts)})
@@ -69,48 +68,50 @@ def test_rollups_after_any_split_into_batches_equal_a_recompute(
         store = open_store(f"local:{pathlib.Path(tmp) / 'index.sqlite3'}")
         try:
             for lo, hi in zip(bounds, bounds[1:], strict=False):
-                index_records(store, events[lo:hi])
-                finish_batch(store, now_ms=T0)
+                yield store, events[lo:hi]
                 kept = rows_of(read_minutes(store, TOPIC, T0, T0 + 3 * MINUTE))
                 assert kept == from_scratch(store), f"after events {lo}..{hi}"
         finally:
             store.close()
 
 
+_cuts = st.lists(st.integers(0, 30), max_size=3)
+_order = st.randoms(use_true_random=False)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(messages=_messages, cuts=st.lists(st.integers(0, 30), max_size=3), order=st.randoms(use_true_random=False),
-       tasks=st.integers(1, 3))
+@given(messages=_messages, cuts=_cuts, order=_order)
+def test_rollups_after_any_split_into_batches_equal_a_recompute(
+    messages: list[list[tuple[Any, ...]]], cuts: list[int], order: Any,
+) -> None:
+    for store, batch in batches(messages, cuts, order):
+        index_records(store, batch)
+        finish_batch(store, now_ms=T0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages=_messages, cuts=_cuts, order=_order, tasks=st.integers(1, 3))
 def test_parts_read_back_by_concurrent_writers_equal_a_recompute(
     messages: list[list[tuple[Any, ...]]], cuts: list[int], order: Any, tasks: int,
 ) -> None:
     """The index job's way (no markers): each batch is written by several tasks, each reading its
     messages' parts back right after its own writes, in any interleaving with the other tasks'
     writes; the driver merges the reads (merge_parts) and finish_batch writes the rollups."""
-    events = events_of(messages)
-    order.shuffle(events)
-    bounds = sorted({0, len(events), *(c % (len(events) + 1) for c in cuts)})
-    with tempfile.TemporaryDirectory() as tmp:
-        store = open_store(f"local:{pathlib.Path(tmp) / 'index.sqlite3'}")
-        try:
-            for lo, hi in zip(bounds, bounds[1:], strict=False):
-                shares = [events[lo:hi][i::tasks] for i in range(tasks)]
-                # Each task writes, then reads; other tasks' steps fall anywhere in between.
-                schedule = _interleave([[(i, "write"), (i, "read")] for i in range(tasks)], order)
-                touched: list[set[str]] = [set() for _ in range(tasks)]
-                reads: dict[int, MessageParts] = {}
-                for i, step in schedule:
-                    if step == "write":
-                        index_records(store, shares[i], touched=touched[i])
-                    else:
-                        reads[i] = read_parts(store, touched[i])
-                merged: MessageParts = {}
-                for i in range(tasks):  # in task order, as Spark's collect() returns them, not read order
-                    merge_parts(merged, reads[i])
-                finish_batch(store, now_ms=T0, parts=merged)
-                kept = rows_of(read_minutes(store, TOPIC, T0, T0 + 3 * MINUTE))
-                assert kept == from_scratch(store), f"after events {lo}..{hi}, schedule {schedule}"
-        finally:
-            store.close()
+    for store, batch in batches(messages, cuts, order):
+        shares = [batch[i::tasks] for i in range(tasks)]
+        # Each task writes, then reads; other tasks' steps fall anywhere in between.
+        schedule = _interleave([[(i, "write"), (i, "read")] for i in range(tasks)], order)
+        touched: list[set[str]] = [set() for _ in range(tasks)]
+        reads: dict[int, MessageParts] = {}
+        for i, step in schedule:
+            if step == "write":
+                index_records(store, shares[i], touched=touched[i])
+            else:
+                reads[i] = read_parts(store, touched[i])
+        merged: MessageParts = {}
+        for i in range(tasks):  # in task order, as Spark's collect() returns them, not read order
+            merge_parts(merged, reads[i])
+        finish_batch(store, now_ms=T0, parts=merged)
 
 
 def _interleave(steps: list[list[tuple[int, str]]], rng: Any) -> list[tuple[int, str]]:
