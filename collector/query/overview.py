@@ -11,6 +11,10 @@ Example::
     for topic in ov.topics:
         print(topic.topic, topic.sent, [(g.group, g.consumed, g.lag_ms) for g in topic.groups])
 
+``sent`` counts the messages the broker stored; a send that failed at the broker (never
+stored: :attr:`collector.store.model.MessageTrace.never_stored`) counts in ``failed_sends``
+instead, and in no group's not-received count or lag, as the replay list leaves it out.
+
 Lag in time of a group: the age (at ``now_ms``) of the oldest message sent in the lag
 horizon (:data:`DEFAULT_LAG_HORIZON_MS` before the window's end) that the group has not
 yet consumed (never received, still pending or being retried; failed and dead count as
@@ -136,15 +140,17 @@ class GroupStats:
 
 @dataclass
 class TopicStats:
-    """One topic over the window: messages sent, a series per minute step, and its groups."""
+    """One topic over the window: messages sent (stored by the broker), failed sends (never
+    stored), a series of each per minute step, and its groups."""
 
     topic: str
     sent: int = 0
     series: dict[str, list[int]] = field(default_factory=dict)
     groups: list[GroupStats] = field(default_factory=list)
+    failed_sends: int = 0
 
     def to_json(self) -> Json:
-        return {"topic": self.topic, "sent": self.sent, "series": self.series,
+        return {"topic": self.topic, "sent": self.sent, "failed_sends": self.failed_sends, "series": self.series,
                 "groups": [g.to_json() for g in self.groups]}
 
 
@@ -194,12 +200,14 @@ def _topic_stats(
     lags = {g: lag for g in {g for m in minutes for g in m.groups} if (lag := lag_ms(g, minutes, now_ms))}
     if not in_window and not lags:
         return None
-    stats = TopicStats(topic, series={"sent": [0] * points})
+    stats = TopicStats(topic, series={"sent": [0] * points, "failed_sends": [0] * points})
     groups: dict[str, GroupStats] = {}
     for m in in_window:
         i = (m.minute_ms - first) // step
         stats.sent += m.sent
         stats.series["sent"][i] += m.sent
+        stats.failed_sends += m.failed_sends
+        stats.series["failed_sends"][i] += m.failed_sends
         for name, bucket in m.groups.items():
             g = groups.get(name)
             if g is None:

@@ -68,5 +68,11 @@ class Store(Protocol):
     def purge_expired(self) -> int:
         """Drop expired cells now (HBase does it in compactions); returns how many went."""
 
+    def get_meta(self, column: bytes) -> bytes | None:
+        """A setting recorded with the store's tables (its ``meta`` table: no TTL, never purged); None when unset."""
+
+    def put_meta(self, column: bytes, value: bytes) -> None:
+        """Record a setting with the store's tables (overwriting it)."""
+
     def close(self) -> None:
         """Release connections; the store is unusable afterwards."""

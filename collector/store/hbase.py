@@ -260,6 +260,14 @@ class HBaseStore:
                 conn.compact_table(table.name, major=True)
         return 0
 
+    def get_meta(self, column: bytes) -> bytes | None:
+        with self._connection() as conn:
+            return conn.table(layout.META_TABLE).row(layout.META_ROW, columns=[column]).get(column)
+
+    def put_meta(self, column: bytes, value: bytes) -> None:
+        with self._connection() as conn:
+            conn.table(layout.META_TABLE).put(layout.META_ROW, {column: value})
+
     def drop_tables(self) -> None:
         """Delete this namespace's tables (tests and benchmarks clean up with this)."""
         with self._connection() as conn:

@@ -26,6 +26,8 @@ META_TABLE = "meta"
 META_FAMILY = "m"
 META_ROW = b"layout"
 SALT_BUCKETS_COLUMN = b"m:salt_buckets"
+ROLLUP_FORMAT_COLUMN = b"m:rollup_format"
+"""The format the store's rollups are written in (:mod:`collector.store.rollup_upgrade`); absent: format 1."""
 MAX_SALT_BUCKETS = 1024
 """Upper bound of ``salt_buckets``: each bucket is one scan per time-range page and one region per table."""
 HASH_SPLIT_TABLES = (schema.MESSAGES, schema.PENDING)

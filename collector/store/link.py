@@ -160,6 +160,12 @@ class StoreLink:
     def purge_expired(self) -> int:
         return self._call("purge_expired")  # type: ignore[no-any-return]
 
+    def get_meta(self, column: bytes) -> bytes | None:
+        return self._call("get_meta", column)  # type: ignore[no-any-return]
+
+    def put_meta(self, column: bytes, value: bytes) -> None:
+        self._call("put_meta", column, value)
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

@@ -68,6 +68,18 @@ class LocalStore:
         self._db.execute(f'INSERT OR IGNORE INTO "{layout.META_TABLE}" (row, col, ts, value) VALUES (?, ?, ?, ?)',
                          (layout.META_ROW, layout.SALT_BUCKETS_COLUMN, self._clock(), layout.encode_count(n)))
 
+    def get_meta(self, column: bytes) -> bytes | None:
+        with self._lock:
+            found = self._db.execute(f'SELECT value FROM "{layout.META_TABLE}" WHERE row = ? AND col = ?',
+                                     (layout.META_ROW, column)).fetchone()
+        return None if found is None else bytes(found[0])
+
+    def put_meta(self, column: bytes, value: bytes) -> None:
+        with self._lock:
+            self._db.execute(f'INSERT INTO "{layout.META_TABLE}" (row, col, ts, value) VALUES (?, ?, ?, ?) '
+                             "ON CONFLICT (row, col) DO UPDATE SET ts = excluded.ts, value = excluded.value",
+                             (layout.META_ROW, column, self._clock(), value))
+
     def _oldest_live_ms(self) -> int:
         return self._clock() - self.options.ttl_s * 1000
 

@@ -131,6 +131,13 @@ class MessageTrace:
     def send_traced(self) -> bool:
         return self.send is not None
 
+    @property
+    def never_stored(self) -> bool:
+        """True for a failed send: every traced send failed (no ``OK`` PUB) and no consumer received
+        or dead-lettered it, so the broker never stored it and no group can consume it.  The
+        replay list leaves these out, and the rollups count them apart (``failed_sends``)."""
+        return self.send is not None and self.send["status"] != Status.OK and not (self.consumes or self.dead)
+
     def to_json(self) -> Json:
         out = asdict(self)
         out["send_traced"] = self.send_traced

@@ -234,8 +234,8 @@ class TraceQuery:
 
         def keep(summary: dict[str, Any], trace: MessageTrace) -> bool:
             outcome = trace.outcomes.get(group)
-            stored = trace.send is None or trace.send["status"] == Status.OK or bool(trace.consumes or trace.dead)
-            return trace.placed_ms == summary["time_ms"] and stored and (outcome is None or outcome.outcome != CONSUMED)
+            return (trace.placed_ms == summary["time_ms"] and not trace.never_stored
+                    and (outcome is None or outcome.outcome != CONSUMED))
 
         return self._message_page("t", fetch, limit, keep)
 

@@ -25,7 +25,11 @@ Example::
 
 A message counts in the minute it is placed at (its send's store time, as the time
 index files it); messages whose send was never traced and that carry no store time
-are in no rollup.
+are in no rollup.  A failed send (:attr:`collector.store.model.MessageTrace.never_stored`:
+the broker never stored it) counts in ``failed_sends``, never in ``sent`` nor in any
+group's backlog: no group can consume it.  Rollups written before that distinction
+(format 1) are brought up to :data:`ROLLUP_FORMAT` once, by
+:mod:`collector.store.rollup_upgrade`.
 """
 
 from __future__ import annotations
@@ -63,7 +67,11 @@ OPEN_OUTCOMES = frozenset((RETRYING, PENDING))
 _LATENCY_BUCKETS = len(LATENCY_BOUNDS_MS) + 1
 DEFAULT_CHUNK = 1000
 """Message rows read per round trip while recomputing."""
-_VERSION = 1
+ROLLUP_FORMAT = 2
+"""The rollups' format, the version every part and bucket is encoded with (and recorded in the
+store's meta table): 2 tells failed sends apart (a part's ``stored`` flag, a minute's
+``failed_sends``); 1 counted them as sent and never received."""
+_VERSION = ROLLUP_FORMAT
 
 
 @dataclass(slots=True)
@@ -117,12 +125,20 @@ class MinuteBucket:
     topic: str
     minute_ms: int
     sent: int = 0
+    """Messages placed in the minute that the broker stored (failed sends are not)."""
     first_ms: int | None = None
-    """The time of the minute's oldest message."""
+    """The time of the minute's oldest stored message."""
     groups: dict[str, GroupBucket] = field(default_factory=dict)
+    failed_sends: int = 0
+    """Messages placed in the minute whose every send failed at the broker (never stored)."""
+
+    @property
+    def placed(self) -> int:
+        """Every message placed in the minute: a minute with none has no rollup row."""
+        return self.sent + self.failed_sends
 
     def columns(self) -> Columns:
-        cols = {schema.ROLLUP_COLUMN: msgpack.packb([_VERSION, self.sent, self.first_ms])}
+        cols = {schema.ROLLUP_COLUMN: msgpack.packb([_VERSION, self.sent, self.first_ms, self.failed_sends])}
         for group, bucket in self.groups.items():
             cols[schema.rollup_group_column(group)] = bucket.encode()
         return cols
@@ -132,7 +148,9 @@ class MinuteBucket:
         out = cls(topic, schema.rollup_row_minute(row))
         for name, value in columns.items():
             if name == schema.ROLLUP_COLUMN:
-                _, out.sent, out.first_ms = msgpack.unpackb(value)[:3]
+                fields = msgpack.unpackb(value)
+                out.sent, out.first_ms = fields[1:3]
+                out.failed_sends = fields[3] if len(fields) > 3 else 0  # format 1 had no failed sends
             else:
                 out.groups[_group_of(name)] = GroupBucket.decode(value)
         return out
@@ -150,12 +168,14 @@ class Part:
 
     ``groups`` maps a group to ``(outcome, retried, latency_ms)``: ``retried`` when the group
     needed more than one attempt (or is retrying), ``latency_ms`` from the message's time to the
-    end of the group's first successful attempt (None unless consumed).
+    end of the group's first successful attempt (None unless consumed).  ``stored`` is False for
+    a failed send (no group received it, so its ``groups`` is empty).
     """
 
     msg_id: str
     placed_ms: int
     groups: dict[str, tuple[str, bool, int | None]]
+    stored: bool = True
 
     @classmethod
     def of(cls, trace: MessageTrace) -> Part:
@@ -165,10 +185,10 @@ class Part:
             group: (o.outcome, o.attempts > 1 or o.outcome == RETRYING,
                     _latency_ms(trace, group) if o.outcome == CONSUMED else None)
             for group, o in sorted(trace.outcomes.items())
-        })
+        }, stored=not trace.never_stored)
 
     def encode(self) -> bytes:
-        flat: list[object] = [_VERSION, self.placed_ms]
+        flat: list[object] = [_VERSION, self.placed_ms, self.stored]
         for group, (outcome, retried, latency) in self.groups.items():
             flat += [group, _OUTCOME_CODES[outcome], retried, latency]
         return msgpack.packb(flat)
@@ -176,8 +196,10 @@ class Part:
     @classmethod
     def decode(cls, msg_id: str, value: bytes) -> Part:
         flat = msgpack.unpackb(value)
-        groups = {flat[i]: (_OUTCOMES[flat[i + 1]], flat[i + 2], flat[i + 3]) for i in range(2, len(flat), 4)}
-        return cls(msg_id, flat[1], groups)
+        # Format 1 had no stored flag; its parts of failed sends are rewritten on upgrade.
+        first = 3 if flat[0] >= 2 else 2
+        groups = {flat[i]: (_OUTCOMES[flat[i + 1]], flat[i + 2], flat[i + 3]) for i in range(first, len(flat), 4)}
+        return cls(msg_id, flat[1], groups, stored=bool(flat[2]) if first == 3 else True)
 
 
 _OUTCOMES = (CONSUMED, RETRYING, FAILED, DEAD, PENDING)
@@ -192,12 +214,16 @@ def compute_bucket(topic: str, minute_ms: int, traces: Iterable[MessageTrace]) -
 
 
 def aggregate(topic: str, minute_ms: int, parts: Iterable[Part]) -> MinuteBucket:
-    """The rollup of one minute from the parts of the messages placed in it (pure)."""
+    """The rollup of one minute from the parts of the messages placed in it (pure).
+
+    Failed sends are only counted: no group can consume them, so they make no backlog."""
     placed = sorted(parts, key=lambda p: (p.placed_ms, p.msg_id))
-    out = MinuteBucket(topic, minute_ms, sent=len(placed), first_ms=placed[0].placed_ms if placed else None)
-    for group in sorted({g for p in placed for g in p.groups}):
+    stored = [p for p in placed if p.stored]
+    out = MinuteBucket(topic, minute_ms, sent=len(stored), first_ms=stored[0].placed_ms if stored else None,
+                       failed_sends=len(placed) - len(stored))
+    for group in sorted({g for p in stored for g in p.groups}):
         bucket = out.groups[group] = GroupBucket()
-        for part in placed:
+        for part in stored:
             outcome = part.groups.get(group)
             if outcome is not None and bucket.first_ms is None:
                 bucket.first_ms = part.placed_ms
@@ -334,11 +360,6 @@ def refresh_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK, read: MessagePa
     found = dict(read or {})
     marked = marked_messages(store)
     found.update(read_parts(store, marked, chunk=chunk))
-    parts: PartCells = {}
-    for msg_id, (_, values) in found.items():
-        column = schema.rollup_part_column(msg_id)
-        for minute, value in values.items():
-            parts.setdefault(minute, {})[column] = value
     done = [schema.rollup_dirty_msg_row(m) for m in marked]
     # Minutes marked whole: by an indexer older than the parts rows (its sends marked minutes).
     full: set[Minute] = set()
@@ -347,12 +368,28 @@ def refresh_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK, read: MessagePa
         _, topic, minute_ms = keys.unpack(row)
         full.add((str(topic), int(minute_ms)))
         done.append(row)
-    minutes = sorted(set(parts) | full)
-    for i in range(0, len(minutes), chunk):
-        _write_minutes(store, minutes[i:i + chunk], parts, full)
+    written = write_parts(store, found, full, chunk=chunk)
     # The markers go last, over a few connections at once (one delete per ``chunk`` rows).
     with ThreadPoolExecutor(max_workers=DELETE_WRITERS, thread_name_prefix="tracehook-rollup") as pool:
         list(pool.map(lambda i: store.delete_rows(schema.ROLLUPS, done[i:i + chunk]), range(0, len(done), chunk)))
+    return written
+
+
+def write_parts(store: Store, found: MessageParts, full: Iterable[Minute] = (), *, chunk: int = DEFAULT_CHUNK) -> int:
+    """Merge the parts in ``found`` into their minutes' parts rows and rewrite those minutes' rollups.
+
+    The minutes in ``full`` are rebuilt from the messages placed in them (a scan of the time
+    index), as is any touched minute with a rollup but no parts row.  Returns the minutes rewritten.
+    """
+    parts: PartCells = {}
+    for msg_id, (_, values) in found.items():
+        column = schema.rollup_part_column(msg_id)
+        for minute, value in values.items():
+            parts.setdefault(minute, {})[column] = value
+    whole = set(full)
+    minutes = sorted(set(parts) | whole)
+    for i in range(0, len(minutes), chunk):
+        _write_minutes(store, minutes[i:i + chunk], parts, whole)
     return len(minutes)
 
 
@@ -382,10 +419,10 @@ def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Colu
         bucket = aggregate(topic, minute_ms, [
             Part.decode(schema.rollup_part_msg_id(c), v) for c, v in merged.items() if v != MOVED])
         columns = bucket.columns()
-        if rollup and (not bucket.sent or not rollup.keys() <= columns.keys()):
+        if rollup and (not bucket.placed or not rollup.keys() <= columns.keys()):
             # Emptied, or a group left with a message placed elsewhere now: the old row goes first.
             stale.append(schema.rollup_row(topic, minute_ms))
-        if bucket.sent:
+        if bucket.placed:
             rollup_puts.append((schema.rollup_row(topic, minute_ms), columns))
     if part_puts:
         store.put_rows(schema.ROLLUPS, part_puts)

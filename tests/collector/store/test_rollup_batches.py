@@ -55,7 +55,7 @@ def events_of(messages: list[list[tuple[Any, ...]]]) -> list[Any]:
 def from_scratch(store: Store) -> list[Any]:
     """Every minute's rollup recomputed from the indexed messages alone."""
     buckets = [compute_minute(store, TOPIC, T0 + m * MINUTE, salt_buckets=store.salt_buckets) for m in range(3)]
-    return rows_of(b for b in buckets if b.sent)
+    return rows_of(b for b in buckets if b.placed)  # a minute of failed sends only has a row too
 
 
 def batches(messages: list[list[tuple[Any, ...]]], cuts: list[int], order: Any) -> Iterator[tuple[Store, list[Any]]]:
