@@ -70,6 +70,10 @@ def test_start_page_shows_topics_groups_and_a_chart(sites, browser_page, artifac
     api = requests.get(url + "/v1/overview", params={"window": "2h"}, timeout=30).json()
     (topic,) = api["topics"]
     assert page.text_content(f'.ov-topic[data-topic="{TOPIC}"] [data-col=sent]') == f"{topic['sent']} sent"
+    # The scenario's send that timed out: counted apart, in red, and in no group's not-received count.
+    failed_sends = f'.ov-topic[data-topic="{TOPIC}"] [data-col=failed_sends]'
+    assert topic["failed_sends"] == 1 and page.text_content(failed_sends) == "1 failed send"
+    assert "bad" in page.get_attribute(failed_sends, "class")
     for group in topic["groups"]:
         shown = cells(page, TOPIC, group["group"])
         assert {k: shown[k] for k in ("consumed", "failed", "dead", "pending", "not_received")} == {

@@ -164,6 +164,10 @@
       series.push({ label: "failed + dead", stroke: "#d64541", width: 1.5 });
       columns.push(failed);
     }
+    if (topic.series.failed_sends.some((n) => n > 0)) {
+      series.push({ label: "failed sends", stroke: "#a51d2d", width: 1.5, dash: [4, 3] });
+      columns.push(topic.series.failed_sends);
+    }
     // 24-hour UTC ticks; the date too when the window spans more than a day.
     const long = data.end_ms - data.begin_ms > 86400000;
     const tick = (ts) => new Date(ts).toISOString().slice(long ? 5 : 11, 16).replace("T", " ");
@@ -192,8 +196,12 @@
     const width = Math.max(320, Math.min(section.clientWidth || 900, 1400) - 16);
     for (const topic of data.topics) {
       const card = el("div", { class: "ov-topic", "data-topic": topic.topic });
+      const failedSends = el("span", { class: "ov-failed-sends", "data-col": "failed_sends",
+                                       text: `${topic.failed_sends} failed send${topic.failed_sends === 1 ? "" : "s"}`,
+                                       title: "sends the broker refused: never stored, so no group can consume them" });
+      if (topic.failed_sends > 0) failedSends.classList.add("bad");
       const title = el("h3", {}, listingLink(topic.topic, "topic", topic.topic, "", data, `messages of ${topic.topic}`),
-                       el("span", { class: "ov-sent", "data-col": "sent", text: `${topic.sent} sent` }));
+                       el("span", { class: "ov-sent", "data-col": "sent", text: `${topic.sent} sent` }), failedSends);
       card.append(title);
       section.append(card);  // in the document first, so uPlot can measure
       card.append(chart(topic, data, width), groupTable(topic, data));
