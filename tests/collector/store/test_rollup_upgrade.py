@@ -11,7 +11,7 @@ from index_helpers import PRODUCER, consumed, ev, message, unique
 from collector.query.overview import overview
 from collector.store import Store, keys, layout, schema
 from collector.store.indexer import finish_batch, index_records
-from collector.store.rollup import ROLLUP_FORMAT, compute_minute, read_minutes
+from collector.store.rollup import ROLLUP_FORMAT, Part, compute_minute, read_minutes
 from collector.store.rollup_upgrade import recorded_format, upgrade_rollups
 from tracehook.wire import EventType, Status
 
@@ -104,3 +104,11 @@ def test_a_new_store_records_the_current_format_with_its_first_batch(store: Stor
     assert recorded_format(store) == ROLLUP_FORMAT
     (bucket,) = read_minutes(store, topic, T0, T0)
     assert (bucket.sent, bucket.failed_sends, bucket.first_ms) == (1, 1, T0)
+
+
+def test_parts_of_both_formats_decode() -> None:
+    """Format-1 parts (no stored flag) read as stored; format-2 parts keep a failed send's flag."""
+    old = Part.decode("m-1", v1_part(T0, "g", 0, True, 15, "h", 4, False, None))
+    assert old == Part("m-1", T0, {"g": ("consumed", True, 15), "h": ("pending", False, None)}, stored=True)
+    for part in (Part("m-2", T0, {}, stored=False), Part("m-3", T0, {"g": ("dead", False, None)})):
+        assert Part.decode(part.msg_id, part.encode()) == part
