@@ -137,3 +137,22 @@ async def test_metrics_leave_rollups_out_without_the_query_token(aiohttp_client,
     with_token = await client.get("/metrics", headers={"Authorization": f"Bearer {QUERY_TOKEN}"})
     assert "tracehook_group_messages{" in await with_token.text()
     assert "tracehook_group_messages" not in await (await client.get("/metrics")).text()  # not from the cache
+
+
+async def test_metrics_export_failed_sends_when_the_overview_counts_them(rolled_client, monkeypatch) -> None:
+    """``tracehook_topic_failed_sends`` follows the overview's own count (sends the broker never stored)."""
+    real = ov.overview
+
+    def with_failed_sends(*args, **kwargs):  # type: ignore[no-untyped-def]
+        result = real(*args, **kwargs)
+        for i, topic in enumerate(result.topics):
+            topic.failed_sends = i + 2  # type: ignore[attr-defined]
+        return result
+
+    before = samples(await (await rolled_client.get("/metrics")).text())
+    assert not [key for key in before if key[0] == "tracehook_topic_failed_sends"]  # an overview without the count
+    monkeypatch.setattr(ov, "overview", with_failed_sends)
+    monkeypatch.setattr(rolled_client.server.app[ROLLUP_METRICS_KEY], "_at", None)  # forget the cached computation
+    text = await (await rolled_client.get("/metrics")).text()
+    check_metrics(text)
+    assert value(samples(text), "tracehook_topic_failed_sends", topic=TOPIC) == 2
