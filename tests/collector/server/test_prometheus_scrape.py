@@ -77,10 +77,13 @@ def test_rules_and_panels_select_series_from_a_live_collector(prometheus: Promet
                                                               tmp_path) -> None:
     store_url = f"local:{tmp_path}/index.sqlite3"
     fill_rollups(store_url, int(time.time() * 1000))
-    collector = collector_process(None, "--store", store_url)
+    # The rollup series only go to scrapes with the query token: Prometheus sends it as docs/deploy.md says.
+    collector = collector_process(None, "--store", store_url, "--query-token", prometheus.query_token)
     traffic(collector.url, str(tmp_path / "data" / "log"), store_url)
 
-    scrape = requests.get(collector.url + "/metrics", timeout=10).text
+    assert "tracehook_group_lag_seconds{" not in requests.get(collector.url + "/metrics", timeout=10).text
+    auth = {"Authorization": f"Bearer {prometheus.query_token}"}
+    scrape = requests.get(collector.url + "/metrics", headers=auth, timeout=10).text
     check_metrics(scrape)
     parsed = samples(scrape)
     assert value(parsed, "tracehook_client_reported", counter="dropped_queue_full") == 3
