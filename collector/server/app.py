@@ -100,6 +100,9 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     # is opened in the background, and reopened whenever a query finds it gone.
     link = StoreLink(config.store_url)
     app[STORE_KEY] = link
+    app[METRICS_KEY].add_gauge("tracehook_collector_store_available",
+                               "Whether the index store answers (0: queries answer 503; ingest goes on).",
+                               lambda: int(link.state == "ok"))
     first_attempt = asyncio.Event()
     task = asyncio.create_task(keep_connected(link, config.retry_after_s, first_attempt))
     with contextlib.suppress(asyncio.TimeoutError):
@@ -148,10 +151,11 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text format: the collector's own metrics, then the rollups' (collector.server.overview_routes)."""
-    text = request.app[METRICS_KEY].render() + await overview_routes.metrics_text(request)
-    return web.Response(text=text, content_type="text/plain", charset="utf-8",
-                        headers={"X-Content-Type-Options": "nosniff"})
+    """The collector's own metrics, then the rollups' (collector.server.overview_routes), in the
+    Prometheus text format or OpenMetrics as the scraper's ``Accept`` asks."""
+    rollups = await overview_routes.metrics_families(request)
+    body, content_type = request.app[METRICS_KEY].exposition(request.headers.get("Accept", ""), rollups)
+    return web.Response(body=body, headers={"Content-Type": content_type, "X-Content-Type-Options": "nosniff"})
 
 
 async def post_batches(request: web.Request) -> web.StreamResponse:

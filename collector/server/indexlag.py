@@ -14,16 +14,28 @@ from __future__ import annotations
 import bisect
 import time
 from collections import deque
+from collections.abc import Iterator
 
 from collector.log.state import LogPosition, read_commits, receive_ms_at
-from collector.server.metrics import CollectorMetrics, LabelKey
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from collector.server.metrics import CollectorMetrics, LabelKey, gauge_family
 
 MAX_REMEMBERED_GROUPS = 200_000
 """Group commits whose (end offset, events so far) are kept to count events behind a checkpoint."""
 
 
-class IndexLag:
-    """Fed by the ingestor after every group commit; read at scrape time."""
+HELP = {
+    "records": "Acknowledged records (batches) an index checkpoint has not committed, per store.",
+    "events": "Events in those records (counted since the collector started), per store.",
+    "seconds": "Age of the oldest acknowledged record not yet indexed, per store.",
+}
+
+
+class IndexLag(Collector):
+    """Fed by the ingestor after every group commit; read at scrape time (the checkpoints'
+    commit files once per scrape for the three gauges)."""
 
     def __init__(self, log_dir: str, durable: LogPosition) -> None:
         self.log_dir = log_dir
@@ -59,11 +71,13 @@ class IndexLag:
             out["seconds"][key] = round(seconds, 3)
         return out
 
+    def describe(self) -> list[Metric]:
+        return [Metric(f"tracehook_index_lag_{suffix}", help_, "gauge") for suffix, help_ in HELP.items()]
+
+    def collect(self) -> Iterator[Metric]:
+        for suffix, values in self.samples().items():
+            yield gauge_family(f"tracehook_index_lag_{suffix}", HELP[suffix], values)
+
     def register(self, metrics: CollectorMetrics) -> None:
         """Add the three gauges to ``metrics``."""
-        for suffix, help_ in (
-            ("records", "Acknowledged records (batches) an index checkpoint has not committed, per store."),
-            ("events", "Events in those records (counted since the collector started), per store."),
-            ("seconds", "Age of the oldest acknowledged record not yet indexed, per store."),
-        ):
-            metrics.add_gauge(f"tracehook_index_lag_{suffix}", help_, lambda s=suffix: self.samples()[s])
+        metrics.register(self)

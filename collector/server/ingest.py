@@ -222,7 +222,7 @@ class Ingestor:
             # After decoding: the key is the batch's client id and the cost its event count.
             self.limiter.check(header.client_id, events)
         except ANSWERED as exc:
-            self.metrics.rejected.inc(reason=exc.reason)
+            self.metrics.rejected.labels(reason=exc.reason).inc()
             raise
         self.metrics.client_reported(header.client_id, header.client_stats)
         if not events:  # a stats-only batch: nothing to keep
@@ -231,7 +231,7 @@ class Ingestor:
             await self.ensure_recovered()
             offset, duplicate = await self.append(header.client_id, header.seq, body, events)
         except ANSWERED as exc:  # disk full, I/O error: counted with the other refusals
-            self.metrics.rejected.inc(reason=exc.reason)
+            self.metrics.rejected.labels(reason=exc.reason).inc()
             raise
         self.metrics.append_seconds.observe(time.perf_counter() - started)
         return web.json_response({"offset": offset, "events": events, "duplicate": duplicate})

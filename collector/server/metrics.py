@@ -1,146 +1,106 @@
-"""The collector's metrics, rendered in the Prometheus text format on ``GET /metrics``.
+"""The collector's metrics on ``GET /metrics``, through ``prometheus_client``.
 
-Three small instrument types (counter, gauge, histogram) with optional labels; the
-collector's own set is :class:`CollectorMetrics`::
+One :class:`CollectorMetrics` per application, with a registry of its own (never the
+process-wide default: several collectors in one process must not clash).  It holds the
+collector's counters and histograms, the process metrics ``prometheus_client`` gives
+(CPU, memory, open files, GC), gauges read at scrape time, and renders the Prometheus text
+format or OpenMetrics, whichever the scraper's ``Accept`` header asks for::
 
     m = CollectorMetrics()
     m.batches.inc()
-    m.rejected.inc(reason="bad_field")
+    m.rejected.labels(reason="bad_field").inc()
     m.fsync_seconds.observe(0.002)
-    text = m.render()
+    body, content_type = m.exposition(request.headers.get("Accept", ""))
 """
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, GCCollector, Histogram, PlatformCollector, ProcessCollector
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 MAX_REPORTING_CLIENTS = 10_000
 """Clients whose reported counters are remembered; the least recently heard from go first."""
 DEFAULT_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 LabelKey = tuple[tuple[str, str], ...]
+GaugeRead = Callable[[], "dict[LabelKey, float] | float"]
 
 
-def _labels(key: LabelKey, extra: Iterable[tuple[str, str]] = ()) -> str:
-    pairs = [*key, *extra]
-    if not pairs:
-        return ""
-    escaped = (v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") for _, v in pairs)
-    return "{" + ",".join(f'{k}="{v}"' for (k, _), v in zip(pairs, escaped)) + "}"
+def gauge_family(name: str, help_: str, values: dict[LabelKey, float] | float) -> Metric:
+    """A gauge family from one value or ``{((label, value), ...): value}``."""
+    family = Metric(name, help_, "gauge")
+    items = values.items() if isinstance(values, dict) else [((), values)]
+    for key, value in sorted(items):
+        family.add_sample(name, dict(key), float(value))
+    return family
 
 
-def render_labels(pairs: Iterable[tuple[str, str]]) -> str:
-    """``{name="value",...}`` with Prometheus escaping ("" for no labels)."""
-    return _labels((), pairs)
+class CallbackGauge(Collector):
+    """A gauge whose value (or labelled values) is read from ``read`` at scrape time."""
 
-
-def _num(value: float) -> str:
-    return repr(float(value)) if isinstance(value, float) else str(value)
-
-
-class Counter:
-    """A monotonically increasing value per label set."""
-
-    kind = "counter"
-
-    def __init__(self, name: str, help_: str, *, labelled: bool = False) -> None:
-        self.name, self.help, self.labelled = name, help_, labelled
-        self._values: dict[LabelKey, float] = {}
-
-    def inc(self, amount: float = 1, **labels: str) -> None:
-        key = tuple(sorted(labels.items()))
-        self._values[key] = self._values.get(key, 0) + amount
-
-    def value(self, **labels: str) -> float:
-        return self._values.get(tuple(sorted(labels.items())), 0)
-
-    def samples(self) -> list[str]:
-        if not self._values and not self.labelled:
-            return [f"{self.name} 0"]  # scrapers should see an unlabelled counter from the start
-        return [f"{self.name}{_labels(k)} {_num(v)}" for k, v in sorted(self._values.items())]
-
-
-class Gauge:
-    """A value read from a callback at render time (sizes, queue depths)."""
-
-    kind = "gauge"
-
-    def __init__(self, name: str, help_: str, read: Callable[[], dict[LabelKey, float] | float]) -> None:
+    def __init__(self, name: str, help_: str, read: GaugeRead) -> None:
         self.name, self.help, self._read = name, help_, read
 
-    def samples(self) -> list[str]:
-        value = self._read()
-        items = value.items() if isinstance(value, dict) else [((), value)]
-        return [f"{self.name}{_labels(k)} {_num(v)}" for k, v in sorted(items)]
+    def describe(self) -> list[Metric]:
+        return [Metric(self.name, self.help, "gauge")]  # lets the registry refuse a second use of the name
+
+    def collect(self) -> Iterator[Metric]:
+        yield gauge_family(self.name, self.help, self._read())
 
 
-class Histogram:
-    """Cumulative buckets, sum and count, as Prometheus expects."""
+class _Families(Collector):
+    """Families collected by several collectors, rendered as one exposition."""
 
-    kind = "histogram"
+    def __init__(self, collectors: Sequence[Collector], extra: Iterable[Metric]) -> None:
+        self._collectors, self._extra = collectors, extra
 
-    def __init__(self, name: str, help_: str, buckets: tuple[float, ...] = DEFAULT_LATENCY_BUCKETS) -> None:
-        self.name, self.help, self.buckets = name, help_, buckets
-        self._counts = [0] * (len(buckets) + 1)
-        self._sum = 0.0
-
-    def observe(self, value: float) -> None:
-        self._counts[bisect.bisect_left(self.buckets, value)] += 1
-        self._sum += value
-
-    @property
-    def count(self) -> int:
-        return sum(self._counts)
-
-    def samples(self) -> list[str]:
-        out, running = [], 0
-        for bound, n in zip([*map(str, self.buckets), "+Inf"], self._counts):
-            running += n
-            out.append(f"{self.name}_bucket{_labels((), [('le', bound)])} {running}")
-        out.append(f"{self.name}_sum {_num(self._sum)}")
-        out.append(f"{self.name}_count {running}")
-        return out
-
-
-Instrument = Counter | Gauge | Histogram
+    def collect(self) -> Iterator[Metric]:
+        for collector in self._collectors:
+            yield from collector.collect()
+        yield from self._extra
 
 
 class CollectorMetrics:
     """Every metric the collector exposes; gauges are bound later by :meth:`add_gauge`."""
 
     def __init__(self) -> None:
-        self.batches = Counter("tracehook_collector_batches_total", "Batches durably appended.")
-        self.events = Counter("tracehook_collector_events_total", "Events in durably appended batches.")
-        self.bytes = Counter("tracehook_collector_bytes_total", "Batch bytes durably appended.")
-        self.duplicates = Counter(
-            "tracehook_collector_duplicate_batches_total", "Retried batches acknowledged without a second append."
-        )
-        self.rejected = Counter("tracehook_collector_rejected_total", "Requests rejected, by reason.", labelled=True)
+        self.registry = r = CollectorRegistry()
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
+        self.batches = Counter("tracehook_collector_batches", "Batches durably appended.", registry=r)
+        self.events = Counter("tracehook_collector_events", "Events in durably appended batches.", registry=r)
+        self.bytes = Counter("tracehook_collector_bytes", "Batch bytes durably appended.", registry=r)
+        self.duplicates = Counter("tracehook_collector_duplicate_batches",
+                                  "Retried batches acknowledged without a second append.", registry=r)
+        self.rejected = Counter("tracehook_collector_rejected", "Requests rejected, by reason.", ["reason"],
+                                registry=r)
         self.append_seconds = Histogram(
-            "tracehook_collector_append_seconds", "From a valid batch's arrival to its durable acknowledgement."
-        )
-        self.fsync_seconds = Histogram("tracehook_collector_fsync_seconds", "Duration of one group commit's sync.")
-        self.group_batches = Histogram(
-            "tracehook_collector_group_commit_batches", "Batches sharing one group commit.",
-            buckets=(1, 2, 4, 8, 16, 32, 64, 128),
-        )
+            "tracehook_collector_append_seconds", "From a valid batch's arrival to its durable acknowledgement.",
+            buckets=DEFAULT_LATENCY_BUCKETS, registry=r)
+        self.fsync_seconds = Histogram("tracehook_collector_fsync_seconds", "Duration of one group commit's sync.",
+                                       buckets=DEFAULT_LATENCY_BUCKETS, registry=r)
+        self.group_batches = Histogram("tracehook_collector_group_commit_batches", "Batches sharing one group commit.",
+                                       buckets=(1, 2, 4, 8, 16, 32, 64, 128), registry=r)
         self._client_stats: dict[str, dict[str, int]] = {}
-        self._instruments: list[Instrument] = [
-            self.batches, self.events, self.bytes, self.duplicates, self.rejected,
-            self.append_seconds, self.fsync_seconds, self.group_batches,
-            Gauge("tracehook_client_reported", "Counters clients report in their batches (e.g. drops by "
-                  "reason), latest value per client summed over clients.", self._client_totals),
-        ]
+        self.add_gauge("tracehook_client_reported", "Counters clients report in their batches (e.g. drops by "
+                       "reason), latest value per client summed over clients.", self._client_totals)
 
-    def add(self, instrument: Instrument) -> Instrument:
-        """Expose another instrument (a route's own counters); returns it."""
-        self._instruments.append(instrument)
-        return instrument
+    def counter(self, name: str, help_: str, labelnames: Sequence[str] = ()) -> Counter:
+        """A new counter in this registry (``name`` without ``_total``: the library adds it)."""
+        return Counter(name, help_, labelnames, registry=self.registry)
 
-    def add_gauge(self, name: str, help_: str, read: Callable[[], dict[LabelKey, float] | float]) -> None:
-        """Expose a value computed at scrape time."""
-        self._instruments.append(Gauge(name, help_, read))
+    def add_gauge(self, name: str, help_: str, read: GaugeRead) -> None:
+        """Expose a value computed at scrape time: a number, or ``{label pairs: number}``."""
+        self.registry.register(CallbackGauge(name, help_, read))
+
+    def register(self, collector: Collector) -> None:
+        """Expose a ``prometheus_client`` collector (several families computed together)."""
+        self.registry.register(collector)
 
     def client_reported(self, client_id: str, stats: dict[str, int]) -> None:
         """Remember a client's latest counters (they are cumulative on the client)."""
@@ -158,11 +118,8 @@ class CollectorMetrics:
                 totals[key] = totals.get(key, 0) + value
         return totals
 
-    def render(self) -> str:
-        """The Prometheus text exposition of every metric."""
-        lines: list[str] = []
-        for inst in self._instruments:
-            lines.append(f"# HELP {inst.name} {inst.help}")
-            lines.append(f"# TYPE {inst.name} {inst.kind}")
-            lines.extend(inst.samples())
-        return "\n".join(lines) + "\n"
+    def exposition(self, accept: str, extra: Iterable[Metric] = ()) -> tuple[bytes, str]:
+        """``(body, content type)``: every metric plus ``extra`` families, in OpenMetrics when
+        ``accept`` asks for it, else in the Prometheus text format 0.0.4."""
+        encode, content_type = choose_encoder(accept)
+        return encode(_Families([self.registry], extra)), content_type

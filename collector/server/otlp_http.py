@@ -26,7 +26,7 @@ from collector.server.appkeys import CONFIG_KEY, INGESTOR_KEY, METRICS_KEY
 from collector.server.auth import bearer_token, check_token
 from collector.server.errors import ANSWERED, BadOtlpRequest, UnsupportedMediaType
 from collector.server.ingest import INLINE_DECODE_BYTES
-from collector.server.metrics import CollectorMetrics, Counter
+from collector.server.metrics import CollectorMetrics
 from collector.server.validate import check_batch
 from tracehook.wire import MAX_INT, BatchHeader, encode_batch_packed, encode_event
 
@@ -40,11 +40,11 @@ class OtlpMetrics:
     """The route's own counters, registered with the collector's metrics."""
 
     def __init__(self, metrics: CollectorMetrics) -> None:
-        self.spans = metrics.add(Counter("tracehook_otlp_spans_total", "OTLP spans received in accepted requests."))
-        self.accepted = metrics.add(Counter(
-            "tracehook_otlp_spans_accepted_total", "OTLP spans mapped to trace events and durably appended."))
-        self.skipped = metrics.add(Counter(
-            "tracehook_otlp_spans_skipped_total", "OTLP spans that map to no trace event, by reason.", labelled=True))
+        self.spans = metrics.counter("tracehook_otlp_spans", "OTLP spans received in accepted requests.")
+        self.accepted = metrics.counter(
+            "tracehook_otlp_spans_accepted", "OTLP spans mapped to trace events and durably appended.")
+        self.skipped = metrics.counter(
+            "tracehook_otlp_spans_skipped", "OTLP spans that map to no trace event, by reason.", ["reason"])
 
 
 OTLP_METRICS_KEY = web.AppKey("otlp_metrics", OtlpMetrics)
@@ -134,11 +134,11 @@ async def post_traces(request: web.Request) -> web.Response:
         # One group commit normally takes them all; every one is durable before the 200.
         await asyncio.gather(*(ingestor.append(h.client_id, h.seq, p, n) for h, p, n in prepared.batches))
     except ANSWERED as exc:
-        ingestor.metrics.rejected.inc(reason=exc.reason)
+        ingestor.metrics.rejected.labels(reason=exc.reason).inc()
         raise
     counters.spans.inc(prepared.spans)
     counters.accepted.inc(prepared.mapped_spans)
     for reason, count in prepared.skipped.items():
-        counters.skipped.inc(count, reason=reason)
+        counters.skipped.labels(reason=reason).inc(count)
     return web.Response(body=otlp.encode_response(prepared.rejected, prepared.error_message, content_type),
                         content_type=content_type)

@@ -5,22 +5,28 @@
 
 Both answer from the rollups only (:mod:`collector.query.overview`); a bad parameter is a 400
 ``{"error": reason, "detail": text}``.  On ``/metrics`` the same rollups appear per topic and
-group over the last :data:`METRICS_WINDOW_MS` (see docs/console-overview.md for the names).
+group over the last :data:`METRICS_WINDOW_MS`, computed at most once per :data:`METRICS_CACHE_S`
+(see docs/console-overview.md for the names).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import time
+from collections.abc import Callable
 
 from aiohttp import web
+from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+from prometheus_client.utils import floatToGoString
 
 from collector.query import overview as ov
 from collector.query.timeparse import current_ms
 from collector.server.appkeys import STORE_KEY
 from collector.server.auth import require_query_token
 from collector.server.errors import HttpError
-from collector.server.metrics import render_labels
 from collector.server.routes import query_route
 from collector.store import Store, StoreError
 from collector.store.rollup import LATENCY_BOUNDS_MS
@@ -29,6 +35,8 @@ log = logging.getLogger(__name__)
 
 METRICS_WINDOW_MS = 3600 * 1000
 """The window the ``/metrics`` rollup gauges count over: the last hour."""
+METRICS_CACHE_S = 15.0
+"""How long a computation of the rollup metrics serves scrapes (one per this many seconds at most)."""
 
 
 @query_route
@@ -40,52 +48,82 @@ async def get_overview(request: web.Request) -> web.Response:
     return web.json_response(result.to_json())
 
 
-def render_metrics(store: Store, now_ms: int) -> str:
-    """The rollup metrics in the Prometheus text format (gauges over the last hour, lag now)."""
+def rollup_families(store: Store, now_ms: int) -> list[Metric]:
+    """The rollup metrics: gauges over the last hour (lag: as of now), latency as a gauge histogram."""
     result = ov.overview(store, now_ms - METRICS_WINDOW_MS, now_ms, now_ms=now_ms)
-    sent = ["# HELP tracehook_topic_messages_sent Messages sent to the topic in the last hour (from rollups).",
-            "# TYPE tracehook_topic_messages_sent gauge"]
-    outcome = ["# HELP tracehook_group_messages Messages of the last hour by consumer group and outcome (from rollups).",
-               "# TYPE tracehook_group_messages gauge"]
-    latency = ["# HELP tracehook_group_latency_seconds End-to-end latency (message time to consumed) of the "
-               "last hour's messages, by consumer group.", "# TYPE tracehook_group_latency_seconds histogram"]
-    lag = ["# HELP tracehook_group_lag_seconds Age of the oldest message the group has not consumed yet.",
-           "# TYPE tracehook_group_lag_seconds gauge"]
+    sent = GaugeMetricFamily("tracehook_topic_messages_sent", "Messages sent to the topic in the last hour "
+                             "(from rollups).", labels=["topic"])
+    failed_sends = GaugeMetricFamily("tracehook_topic_failed_sends", "Sends of the last hour that failed at the "
+                                     "broker (never stored; from rollups).", labels=["topic"])
+    outcome = GaugeMetricFamily("tracehook_group_messages", "Messages of the last hour by consumer group and "
+                                "outcome (from rollups).", labels=["topic", "group", "outcome"])
+    latency = GaugeHistogramMetricFamily("tracehook_group_latency_seconds", "End-to-end latency (message time to "
+                                         "consumed) of the last hour's messages, by consumer group.",
+                                         labels=["topic", "group"])
+    lag = GaugeMetricFamily("tracehook_group_lag_seconds", "Age of the oldest message the group has not consumed "
+                            "yet.", labels=["topic", "group"])
+    bounds = [*(floatToGoString(b / 1000) for b in LATENCY_BOUNDS_MS), "+Inf"]
     for topic in result.topics:
-        sent.append(f"tracehook_topic_messages_sent{render_labels([('topic', topic.topic)])} {topic.sent}")
+        sent.add_metric([topic.topic], topic.sent)
+        failed = getattr(topic, "failed_sends", None)  # counted on their own since the overview keeps them apart
+        if failed is not None:
+            failed_sends.add_metric([topic.topic], failed)
         for group in topic.groups:
-            base = [("topic", topic.topic), ("group", group.group)]
-            counts = {**group.counts, "not_received": max(0, group.sent - group.received)}
-            for name, value in counts.items():
-                outcome.append(f"tracehook_group_messages{render_labels([*base, ('outcome', name)])} {value}")
-            running = 0
-            for bound, n in zip([*(f"{b / 1000:g}" for b in LATENCY_BOUNDS_MS), "+Inf"], group.latency):
-                running += n
-                latency.append(f"tracehook_group_latency_seconds_bucket{render_labels([*base, ('le', bound)])} {running}")
-            latency.append(f"tracehook_group_latency_seconds_sum{render_labels(base)} {group.latency_sum_ms / 1000!r}")
-            latency.append(f"tracehook_group_latency_seconds_count{render_labels(base)} {running}")
-            lag.append(f"tracehook_group_lag_seconds{render_labels(base)} {group.lag_ms / 1000!r}")
-    return "\n".join(sent + outcome + latency + lag) + "\n"
+            labels = [topic.topic, group.group]
+            not_received = getattr(group, "not_received", max(0, group.sent - group.received))
+            for name, value in {**group.counts, "not_received": not_received}.items():
+                outcome.add_metric([*labels, name], value)
+            latency.add_metric(labels, list(zip(bounds, itertools.accumulate(group.latency))),
+                               gsum_value=group.latency_sum_ms / 1000)
+            lag.add_metric(labels, group.lag_ms / 1000)
+    return [sent, *([failed_sends] if failed_sends.samples else []), outcome, latency, lag]
 
 
-async def metrics_text(request: web.Request) -> str:
-    """:func:`render_metrics` for the app's store; "" without a store, while it does not answer, or
+class RollupMetrics:
+    """The rollup families for ``/metrics``, computed at most once per ``cache_s`` seconds.
+
+    Each computation reads up to a day of rollups per topic (the lag looks back 24 hours); scrapes
+    in between (any number of scrapers) get the cached families, concurrent ones wait for one
+    computation.  A failed computation (store down) is cached as "no families" for as long.
+    """
+
+    def __init__(self, cache_s: float = METRICS_CACHE_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.cache_s, self._clock = cache_s, clock
+        self._at: float | None = None
+        self._families: list[Metric] = []
+        self._lock = asyncio.Lock()
+
+    async def families(self, store: Store) -> list[Metric]:
+        async with self._lock:
+            if self._at is not None and self._clock() - self._at < self.cache_s:
+                return self._families
+            try:
+                self._families = await asyncio.to_thread(rollup_families, store, current_ms())
+            except StoreError as exc:  # the scrape still gets the collector's own metrics
+                log.warning("rollup metrics left out: %s", exc)
+                self._families = []
+            self._at = self._clock()
+            return self._families
+
+
+ROLLUP_METRICS_KEY = web.AppKey("rollup_metrics", RollupMetrics)
+
+
+async def metrics_families(request: web.Request) -> list[Metric]:
+    """The rollup families (:class:`RollupMetrics`) for the app's store; none without a store, or
     when a query token is configured and the scrape does not present it (topic and group names are
     query data)."""
     store = request.app.get(STORE_KEY)
     if store is None:
-        return ""
+        return []
     try:
         require_query_token(request)
     except HttpError:
-        return ""
-    try:
-        return await asyncio.to_thread(render_metrics, store, current_ms())
-    except StoreError as exc:  # the scrape still gets the collector's own metrics
-        log.warning("rollup metrics left out: %s", exc)
-        return ""
+        return []
+    return await request.app[ROLLUP_METRICS_KEY].families(store)
 
 
 def setup(app: web.Application) -> None:
-    """Register ``GET /v1/overview`` on ``app``."""
+    """Register ``GET /v1/overview`` on ``app`` (and the rollup metrics' cache)."""
+    app[ROLLUP_METRICS_KEY] = RollupMetrics()
     app.router.add_get("/v1/overview", get_overview)

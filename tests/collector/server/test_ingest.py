@@ -156,8 +156,9 @@ async def test_concurrent_batches_share_one_group_commit(collector_config) -> No
         # All ten are queued before the writer task runs, so one write + one fsync covers them.
         results = await asyncio.gather(*(ingestor.append("g", seq, p, 3) for seq, p in enumerate(payloads)))
         assert sorted(offset for offset, _ in results) == list(range(10))
-        assert ingestor.metrics.group_batches.count == 1
-        assert ingestor.metrics.fsync_seconds.count == 1
+        commits = ingestor.metrics.registry.get_sample_value
+        assert commits("tracehook_collector_group_commit_batches_count") == 1
+        assert commits("tracehook_collector_fsync_seconds_count") == 1
         assert [r.payload for r in read_log(collector_config.log_dir)] == payloads
     finally:
         await runner.cleanup()

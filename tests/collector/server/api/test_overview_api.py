@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from api_helpers import QUERY_TOKEN, fill_store
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 
+from collector.query import overview as ov
+from collector.query.overview import COUNTS
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig
 from collector.store import open_store
+from collector.server.overview_routes import ROLLUP_METRICS_KEY, RollupMetrics
 from collector.store.indexer import finish_batch
+from collector.store.rollup import LATENCY_BOUNDS_MS
+from tests.fixtures.prometheus import check_metrics, samples, value
 from tests.fixtures.sample import DEAD_GROUP, TOPIC
 
 
@@ -69,15 +77,56 @@ async def test_overview_bad_params_are_400_with_the_reason(rolled_client, params
 
 async def test_metrics_export_rollups_per_topic_and_group(rolled_client) -> None:
     text = await (await rolled_client.get("/metrics")).text()
-    assert "tracehook_collector_batches_total 0" in text  # the collector's own metrics stay
-    labels = f'topic="{TOPIC}",group="{DEAD_GROUP}"'
-    assert f"tracehook_group_messages{{{labels},outcome=\"dead\"}} 1" in text
-    assert f'tracehook_group_latency_seconds_bucket{{{labels},le="+Inf"}}' in text
-    assert f"tracehook_group_lag_seconds{{{labels}}}" in text
-    assert f'tracehook_topic_messages_sent{{topic="{TOPIC}"}}' in text
-    buckets = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(f"tracehook_group_latency_seconds_bucket{{{labels}")]
-    assert buckets == sorted(buckets) and len(buckets) == 16  # cumulative, 15 bounds + Inf
+    check_metrics(text)
+    parsed = samples(text)
+    assert value(parsed, "tracehook_collector_batches_total") == 0  # the collector's own metrics stay
+    (topic,) = (await (await rolled_client.get("/v1/overview", params={"window": "1h"})).json())["topics"]
+    # The same rollups as the overview's last hour, group by group and outcome by outcome.
+    assert value(parsed, "tracehook_topic_messages_sent", topic=TOPIC) == topic["sent"]
+    for group in topic["groups"]:
+        labels = {"topic": TOPIC, "group": group["group"]}
+        for outcome in (*COUNTS, "not_received"):
+            assert value(parsed, "tracehook_group_messages", **labels, outcome=outcome) == group[outcome], outcome
+        assert value(parsed, "tracehook_group_lag_seconds", **labels) == pytest.approx(group["lag_s"], abs=5)
+        assert value(parsed, "tracehook_group_latency_seconds_gcount", **labels) == group["latency_ms"]["count"]
+    assert value(parsed, "tracehook_group_messages", topic=TOPIC, group=DEAD_GROUP, outcome="dead") == 1
+    buckets = sorted((float(dict(labels)["le"]), n) for (name, labels), n in parsed.items()
+                     if name == "tracehook_group_latency_seconds_bucket" and ("group", DEAD_GROUP) in labels)
+    assert [n for _, n in buckets] == sorted(n for _, n in buckets) and len(buckets) == 16  # cumulative, 15 + Inf
+    assert [le for le, _ in buckets[:-1]] == [b / 1000 for b in LATENCY_BOUNDS_MS]
+
+
+async def test_metrics_rollups_are_a_gauge_histogram_in_openmetrics(rolled_client) -> None:
+    response = await rolled_client.get("/metrics", headers={"Accept": "application/openmetrics-text;version=1.0.0"})
+    families = {f.name: f for f in openmetrics_families(await response.text())}
+    assert families["tracehook_group_latency_seconds"].type == "gaugehistogram"
+    assert {families[n].type for n in ("tracehook_topic_messages_sent", "tracehook_group_messages",
+                                       "tracehook_group_lag_seconds")} == {"gauge"}
+
+
+async def test_metrics_compute_the_rollups_once_per_cache_interval(aiohttp_client, config, now_ms, monkeypatch) -> None:
+    index_with_rollups(config.store_url, now_ms)
+    calls: list[int] = []
+    real = ov.overview
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ov, "overview", counted)
+    clock = [0.0]
+    app = create_app(config)
+    app[ROLLUP_METRICS_KEY] = RollupMetrics(cache_s=15, clock=lambda: clock[0])
+    client = await aiohttp_client(app)
+    scrapes = [await (await client.get("/metrics")).text() for _ in range(3)]
+    await asyncio.gather(*(client.get("/metrics") for _ in range(4)))
+    assert len(calls) == 1 and all("tracehook_group_lag_seconds{" in text for text in scrapes)
+    clock[0] = 14.9
+    await client.get("/metrics")
+    assert len(calls) == 1
+    clock[0] = 15.0
+    await client.get("/metrics")
+    assert len(calls) == 2
 
 
 async def test_metrics_leave_rollups_out_without_the_query_token(aiohttp_client, tmp_path, now_ms) -> None:
@@ -87,3 +136,23 @@ async def test_metrics_leave_rollups_out_without_the_query_token(aiohttp_client,
     assert "tracehook_group_messages" not in await (await client.get("/metrics")).text()
     with_token = await client.get("/metrics", headers={"Authorization": f"Bearer {QUERY_TOKEN}"})
     assert "tracehook_group_messages{" in await with_token.text()
+    assert "tracehook_group_messages" not in await (await client.get("/metrics")).text()  # not from the cache
+
+
+async def test_metrics_export_failed_sends_when_the_overview_counts_them(rolled_client, monkeypatch) -> None:
+    """``tracehook_topic_failed_sends`` follows the overview's own count (sends the broker never stored)."""
+    real = ov.overview
+
+    def with_failed_sends(*args, **kwargs):  # type: ignore[no-untyped-def]
+        result = real(*args, **kwargs)
+        for i, topic in enumerate(result.topics):
+            topic.failed_sends = i + 2  # type: ignore[attr-defined]
+        return result
+
+    before = samples(await (await rolled_client.get("/metrics")).text())
+    assert not [key for key in before if key[0] == "tracehook_topic_failed_sends"]  # an overview without the count
+    monkeypatch.setattr(ov, "overview", with_failed_sends)
+    monkeypatch.setattr(rolled_client.server.app[ROLLUP_METRICS_KEY], "_at", None)  # forget the cached computation
+    text = await (await rolled_client.get("/metrics")).text()
+    check_metrics(text)
+    assert value(samples(text), "tracehook_topic_failed_sends", topic=TOPIC) == 2
