@@ -12,7 +12,7 @@ fields equal to their defaults are left off on the wire to keep events small.
 What a collector refuses (:func:`decode_batch` raises :class:`WireError` with the reason):
 anywhere in a body, a string over :data:`MAX_STR_LEN` bytes, a bin over
 :data:`MAX_BODY_LEN`, an array over :data:`MAX_EVENTS_PER_BATCH` items, a map over 1,024
-entries, an ext value or a map key that is not a string are refused while unpacking
+entries, an ext value or a map key that is neither a string nor bytes are refused while unpacking
 (``bad_msgpack``); data after the batch is ``trailing_bytes``. Then, in the batch (which may
 have more than 8 fields): an unknown version (``unknown_version``), a wrong type, an empty
 client_id, a negative seq or sent_ms (``bad_batch``); in an event: not an array of
@@ -59,6 +59,7 @@ MAX_PROPS = 64
 MAX_INT = 2**63 - 1
 """Integers travel as signed 64-bit values (HBase row keys use the same width)."""
 MIN_INT = -(2**63)
+"""The smallest integer accepted in any field (row-key fields take -1 at the least)."""
 
 
 class EventType(IntEnum):

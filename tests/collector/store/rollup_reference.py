@@ -114,7 +114,8 @@ def _placement(events: list[Event]) -> int | None:
 
 
 def _fate(events: list[Event], group: str, placed_ms: int) -> GroupFate:
-    # An attempt is a request id: begun at its SUB_BEFORE (or, not indexed yet, its SUB_AFTER), finished by its SUB_AFTER.
+    # An attempt is a request id: begun at its SUB_BEFORE (or, while that is not indexed yet, at its
+    # SUB_AFTER), finished by its SUB_AFTER.
     begun: dict[str, int] = {}
     finished: dict[str, Event] = {}
     for e in events:
