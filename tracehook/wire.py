@@ -9,6 +9,19 @@ Fields are only ever appended, never reordered, so an older event (a shorter
 array) still decodes: missing trailing fields take their defaults.  Trailing
 fields equal to their defaults are left off on the wire to keep events small.
 
+What a collector refuses (:func:`decode_batch` raises :class:`WireError` with the reason):
+anywhere in a body, a string over :data:`MAX_STR_LEN` bytes, a bin over
+:data:`MAX_BODY_LEN`, an array over :data:`MAX_EVENTS_PER_BATCH` items, a map over 1,024
+entries, an ext value or a map key that is neither a string nor bytes are refused while unpacking
+(``bad_msgpack``); data after the batch is ``trailing_bytes``. Then, in the batch (which may
+have more than 8 fields): an unknown version (``unknown_version``), a wrong type, an empty
+client_id, a negative seq or sent_ms (``bad_batch``); in an event: not an array of
+:data:`MIN_FIELDS`..:data:`FIELD_COUNT` fields (``bad_event``), an empty topic or msg_id
+(``missing_field``), a wrong type, an unknown enum value, more than :data:`MAX_PROPS` props
+or props that are not strings (``bad_field``). Every integer is signed 64-bit
+(``bad_field``); those that feed row keys (time_ms, queue, offset, born_ms, store_ms) are
+also at least -1. A bool is not an integer.
+
 Example::
 
     from tracehook import wire
@@ -45,6 +58,8 @@ MAX_PROPS = 64
 """Most user properties kept per event."""
 MAX_INT = 2**63 - 1
 """Integers travel as signed 64-bit values (HBase row keys use the same width)."""
+MIN_INT = -(2**63)
+"""The smallest integer accepted in any field (row-key fields take -1 at the least)."""
 
 
 class EventType(IntEnum):
@@ -123,6 +138,9 @@ _STATUSES = frozenset(int(s) for s in Status)
 _TX_STATES = frozenset(int(s) for s in TxState)
 # Integer fields that feed row keys: they must stay within signed 64 bits and >= -1.
 _KEYED_INTS = tuple(Event._fields.index(f) for f in ("time_ms", "queue", "offset", "store_ms", "born_ms"))
+# The other integer fields that are not enums: any signed 64-bit value (msgpack also carries
+# unsigned 64-bit ones, which no consumer of the format can hold).
+_PLAIN_INTS = tuple(Event._fields.index(f) for f in ("cost_us", "retry", "body_len"))
 
 
 # The unpacker's limits on received data; the C fast path is configured from the same dict.
@@ -373,6 +391,9 @@ def _validate_all(events: list[Any], build: bool = True) -> list[Any] | None:
     for i in _KEYED_INTS:
         if min(columns[i]) < -1 or max(columns[i]) > MAX_INT:
             return None
+    for i in _PLAIN_INTS:
+        if max(columns[i]) > MAX_INT or min(columns[i]) < MIN_INT:
+            return None
     if not set(columns[_STATUS]) <= _STATUSES or not set(columns[_TX_STATE]) <= _TX_STATES:
         return None
     for props in columns[_PROPS]:
@@ -402,6 +423,10 @@ def validate_event(raw: Any, index: int = 0) -> Event:
         for i in _KEYED_INTS:
             if i < n and not -1 <= raw[i] <= MAX_INT:
                 raise WireError("bad_field", f"event {index}: {Event._fields[i]} out of range")
+    if n > _PLAIN_INTS[0]:
+        for i in _PLAIN_INTS:
+            if i < n and not MIN_INT <= raw[i] <= MAX_INT:
+                raise WireError("bad_field", f"event {index}: {Event._fields[i]} out of range")
     if n > 14:
         if raw[14] not in _STATUSES:
             raise WireError("bad_field", f"event {index}: unknown status {raw[14]!r}")
@@ -430,7 +455,8 @@ def fast_path_rules() -> dict[str, Any]:
     enums = {0: _EVENT_TYPES, _STATUS: _STATUSES, _TX_STATE: _TX_STATES}
     columns = tuple(
         (
-            _COLUMN_KINDS[t], i in _NULLABLE, i in _NONEMPTY, (-1, MAX_INT) if i in _KEYED_INTS else None,
+            _COLUMN_KINDS[t], i in _NULLABLE, i in _NONEMPTY,
+            (-1, MAX_INT) if i in _KEYED_INTS else (MIN_INT, MAX_INT) if i in _PLAIN_INTS else None,
             tuple(sorted(enums[i])) if i in enums else None,
         )
         for i, t in enumerate(_TYPES)

@@ -3,7 +3,8 @@
 
 Every case is ``(body, known_bad)``. ``known_bad`` bodies are invalid by construction (wrong
 type, wrong version, missing field, oversized string, huge declared length, truncation, ...);
-the others (random bytes, bit flips) are judged by :func:`tracehook.wire.decode_batch`.
+the others (random bytes, bit flips) are judged by the independent checker in
+``wire_oracle.py`` (plain msgpack plus the documented schema), never by the product's decoder.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgpack
 from hypothesis import strategies as st
+from wire_oracle import Verdict, verdict
 
 from tracehook import wire
 
@@ -156,7 +158,8 @@ def bad_value(c: Chooser) -> Case:
     ev = c.choice(obj[7])
     ev.extend(wire.DEFAULTS[len(ev):])
     field, value = c.choice([(0, 0), (0, 6), (1, -2), (1, 2**63), (9, -2), (10, -5), (11, 2**64 - 1),
-                             (14, 9), (21, 7), (18, {f"p{i}": "v" for i in range(wire.MAX_PROPS + 1)})])
+                             (13, 2**63), (16, 2**64 - 1), (17, 2**63), (14, 9), (21, 7),
+                             (18, {f"p{i}": "v" for i in range(wire.MAX_PROPS + 1)})])
     ev[field] = value
     if c.integer(0, 1):
         obj[c.choice([2, 5])] = c.choice([-1, 2**63])
@@ -261,9 +264,7 @@ def hostile_bodies(draw: st.DrawFn) -> Case:
     return c.choice(BUILDERS)(c)
 
 
-def wire_verdict(body: bytes) -> tuple[str | None, int]:
-    """The reference answer: (reason, 0) for a bad body, (None, events) for a valid one."""
-    try:
-        return None, len(wire.decode_batch(body).events)
-    except wire.WireError as exc:
-        return exc.reason, 0
+def wire_verdict(body: bytes) -> Verdict:
+    """The reference answer (:func:`wire_oracle.verdict`): the reasons a bad body may be refused
+    with, or (no reasons) a valid body's header and event count."""
+    return verdict(body)

@@ -3,7 +3,6 @@ from the events themselves, and identical however often (or how interrupted) the
 
 from __future__ import annotations
 
-import bisect
 from typing import Any
 
 from index_helpers import CONSUMER, PRODUCER, ev, unique
@@ -11,7 +10,7 @@ from index_helpers import CONSUMER, PRODUCER, ev, unique
 from collector.query.overview import overview
 from collector.store import Store, keys, schema
 from collector.store.indexer import finish_batch, index_records
-from collector.store.rollup import LATENCY_BOUNDS_MS, read_minutes
+from collector.store.rollup import read_minutes
 from tracehook.wire import EventType, Status
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000  # a minute boundary
@@ -28,7 +27,17 @@ PLANS: list[tuple[int, dict[str, tuple[str, int]]]] = [
     (MINUTE + 5, {"g2": ("retry_later", 0)}),                  # g1 never received it
     (MINUTE + 6, {"g1": ("ok", 9), "g2": ("ok", 2_000_000)}),  # beyond the last latency bound
     (3 * MINUTE, {}),                                          # nobody consumed it
+    # Latencies on the histogram's bounds and just either side of them.
+    (4 * MINUTE, {"g1": ("ok", 4), "g2": ("ok", 5)}),
+    (4 * MINUTE + 1, {"g1": ("ok", 6), "g2": ("ok", 10)}),
+    (4 * MINUTE + 2, {"g1": ("ok", 11), "g2": ("ok", 1_799_999)}),
+    (4 * MINUTE + 3, {"g1": ("ok", 1_800_000), "g2": ("ok", 1_800_001)}),
 ]
+# The latency buckets as docs/console-overview.md lists them: inclusive upper bounds in ms, then the rest.
+BUCKETS = (5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 1_800_000, "rest")
+# The bucket of every latency planned above, by hand.
+BUCKET_OF = {3: 5, 4: 5, 5: 5, 6: 10, 9: 10, 10: 10, 11: 25, 40: 50, 700: 1_000, 20_000: 30_000,
+             1_799_999: 1_800_000, 1_800_000: 1_800_000, 1_800_001: "rest", 2_000_000: "rest"}
 LATE = {1, 3}
 """Messages whose consume events come in the second batch, minutes after their send, without a store time."""
 
@@ -81,11 +90,11 @@ def reference(topic: str) -> dict[int, dict[str, Any]]:
         m["sent"] += 1
         for group, (kind, latency) in plan.items():
             g = m["groups"].setdefault(group, {"consumed": 0, "retrying": 0, "failed": 0, "dead": 0, "pending": 0,
-                                               "retried": 0, "latency": [0] * (len(LATENCY_BOUNDS_MS) + 1)})
+                                               "retried": 0, "latency": [0] * len(BUCKETS)})
             g[outcome[kind]] += 1
             g["retried"] += kind in ("retry_ok", "retry_later")
             if outcome[kind] == "consumed":
-                g["latency"][bisect.bisect_left(LATENCY_BOUNDS_MS, latency)] += 1
+                g["latency"][BUCKETS.index(BUCKET_OF[latency])] += 1
     return out
 
 

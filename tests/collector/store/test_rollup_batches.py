@@ -1,5 +1,6 @@
-"""Rollups kept across batches equal rollups computed from scratch, however the events are split
-into batches and whatever order they come in: sends that fail and are retried in another minute,
+"""Rollups kept across batches equal rollups computed from scratch, and both equal an independent
+reference worked out from the events (rollup_reference.py), however the events are split into
+batches and whatever order they come in: sends that fail and are retried in another minute,
 consumes that place a message before its send is seen, sends seen only late, dead letters."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_helpers import CONSUMER, PRODUCER, ev
+from rollup_reference import expected_minutes, observed_minutes
 
 from collector.store import Store, open_store, schema
 from collector.store.indexer import finish_batch, index_records
@@ -69,8 +71,10 @@ def batches(messages: list[list[tuple[Any, ...]]], cuts: list[int], order: Any) 
         try:
             for lo, hi in zip(bounds, bounds[1:], strict=False):
                 yield store, events[lo:hi]
-                kept = rows_of(read_minutes(store, TOPIC, T0, T0 + 3 * MINUTE))
-                assert kept == from_scratch(store), f"after events {lo}..{hi}"
+                minutes = read_minutes(store, TOPIC, T0, T0 + 3 * MINUTE)
+                assert rows_of(minutes) == from_scratch(store), f"after events {lo}..{hi}"
+                indexed = [e for _, e in events[:hi]]
+                assert observed_minutes(minutes) == expected_minutes(indexed, TOPIC), f"after events {lo}..{hi}"
         finally:
             store.close()
 

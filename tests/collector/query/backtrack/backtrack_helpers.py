@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections import defaultdict
 from typing import Any
 
 from tracehook.wire import BatchHeader, Event, EventType, Status, make_event
@@ -90,3 +91,53 @@ def outcome_records(topic: str, msg_id: str, m: dict[str, Any], outcome: str) ->
     elif outcome == "never":
         out = out[:1]  # not even OTHER_GROUP received it
     return out
+
+
+def send_failed_and_nobody_received(send: Event, events: list[Event]) -> bool:
+    """The one rule of the replay reference about failed sends (docs/backtracking.md): a message
+    whose send failed and that no group received is not listed; the broker never had it."""
+    consumed_by_someone = any(e.type in (EventType.SUB_BEFORE, EventType.SUB_AFTER) for e in events)
+    return send.status != Status.OK and not consumed_by_someone
+
+
+def replay_reference(records: list[Record], topic: str, group: str, begin_ms: int, end_ms: int) -> list[dict[str, Any]]:
+    """The replay list (JSON items) worked out from the events alone, by docs/backtracking.md's rules.
+
+    A message is filed under its send's store time, else its born time; listed when filed in
+    ``[begin_ms, end_ms]`` and ``group`` has no successful SUB_AFTER for it; oldest first. Its
+    status: ``DEAD`` when the group dead-lettered it (the dead letter's error), else
+    ``NOT_RECEIVED`` without any consume event of the group, else its last attempt's: ``PENDING``
+    when unfinished, or the SUB_AFTER's status name and error. ``attempts`` counts the group's
+    attempts (request ids), ``last_attempt_ms`` is the latest of their receive times and the dead
+    letters' times (0 when never received). Built for this module's traces: one send per message.
+    """
+    by_msg: dict[str, list[Event]] = defaultdict(list)
+    for _, event in records:
+        if event.topic == topic:
+            by_msg[event.msg_id].append(event)
+    items = []
+    for msg_id, events in by_msg.items():
+        (send,) = [e for e in events if e.type == EventType.PUB]
+        filed_ms = send.store_ms or send.born_ms
+        if not begin_ms <= filed_ms <= end_ms or send_failed_and_nobody_received(send, events):
+            continue
+        mine = [e for e in events if e.group == group]
+        afters = {e.request_id: e for e in mine if e.type == EventType.SUB_AFTER}
+        if any(e.status == Status.OK for e in afters.values()):
+            continue
+        received = {e.request_id: e.time_ms for e in mine if e.type == EventType.SUB_BEFORE}
+        dead_letters = [e for e in mine if e.type == EventType.DEAD]
+        status, error = "NOT_RECEIVED", ""
+        if received:
+            last = max(received, key=received.__getitem__)
+            after = afters.get(last)
+            status, error = ("PENDING", "") if after is None else (Status(after.status).name, after.error)
+        if dead_letters:
+            status, error = "DEAD", dead_letters[-1].error
+        items.append({
+            "msg_id": msg_id, "topic": topic, "keys": send.keys, "tags": send.tags, "queue": send.queue,
+            "offset": send.offset, "born_ms": send.born_ms, "store_ms": send.store_ms, "time_ms": filed_ms,
+            "status": status, "error": error, "attempts": len(received),
+            "last_attempt_ms": max([*received.values(), *(d.time_ms for d in dead_letters)], default=0),
+        })
+    return sorted(items, key=lambda item: (item["time_ms"], item["msg_id"]))

@@ -9,7 +9,16 @@ import json
 import pathlib
 
 import pytest
-from backtrack_helpers import BASE_MS, GROUP, OTHER_GROUP, OUTCOMES, Record, message, outcome_records
+from backtrack_helpers import (
+    BASE_MS,
+    GROUP,
+    OTHER_GROUP,
+    OUTCOMES,
+    Record,
+    message,
+    outcome_records,
+    replay_reference,
+)
 
 from collector.query import backtrack
 from collector.server import console_routes, native
@@ -19,7 +28,6 @@ from collector.server.errors import CollectorConfigError
 from collector.store import open_store
 from collector.store.errors import StoreUnavailableError
 from collector.store.indexer import index_records
-from collector.store.reader import TraceQuery
 
 TOPIC = "console"
 QUERY_TOKEN = "q-console"
@@ -128,13 +136,9 @@ async def test_bad_filters_are_400(client, params, reason) -> None:
     assert (await response.json())["error"] == reason
 
 
-async def test_replay_list_downloads_as_json_lines_and_csv(client, config) -> None:
-    store = open_store(config.store_url)
-    try:
-        expected = [item.to_json() for item in backtrack.iter_replay(
-            TraceQuery(store), TOPIC, GROUP, int(WINDOW["begin"]), int(WINDOW["end"]), page_size=3)]
-    finally:
-        store.close()
+async def test_replay_list_downloads_as_json_lines_and_csv(client, monkeypatch) -> None:
+    monkeypatch.setattr(console_routes, "MAX_LIMIT", 3)  # the download follows the pages' cursors
+    expected = replay_reference(records(), TOPIC, GROUP, int(WINDOW["begin"]), int(WINDOW["end"]))
     assert len(expected) == 3 * sum(API_OUTCOME[o] != "consumed" and o != "failed_send" for o in OUTCOMES)
     path = f"/v1/topics/{TOPIC}/unconsumed/export"
     jsonl = await client.get(path, params=dict(WINDOW, group=GROUP))
