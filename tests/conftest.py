@@ -7,7 +7,9 @@ import pathlib
 import pytest
 
 # Fixtures for real services, usable from every test package.
-pytest_plugins = ["fixtures.hbase", "fixtures.brokers", "fixtures.tls", "fixtures.spark_cluster"]
+pytest_plugins = [
+    "fixtures.hbase", "fixtures.brokers", "fixtures.tls", "fixtures.spark_cluster", "fixtures.stores",
+]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 import requests
+from fixtures.ports import free_port
 from fixtures.relay import Relay
 
 import tracehook
@@ -36,17 +36,11 @@ N_PER_ROUND = 200
 WINDOW = (0, 2**62)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def traced_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, tuple[str, str]]]:
     """A collector's log dir holding two sealed segments of library traffic; msg_id -> (topic, key)."""
     data_dir = str(tmp_path_factory.mktemp("collector"))
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     with open(os.path.join(data_dir, "collector.out"), "wb") as out:
         proc = subprocess.Popen(
@@ -134,13 +128,6 @@ def assert_exactly_sent(snap: dict[str, Any], sent: dict[str, tuple[str, str]]) 
         assert sorted(ids) == sorted(m for m, tk in sent.items() if tk == (topic, key))
     for topic, ids in snap["by_time"].items():
         assert sorted(ids) == sorted(m for m, (t, _) in sent.items() if t == topic)
-
-
-@pytest.fixture(params=["local", pytest.param("hbase", marks=pytest.mark.hbase)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
-    if request.param == "local":
-        return f"local:{tmp_path / 'index.sqlite3'}"
-    return str(request.getfixturevalue("make_hbase_url")())
 
 
 def test_pipeline_lookups_return_exactly_what_was_sent(spark: Any, traced_log: Any, store_url: str,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 import requests
+from fixtures.ports import free_port
 
 import tracehook
 from collector.store import open_store
@@ -27,15 +27,9 @@ PER_ROUND = 40
 WAIT_S = 240  # a bound for a loaded 2-core machine, not a speed assertion
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class _Collector:
     def __init__(self, data_dir: str, store_url: str, segment_age_s: float) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.out = open(os.path.join(data_dir, f"collector-{self.port}.out"), "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
@@ -111,13 +105,6 @@ def _event_counts(store_url: str, ids: list[str]) -> dict[str, int]:
         store.close()
 
 
-@pytest.fixture(params=["local", pytest.param("hbase", marks=pytest.mark.hbase)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
-    if request.param == "local":
-        return f"local:{tmp_path / 'index.sqlite3'}"
-    return str(request.getfixturevalue("make_hbase_url")())
-
-
 def test_follow_survives_sigkill_mid_batch_collector_restart_and_retention(tmp_path: Any, store_url: str) -> None:
     data_dir = str(tmp_path / "data")
     os.makedirs(data_dir)
@@ -171,7 +158,7 @@ def test_follow_survives_sigkill_mid_batch_collector_restart_and_retention(tmp_p
 
 def test_collector_index_flag_runs_a_follower_and_stops_it(tmp_path: Any) -> None:
     data_dir = str(tmp_path / "data")
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     out_path = tmp_path / "collector.out"
     with open(out_path, "wb") as out:

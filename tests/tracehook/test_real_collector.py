@@ -11,7 +11,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from stub_collector import free_port
+from fixtures.ports import free_port
 
 from collector.log import file as tracelog
 from tracehook import wire

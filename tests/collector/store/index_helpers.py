@@ -5,12 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import pytest
-
 from tracehook.wire import BatchHeader, Event, EventType, Status, make_event
-
-BACKENDS = ["local", pytest.param("hbase", marks=[pytest.mark.hbase, pytest.mark.slow])]
-"""Store backends every behavioural test runs on."""
 
 PRODUCER = BatchHeader("prod-client", 1, app="shop", host="web-1")
 CONSUMER = BatchHeader("cons-client", 9, app="billing", host="bill-1")

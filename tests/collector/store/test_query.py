@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from index_helpers import BACKENDS, CONSUMER, PRODUCER, consumed, ev, message, unique
+from fixtures.stores import BACKENDS
+from index_helpers import CONSUMER, PRODUCER, consumed, ev, message, unique
 
 from collector.store import Store, open_store
 from collector.store.errors import BadCursorError, BadRangeError

@@ -9,7 +9,8 @@ import sys
 from collections.abc import Callable
 
 import pytest
-from index_helpers import BACKENDS, message, unique
+from fixtures.stores import BACKENDS
+from index_helpers import message, unique
 
 from collector.store import SaltBucketsMismatchError, keys, open_store, schema
 from collector.store.indexer import index_records
