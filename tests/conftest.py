@@ -9,6 +9,7 @@ import pytest
 # Fixtures for real services, usable from every test package.
 pytest_plugins = [
     "fixtures.hbase", "fixtures.brokers", "fixtures.tls", "fixtures.spark_cluster", "fixtures.stores",
+    "fixtures.collector_process",
 ]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import requests
-from fixtures.ports import free_port
+from fixtures.collector_process import CollectorProcess
 from fixtures.relay import Relay
 
 import tracehook
@@ -40,15 +37,10 @@ WINDOW = (0, 2**62)
 def traced_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, tuple[str, str]]]:
     """A collector's log dir holding two sealed segments of library traffic; msg_id -> (topic, key)."""
     data_dir = str(tmp_path_factory.mktemp("collector"))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    with open(os.path.join(data_dir, "collector.out"), "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(port), "--store", "none",
-             "--ingest-token", TOKEN, "--segment-age", "3600"], stdout=out, stderr=subprocess.STDOUT)
+    collector = CollectorProcess(data_dir, "--ingest-token", TOKEN, "--segment-age", "3600")
+    url = collector.url
     sent: dict[str, tuple[str, str]] = {}
     try:
-        _wait_healthy(url, proc)
         tracer = tracehook.Tracer(tracehook.TracerConfig(app="shop", collectors=(url,), token=TOKEN, linger_s=0.01))
         try:
             for round_ in range(2):  # two rounds, each sealed into its own segment
@@ -66,23 +58,10 @@ def traced_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str,
         finally:
             tracer.close(timeout=10)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        collector.stop()
     log_dir = os.path.join(data_dir, "log")
     assert len(sealed_segments(log_dir)) == 2
     return log_dir, sent
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "collector exited early"
-        try:
-            if requests.get(url + "/healthz", timeout=1).status_code == 200:
-                return
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    raise AssertionError("collector never became healthy")
 
 
 def _copy_log(log_dir: str, tmp_path: Any) -> str:
