@@ -24,11 +24,11 @@ from typing import Any
 import message_model as mm
 import pytest
 import requests
+from fixtures.collector_process import CollectorProcess
 from hypothesis import HealthCheck, Phase, given, settings
 
 import tracehook
 from collector.cli import main as tracehook_cli
-from collector.cli.demo import free_port, start_collector, stop_collector
 from spark_jobs.index_job import index_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -53,12 +53,11 @@ class Site:
 
 @contextlib.contextmanager
 def running_site(data_dir: str, store_url: str) -> Iterator[Site]:
-    port = free_port()
-    proc = start_collector(data_dir, port, store_url)
+    collector = CollectorProcess(data_dir, "--durability", "os", store=store_url)
     try:
-        yield Site(f"http://127.0.0.1:{port}", data_dir, store_url)
+        yield Site(collector.url, data_dir, store_url)
     finally:
-        stop_collector(proc)
+        collector.stop()
 
 
 @pytest.fixture(scope="module")
