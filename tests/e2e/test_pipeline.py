@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import requests
 from fixtures.collector_process import CollectorProcess
+from fixtures.pages import CursorPages
 from fixtures.relay import Relay
 
 import tracehook
@@ -87,14 +88,11 @@ def snapshot(store_url: str, sent: dict[str, tuple[str, str]]) -> dict[str, Any]
 
 def _all(page: Callable[[str | None], Any]) -> list[str]:
     """Message ids of every page, following the cursors."""
-    ids: list[str] = []
-    cursor = None
-    while True:
+    pages = CursorPages()
+    for cursor in pages:
         result = page(cursor)
-        ids += [s.msg_id for s in result.items]
-        cursor = result.next_cursor
-        if cursor is None:
-            return ids
+        pages.add([s.msg_id for s in result.items], result.next_cursor)
+    return pages.items
 
 
 def assert_exactly_sent(snap: dict[str, Any], sent: dict[str, tuple[str, str]]) -> None:

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 import pytest
 from fixtures.collector_process import CollectorProcess
+from fixtures.pages import CursorPages
 
 from collector.store import open_store
 from collector.store.indexer import index_records
@@ -215,15 +216,12 @@ def test_offsets_page_shows_the_reset_plan_and_the_cli_command(site, page, artif
 def test_replay_page_lists_pages_and_downloads(site, page, artifacts_dir):
     page.goto(site + f"/#replay?topic={TOPIC}&group=billing")
     settle(page)
-    reference = []  # the whole replay list through the JSON API, page after page
-    cursor = None
-    while True:
+    pages = CursorPages()  # the whole replay list through the JSON API, page after page
+    for cursor in pages:
         body = api(page, site, f"/v1/topics/{TOPIC}/unconsumed", group="billing", limit=500,
                    **({"cursor": cursor} if cursor else {}))
-        reference += body["items"]
-        cursor = body["next_cursor"]
-        if not cursor:
-            break
+        pages.add(body["items"], body["next_cursor"])
+    reference = pages.items
     shown = row_ids(page, "#replay-table tr.replay-item")
     assert shown == [i["msg_id"] for i in reference][:len(shown)] and len(shown) == min(50, len(reference))
     statuses = dict(zip(shown, page.eval_on_selector_all("#replay-table tr.replay-item", "rs => rs.map(r => r.dataset.status)")))
