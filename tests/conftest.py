@@ -7,7 +7,10 @@ import pathlib
 import pytest
 
 # Fixtures for real services, usable from every test package.
-pytest_plugins = ["fixtures.hbase", "fixtures.brokers", "fixtures.tls", "fixtures.spark_cluster", "fixtures.prometheus"]
+pytest_plugins = [
+    "fixtures.hbase", "fixtures.brokers", "fixtures.tls", "fixtures.spark_cluster", "fixtures.stores",
+    "fixtures.collector_process", "fixtures.prometheus",
+]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"

@@ -6,8 +6,9 @@ import contextlib
 import pathlib
 from collections.abc import Callable, Iterator
 
+from fixtures.collector_process import CollectorProcess
+
 import tracehook
-from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.store import open_store
 from collector.store.reader import TraceQuery
 from tests.fixtures.indexing import index_sealed, seal_log
@@ -30,14 +31,12 @@ def collect_and_index(tmp_path: pathlib.Path, run: Callable[[tracehook.Tracer], 
 def collect_and_index_url(tmp_path: pathlib.Path, run: Callable[[str], None]) -> str:
     """Run ``run(collector_url)`` against a real collector (it sends however it likes: the library,
     OTLP), seal the log and index it; returns the store URL."""
-    port = free_port()
-    proc = start_collector(str(tmp_path), port)
-    url = f"http://127.0.0.1:{port}"
+    collector = CollectorProcess(str(tmp_path), "--durability", "os", store=None)
     try:
-        run(url)
-        seal_log(url, str(tmp_path / "log"))
+        run(collector.url)
+        seal_log(collector.url, str(tmp_path / "log"))
     finally:
-        stop_collector(proc)
+        collector.stop()
     store_url = f"local:{tmp_path / 'index.sqlite3'}"
     index_sealed(str(tmp_path / "log"), store_url)
     return store_url

@@ -6,12 +6,11 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 from typing import Any
 
 import requests
+from fixtures.collector_process import CollectorProcess
 
-from collector.cli.demo import free_port
 from collector.store import open_store
 from collector.store.schema import TABLES
 from tracehook import wire
@@ -23,24 +22,9 @@ STOP_KEY = b"\xff" * 64
 def start_collector(data_dir: pathlib.Path, log_url: str = "file", port: int | None = None) -> tuple[Any, str]:
     """A real ``tracehook collector`` process (ingest only, ``os`` durability); returns (process, URL)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
-    env = {**os.environ, "TRACEHOOK_COLLECTOR_LOG": log_url, "TRACEHOOK_COLLECTOR_DURABILITY": "os"}
-    with open(data_dir / f"collector-{port}.out", "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "collector.cli.main", "collector", "--data-dir", str(data_dir),
-                                 "--port", str(port), "--store", "none"], cwd=ROOT, env=env, stdout=out,
-                                stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):  # a hang guard, not a timing assertion
-        if proc.poll() is not None:
-            raise RuntimeError(f"collector exited: {(data_dir / f'collector-{port}.out').read_text()[-2000:]}")
-        try:
-            if requests.get(url + "/healthz", timeout=1).status_code == 200:
-                return proc, url
-        except requests.ConnectionError:
-            pass
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("collector not ready")
+    collector = CollectorProcess(str(data_dir), port=port,
+                                 env={"TRACEHOOK_COLLECTOR_LOG": log_url, "TRACEHOOK_COLLECTOR_DURABILITY": "os"})
+    return collector.proc, collector.url
 
 
 def index_command(*args: str) -> list[str]:

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from adapter_helpers import collect_and_index, trace_query
+from fixtures.ports import free_port
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
 import tracehook
-from collector.cli.demo import free_port
 from tracehook import HEADER_MSG_ID
 from tracehook.adapters import kafka_python
 

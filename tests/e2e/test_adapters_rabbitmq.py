@@ -14,9 +14,9 @@ import pika
 import pytest
 from adapter_helpers import collect_and_index, trace_query
 from fixtures.brokers import drain
+from fixtures.ports import free_port
 
 import tracehook
-from collector.cli.demo import free_port
 from tracehook.adapters import HEADER_KEYS
 from tracehook.adapters import pika as traced_pika
 from tracehook.context import trace_id_for

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fixtures.collector_process import CollectorProcess
 
 import tracehook
-from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.cli.main import main as cli_main
 from collector.log.file import read_segment, sealed_segments
 from collector.store import open_store
@@ -43,16 +43,15 @@ def outcome(i: int) -> str:
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     data_dir = tmp_path_factory.mktemp("chain")
-    port = free_port()
-    proc = start_collector(str(data_dir), port)
-    url = f"http://127.0.0.1:{port}"
+    collector = CollectorProcess(str(data_dir), "--durability", "os", store=None)
+    url = collector.url
     try:
         produced = run_traffic(url)
         seal_log(url, str(data_dir / "log"))
         index_sealed(str(data_dir / "log"), f"local:{data_dir / 'index.sqlite3'}")
         yield {"url": url, "produced": produced}
     finally:
-        stop_collector(proc)
+        collector.stop()
 
 
 def run_traffic(url: str) -> list[dict[str, Any]]:

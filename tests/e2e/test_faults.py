@@ -2,7 +2,7 @@
 
 Producers are separate Python processes using the real tracehook library
 (``fault_helpers.py``); collectors are ``tracehook collector`` subprocesses on
-127.0.0.1 (``collector.cli.demo.start_collector``).  Each test checks, per producer,
+127.0.0.1 (``fixtures.collector_process``).  Each test checks, per producer,
 ``emitted == sent + dropped + queued`` against the trace log itself: every batch the
 dispatcher saw acknowledged is in the log, the log holds exactly the sent events, and
 the events missing from it are exactly the counted drops.  The figures go to
@@ -26,8 +26,10 @@ from typing import Any
 
 import pytest
 from fault_helpers import msg_id
+from fixtures.collector_process import CollectorProcess
+from fixtures.ports import free_port
 
-from collector.cli.demo import free_port, start_collector, stop_collector
+from collector.cli.demo import stop_collector
 from collector.log.file import read_segment, sealed_segments
 from collector.store import keys, open_store, schema
 from collector.store.reader import TraceQuery
@@ -51,7 +53,7 @@ class Processes:
     def collector(self, data_dir: pathlib.Path, port: int) -> subprocess.Popen[bytes]:
         """A collector on ``port`` over ``data_dir`` (embedded store), ready to answer."""
         data_dir.mkdir(parents=True, exist_ok=True)
-        proc = start_collector(str(data_dir), port)
+        proc = CollectorProcess(str(data_dir), "--durability", "os", store=None, port=port).proc
         self.started.append(proc)
         return proc
 

@@ -24,11 +24,12 @@ from typing import Any
 import message_model as mm
 import pytest
 import requests
+from fixtures.collector_process import CollectorProcess
+from fixtures.pages import CursorPages
 from hypothesis import HealthCheck, Phase, given, settings
 
 import tracehook
 from collector.cli import main as tracehook_cli
-from collector.cli.demo import free_port, start_collector, stop_collector
 from spark_jobs.index_job import index_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -53,12 +54,11 @@ class Site:
 
 @contextlib.contextmanager
 def running_site(data_dir: str, store_url: str) -> Iterator[Site]:
-    port = free_port()
-    proc = start_collector(data_dir, port, store_url)
+    collector = CollectorProcess(data_dir, "--durability", "os", store=store_url)
     try:
-        yield Site(f"http://127.0.0.1:{port}", data_dir, store_url)
+        yield Site(collector.url, data_dir, store_url)
     finally:
-        stop_collector(proc)
+        collector.stop()
 
 
 @pytest.fixture(scope="module")
@@ -129,15 +129,12 @@ class Run:
 
     def pages(self, path: str, limit: int, **params: Any) -> list[dict[str, Any]]:
         """Every item of a cursor-paged native listing."""
-        items: list[dict[str, Any]] = []
-        cursor = None
-        while True:
+        pages = CursorPages()
+        for cursor in pages:
             page = self.get(path, limit=limit, **params, **({"cursor": cursor} if cursor else {}))
             assert len(page["items"]) <= limit
-            items += page["items"]
-            cursor = page["next_cursor"]
-            if cursor is None:
-                return items
+            pages.add(page["items"], page["next_cursor"])
+        return pages.items
 
 
 def run_example(site: Site, spark: Any, scenario: mm.Scenario) -> Run:
@@ -338,16 +335,13 @@ def qmq_item(m: mm.Lifecycle) -> dict[str, str]:
 
 def qmq_pages(run: Run, path: str, topic: str, window: tuple[int, int], size: Any = 7,
               is_delay: Any = False) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    start = None
-    while True:
+    pages = CursorPages()
+    for start in pages:
         query = {"subject": topic, "isDelay": is_delay, "len": size, "msgCreateTimeBegin": window[0],
                  "msgCreateTimeEnd": window[1], "start": start}
         page = run.get(path, backupQuery=json.dumps(query))
-        items += page["list"]
-        start = page["next"]
-        if start is None:
-            return items
+        pages.add(page["list"], page["next"])
+    return pages.items
 
 
 def check_qmq(run: Run, topic: str) -> None:

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from adapter_helpers import collect_and_index_url, trace_query
+from fixtures.ports import free_port
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 from opentelemetry.instrumentation.kafka import KafkaInstrumentor
 from otel_helpers import instrumented, metric, otel_provider
 
-from collector.cli.demo import free_port
 from collector.server.otlp import derived_msg_id
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]

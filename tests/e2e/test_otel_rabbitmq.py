@@ -14,11 +14,11 @@ import pika
 import pytest
 from adapter_helpers import collect_and_index_url, trace_query
 from fixtures.brokers import drain
+from fixtures.ports import free_port
 from opentelemetry import trace
 from opentelemetry.instrumentation.pika import PikaInstrumentor
 from otel_helpers import instrumented, metric, otel_provider
 
-from collector.cli.demo import free_port
 from collector.query import backtrack
 from tracehook.wire import Status
 

@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import requests
+from fixtures.collector_process import CollectorProcess
 
-from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.store import open_store
 from collector.store.indexer import finish_batch, index_records
 from tests.fixtures.chromium import chromium_page
@@ -19,24 +19,23 @@ from tests.fixtures.sample import DEAD_GROUP, TOPIC, scenario
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def _collector(data_dir: str, with_scenario: bool):
+def _collector(data_dir: str, with_scenario: bool) -> CollectorProcess:
     if with_scenario:
         store = open_store(f"local:{os.path.join(data_dir, 'index.sqlite3')}")
         index_records(store, scenario(int(time.time() * 1000))[1])
         finish_batch(store)
         store.close()
-    port = free_port()
-    return f"http://127.0.0.1:{port}", start_collector(data_dir, port)
+    return CollectorProcess(data_dir, "--durability", "os", store=None)
 
 
 @pytest.fixture(scope="module")
 def sites(tmp_path_factory):
     """A collector over the sample scenario (sent about an hour ago) and one over an empty store."""
-    full, full_proc = _collector(str(tmp_path_factory.mktemp("ov-full")), True)
-    empty, empty_proc = _collector(str(tmp_path_factory.mktemp("ov-empty")), False)
-    yield full, empty
-    stop_collector(full_proc)
-    stop_collector(empty_proc)
+    full = _collector(str(tmp_path_factory.mktemp("ov-full")), True)
+    empty = _collector(str(tmp_path_factory.mktemp("ov-empty")), False)
+    yield full.url, empty.url
+    full.stop()
+    empty.stop()
 
 
 @pytest.fixture(scope="module")

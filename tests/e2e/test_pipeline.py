@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import requests
+from fixtures.collector_process import CollectorProcess
+from fixtures.pages import CursorPages
 from fixtures.relay import Relay
 
 import tracehook
@@ -36,25 +34,14 @@ N_PER_ROUND = 200
 WINDOW = (0, 2**62)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def traced_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, tuple[str, str]]]:
     """A collector's log dir holding two sealed segments of library traffic; msg_id -> (topic, key)."""
     data_dir = str(tmp_path_factory.mktemp("collector"))
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    with open(os.path.join(data_dir, "collector.out"), "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(port), "--store", "none",
-             "--ingest-token", TOKEN, "--segment-age", "3600"], stdout=out, stderr=subprocess.STDOUT)
+    collector = CollectorProcess(data_dir, "--ingest-token", TOKEN, "--segment-age", "3600")
+    url = collector.url
     sent: dict[str, tuple[str, str]] = {}
     try:
-        _wait_healthy(url, proc)
         tracer = tracehook.Tracer(tracehook.TracerConfig(app="shop", collectors=(url,), token=TOKEN, linger_s=0.01))
         try:
             for round_ in range(2):  # two rounds, each sealed into its own segment
@@ -72,23 +59,10 @@ def traced_log(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str,
         finally:
             tracer.close(timeout=10)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        collector.stop()
     log_dir = os.path.join(data_dir, "log")
     assert len(sealed_segments(log_dir)) == 2
     return log_dir, sent
-
-
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "collector exited early"
-        try:
-            if requests.get(url + "/healthz", timeout=1).status_code == 200:
-                return
-        except requests.ConnectionError:
-            time.sleep(0.1)
-    raise AssertionError("collector never became healthy")
 
 
 def _copy_log(log_dir: str, tmp_path: Any) -> str:
@@ -114,14 +88,11 @@ def snapshot(store_url: str, sent: dict[str, tuple[str, str]]) -> dict[str, Any]
 
 def _all(page: Callable[[str | None], Any]) -> list[str]:
     """Message ids of every page, following the cursors."""
-    ids: list[str] = []
-    cursor = None
-    while True:
+    pages = CursorPages()
+    for cursor in pages:
         result = page(cursor)
-        ids += [s.msg_id for s in result.items]
-        cursor = result.next_cursor
-        if cursor is None:
-            return ids
+        pages.add([s.msg_id for s in result.items], result.next_cursor)
+    return pages.items
 
 
 def assert_exactly_sent(snap: dict[str, Any], sent: dict[str, tuple[str, str]]) -> None:
@@ -134,13 +105,6 @@ def assert_exactly_sent(snap: dict[str, Any], sent: dict[str, tuple[str, str]]) 
         assert sorted(ids) == sorted(m for m, tk in sent.items() if tk == (topic, key))
     for topic, ids in snap["by_time"].items():
         assert sorted(ids) == sorted(m for m, (t, _) in sent.items() if t == topic)
-
-
-@pytest.fixture(params=["local", pytest.param("hbase", marks=pytest.mark.hbase)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
-    if request.param == "local":
-        return f"local:{tmp_path / 'index.sqlite3'}"
-    return str(request.getfixturevalue("make_hbase_url")())
 
 
 def test_pipeline_lookups_return_exactly_what_was_sent(spark: Any, traced_log: Any, store_url: str,

@@ -6,8 +6,8 @@ import os
 import time
 
 import pytest
+from fixtures.collector_process import CollectorProcess
 
-from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.store import open_store
 from collector.store.indexer import index_records
 from tests.fixtures.chromium import chromium_page
@@ -38,10 +38,9 @@ def site(tmp_path_factory):
     store = open_store(f"local:{os.path.join(data_dir, 'index.sqlite3')}")
     index_records(store, records)
     store.close()
-    port = free_port()
-    proc = start_collector(data_dir, port)
-    yield f"http://127.0.0.1:{port}", ids
-    stop_collector(proc)
+    collector = CollectorProcess(data_dir, "--durability", "os", store=None)
+    yield collector.url, ids
+    collector.stop()
 
 
 PAGING_TOPIC, PAGING_COUNT, SAME_MS_ID = "paging", 20, "same-ms-1"
@@ -93,10 +92,9 @@ def secured_site(tmp_path, monkeypatch):
     index_records(store, records)
     store.close()
     monkeypatch.setenv("TRACEHOOK_COLLECTOR_QUERY_TOKEN", QUERY_TOKEN)
-    port = free_port()
-    proc = start_collector(str(tmp_path), port)
-    yield f"http://127.0.0.1:{port}", ids
-    stop_collector(proc)
+    collector = CollectorProcess(str(tmp_path), "--durability", "os", store=None)
+    yield collector.url, ids
+    collector.stop()
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,9 @@ import time
 from urllib.parse import quote
 
 import pytest
+from fixtures.collector_process import CollectorProcess
+from fixtures.pages import CursorPages
 
-from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.store import open_store
 from collector.store.indexer import index_records
 from tests.fixtures.chromium import chromium_page
@@ -27,19 +28,8 @@ T0 = NOW_MS - 3_600_000  # scenario(): the first message is stored here, the nex
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
-def serve(data_dir: str, monkeypatch_env: dict[str, str]) -> tuple[str, object]:
-    old = {k: os.environ.get(k) for k in monkeypatch_env}
-    os.environ.update(monkeypatch_env)
-    try:
-        port = free_port()
-        proc = start_collector(data_dir, port)
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    return f"http://127.0.0.1:{port}", proc
+def serve(data_dir: str, env: dict[str, str]) -> CollectorProcess:
+    return CollectorProcess(data_dir, "--durability", "os", store=None, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -49,17 +39,17 @@ def site(tmp_path_factory):
     store = open_store(f"local:{os.path.join(data_dir, 'index.sqlite3')}")
     index_records(store, scenario(NOW_MS)[1])
     store.close()
-    url, proc = serve(data_dir, {"TRACEHOOK_COLLECTOR_TRACE_UI_URL": TRACE_UI})
-    yield url
-    stop_collector(proc)
+    collector = serve(data_dir, {"TRACEHOOK_COLLECTOR_TRACE_UI_URL": TRACE_UI})
+    yield collector.url
+    collector.stop()
 
 
 @pytest.fixture(scope="module")
 def empty_site(tmp_path_factory):
     """A collector over an empty store, with no trace UI."""
-    url, proc = serve(str(tmp_path_factory.mktemp("console-empty")), {})
-    yield url
-    stop_collector(proc)
+    collector = serve(str(tmp_path_factory.mktemp("console-empty")), {})
+    yield collector.url
+    collector.stop()
 
 
 @pytest.fixture(scope="module")
@@ -226,15 +216,12 @@ def test_offsets_page_shows_the_reset_plan_and_the_cli_command(site, page, artif
 def test_replay_page_lists_pages_and_downloads(site, page, artifacts_dir):
     page.goto(site + f"/#replay?topic={TOPIC}&group=billing")
     settle(page)
-    reference = []  # the whole replay list through the JSON API, page after page
-    cursor = None
-    while True:
+    pages = CursorPages()  # the whole replay list through the JSON API, page after page
+    for cursor in pages:
         body = api(page, site, f"/v1/topics/{TOPIC}/unconsumed", group="billing", limit=500,
                    **({"cursor": cursor} if cursor else {}))
-        reference += body["items"]
-        cursor = body["next_cursor"]
-        if not cursor:
-            break
+        pages.add(body["items"], body["next_cursor"])
+    reference = pages.items
     shown = row_ids(page, "#replay-table tr.replay-item")
     assert shown == [i["msg_id"] for i in reference][:len(shown)] and len(shown) == min(50, len(reference))
     statuses = dict(zip(shown, page.eval_on_selector_all("#replay-table tr.replay-item", "rs => rs.map(r => r.dataset.status)")))

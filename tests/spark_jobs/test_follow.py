@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ from typing import Any
 
 import pytest
 import requests
+from fixtures.collector_process import CollectorProcess
 
 import tracehook
 from collector.store import open_store
@@ -27,27 +27,9 @@ PER_ROUND = 40
 WAIT_S = 240  # a bound for a loaded 2-core machine, not a speed assertion
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class _Collector:
-    def __init__(self, data_dir: str, store_url: str, segment_age_s: float) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.out = open(os.path.join(data_dir, f"collector-{self.port}.out"), "wb")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "collector", "--data-dir", data_dir, "--port", str(self.port),
-             "--store-url", store_url, "--ingest-token", TOKEN, "--segment-age", str(segment_age_s), "--retention", "0"],
-            stdout=self.out, stderr=subprocess.STDOUT)
-        _until(lambda: self.proc.poll() is None and _get(self.url + "/healthz") == 200, "collector ready")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        assert self.proc.wait(timeout=60) == 0
-        self.out.close()
+def _collector(data_dir: str, store_url: str, segment_age_s: float) -> CollectorProcess:
+    return CollectorProcess(data_dir, "--ingest-token", TOKEN, "--segment-age", str(segment_age_s),
+                            "--retention", "0", store=store_url, ready_timeout_s=WAIT_S)
 
 
 class _Follower:
@@ -111,19 +93,12 @@ def _event_counts(store_url: str, ids: list[str]) -> dict[str, int]:
         store.close()
 
 
-@pytest.fixture(params=["local", pytest.param("hbase", marks=pytest.mark.hbase)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
-    if request.param == "local":
-        return f"local:{tmp_path / 'index.sqlite3'}"
-    return str(request.getfixturevalue("make_hbase_url")())
-
-
 def test_follow_survives_sigkill_mid_batch_collector_restart_and_retention(tmp_path: Any, store_url: str) -> None:
     data_dir = str(tmp_path / "data")
     os.makedirs(data_dir)
     log_dir = os.path.join(data_dir, "log")
     paused = str(tmp_path / "paused")
-    collector = _Collector(data_dir, store_url, segment_age_s=3600)  # seals nothing
+    collector = _collector(data_dir, store_url, segment_age_s=3600)  # seals nothing
     # Batch 0 completes; batch 1 writes its rows and then hangs before Spark commits it.
     job = _Follower(log_dir, store_url, str(tmp_path / "job1.out"),
                     {FAULT_PAUSE_ENV: paused, FAULT_PAUSE_BATCH_ENV: "1"})
@@ -142,8 +117,8 @@ def test_follow_survives_sigkill_mid_batch_collector_restart_and_retention(tmp_p
         job = _Follower(log_dir, store_url, str(tmp_path / "job2.out"))
         followers.append(job)
         third = _send(collector.url, "r3")
-        collector.stop()  # restart the collector while the job follows
-        collector = _Collector(data_dir, store_url, segment_age_s=2)  # seals, and retention deletes
+        assert collector.stop(timeout=60) == 0  # restart the collector while the job follows
+        collector = _collector(data_dir, store_url, segment_age_s=2)  # seals, and retention deletes
         fourth = _send(collector.url, "r4")
         sent = first + second + third + fourth
 
@@ -165,29 +140,22 @@ def test_follow_survives_sigkill_mid_batch_collector_restart_and_retention(tmp_p
                 os.killpg(follower.proc.pid, signal.SIGINT)
                 follower.proc.wait(timeout=120)
         if collector.proc.poll() is None:
-            collector.stop()
+            assert collector.stop(timeout=60) == 0
     assert followers[-1].proc.returncode == 130, followers[-1].output()
 
 
 def test_collector_index_flag_runs_a_follower_and_stops_it(tmp_path: Any) -> None:
     data_dir = str(tmp_path / "data")
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    out_path = tmp_path / "collector.out"
-    with open(out_path, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "collector.cli.main", "collector", "--data-dir", data_dir, "--port", str(port),
-             "--ingest-token", TOKEN, "--index"], stdout=out, stderr=subprocess.STDOUT)
+    collector = CollectorProcess(data_dir, "--ingest-token", TOKEN, "--index", store=None, ready_timeout_s=WAIT_S)
+    url = collector.url
     try:
-        _until(lambda: proc.poll() is None and _get(url + "/healthz") == 200, "collector ready")
         ids = _send(url, "embedded")
         _until(lambda: all(_get(f"{url}/v1/messages/{m}") == 200 for m in ids), "queryable via the embedded follower")
         # Rows land before the batch's progress line is printed: wait for it rather than race it.
-        _until(lambda: " index: " in out_path.read_text(errors="replace"), "a progress line of the follower")
+        _until(lambda: " index: " in collector.output(), "a progress line of the follower")
     finally:
-        proc.terminate()
-        code = proc.wait(timeout=120)
-    output = out_path.read_text(errors="replace")
+        code = collector.stop(timeout=120)
+    output = collector.output()
     assert code == 0, output
     follower = int(output.split("index follower started (pid ")[1].split(")")[0])
     with pytest.raises(ProcessLookupError):  # stopped with the collector

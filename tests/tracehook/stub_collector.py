@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import socket
 import ssl
 import threading
 
 from aiohttp import web
+from fixtures.ports import free_port
 
 from tracehook import wire
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class StubCollector:

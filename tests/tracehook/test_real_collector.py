@@ -3,54 +3,24 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from stub_collector import free_port
+from fixtures.collector_process import CollectorProcess
 
 from collector.log import file as tracelog
 from tracehook import wire
 from tracehook.wire import EventType
 
 pytestmark = pytest.mark.slow
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOKEN = "ingest-secret"
 
 
-class Collector:
+class Collector(CollectorProcess):
     """A real collector process on a fixed port that can be stopped and started again."""
 
     def __init__(self, data_dir: str) -> None:
-        self.data_dir = data_dir
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "collector", "--data-dir", self.data_dir, "--port", str(self.port),
-             "--store-url", "none", "--ingest-token", TOKEN],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, "collector exited early"
-            try:
-                urllib.request.urlopen(self.url + "/healthz", timeout=1).read()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("collector not ready")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(30)
+        super().__init__(data_dir, "--ingest-token", TOKEN, start=False)
 
     def events(self) -> list[wire.Event]:
         """Every event in the trace log, each (client_id, seq) once."""

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-import subprocess
-import sys
 
 import pytest
+from fixtures.collector_process import run_collector
 
 from collector.cli.serve import add_arguments, config_from_args
 from collector.server.config import CollectorConfig, load_config
@@ -61,9 +60,6 @@ def test_defaults_and_derived_paths() -> None:
         CollectorConfig(data_dir="d", segment_bytes=0)
 
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-
-
 def test_store_is_the_key_everywhere_and_store_url_an_alias(tmp_path: pathlib.Path) -> None:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -83,10 +79,6 @@ def test_store_is_the_key_everywhere_and_store_url_an_alias(tmp_path: pathlib.Pa
 
 
 def test_bad_store_url_stops_the_collector_with_one_line(tmp_path: pathlib.Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "collector", "--data-dir", str(tmp_path), "--port", "0",
-         "--store", "hbase://h:9090?nmespace=t"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )
+    done = run_collector(str(tmp_path), store="hbase://h:9090?nmespace=t")
     assert done.returncode == 2
     assert done.stderr == "tracehook collector: store: unknown store option(s): nmespace\n"

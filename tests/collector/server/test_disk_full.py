@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 from collector_service_helpers import make_batch
+from fixtures.tracelog import assert_log_is_clean
 
 import tracehook
 from collector.log import file as tracelog
@@ -87,26 +88,6 @@ def _fill(path: pathlib.Path, nbytes: int) -> None:
         f.write(b"\0" * nbytes)
 
 
-def _assert_log_is_clean(log_dir: str) -> list[tracelog.LogRecord]:
-    """Every segment re-reads to its end with no bad frame, every payload decodes, and no
-    temp file is left holding space; returns the records in offset order."""
-    records: list[tracelog.LogRecord] = []
-    names = sorted(os.listdir(log_dir))
-    assert not [n for n in names if ".tmp." in n], names
-    for seg in tracelog.sealed_segments(log_dir):
-        assert [r.offset for r in tracelog.read_segment(seg.path)] == list(range(seg.base, seg.base + seg.records))
-    for name in (n for n in names if n.endswith(tracelog.SEGMENT_SUFFIX)):
-        scan = tracelog.scan_segment(os.path.join(log_dir, name))
-        assert scan.error is None, f"{name}: {scan.error}"
-        assert scan.valid_bytes == os.path.getsize(os.path.join(log_dir, name))
-        records.extend(scan.records)
-    for record in records:
-        wire.decode_batch(record.payload)
-    records.sort(key=lambda r: r.offset)
-    assert [r.offset for r in records] == list(range(len(records)))  # no gap, no repeat
-    return records
-
-
 @pytest.mark.parametrize("segment_bytes", [64 * 1024, 1], ids=["append", "seal-every-append"])
 def test_tracelog_cuts_torn_frames_on_a_full_disk_and_resumes(
     small_disk: pathlib.Path, segment_bytes: int, caplog: pytest.LogCaptureFixture
@@ -129,7 +110,7 @@ def test_tracelog_cuts_torn_frames_on_a_full_disk_and_resumes(
             if failures == 5:
                 break
     assert failures == 5 and kept > 0
-    assert len(_assert_log_is_clean(log_dir)) == kept
+    assert len(assert_log_is_clean(log_dir)) == kept
     if segment_bytes == 1:  # the manifest had no room either: the seal failed, the segment stayed active
         assert "appending to the active segment" in caplog.text
         sealed = len(tracelog.sealed_segments(log_dir))
@@ -139,7 +120,7 @@ def test_tracelog_cuts_torn_frames_on_a_full_disk_and_resumes(
     if segment_bytes == 1:  # with space back, the seal that failed is done first
         assert len(tracelog.sealed_segments(log_dir)) == sealed + 1
     tl.close()
-    records = _assert_log_is_clean(log_dir)
+    records = assert_log_is_clean(log_dir)
     assert [r.seq for r in records] == [*range(kept), 10_000]
 
 
@@ -196,7 +177,7 @@ def test_collector_answers_503_disk_full_and_resumes_when_space_returns(
             if len(refused) == 10:  # a few in a row: each one is a real failed write
                 break
         assert len(refused) == 10 and acked
-        assert {r.seq: r.offset for r in _assert_log_is_clean(str(small_disk / "log"))} == acked
+        assert {r.seq: r.offset for r in assert_log_is_clean(str(small_disk / "log"))} == acked
         assert requests.get(collector.url + "/healthz", timeout=5).status_code == 200
 
         os.remove(filler)
@@ -213,7 +194,7 @@ def test_collector_answers_503_disk_full_and_resumes_when_space_returns(
         metrics = http.get(collector.url + "/metrics", timeout=5).text
         assert 'tracehook_collector_rejected_total{reason="disk_full"} 10' in metrics
     assert collector.stop() == 0
-    records = _assert_log_is_clean(str(small_disk / "log"))
+    records = assert_log_is_clean(str(small_disk / "log"))
     assert {r.seq: r.offset for r in records} == acked  # every acknowledged batch exactly once
 
 
@@ -236,7 +217,7 @@ def test_library_delivers_everything_after_a_disk_full_period(small_disk: pathli
         assert stats["retried"] > 0  # it did meet the 503s
     finally:
         tracer.close(timeout=10)
-    records = _assert_log_is_clean(str(small_disk / "log"))
+    records = assert_log_is_clean(str(small_disk / "log"))
     events = [e.msg_id for r in records for e in wire.decode_batch(r.payload).events]
     assert sorted(events) == sorted(sent)  # all delivered, none twice
 
@@ -280,7 +261,7 @@ def test_collector_starts_on_a_full_disk_degraded_and_resumes_when_space_returns
         assert "tracehook_collector_disk_full 0" in http.get(collector.url + "/metrics", timeout=5).text
         assert http.post(url, data=make_batch("c", 0), headers=MSGPACK, timeout=30).json()["duplicate"] is True
     assert collector.stop() == 0
-    assert [r.seq for r in _assert_log_is_clean(str(data_dir / "log"))] == [0]
+    assert [r.seq for r in assert_log_is_clean(str(data_dir / "log"))] == [0]
 
 
 def test_tracelog_open_defers_recovery_on_a_full_disk(
@@ -308,7 +289,7 @@ def test_tracelog_open_defers_recovery_on_a_full_disk(
     assert not tl.recovery_pending and tl.retry_recovery() == []
     assert tl.append([(1, "c", 2, after)]) == [1]
     tl.close()
-    assert [r.payload for r in _assert_log_is_clean(log_dir)] == [before, after]
+    assert [r.payload for r in assert_log_is_clean(log_dir)] == [before, after]
 
 
 @pytest.mark.slow
@@ -341,6 +322,6 @@ def test_library_fails_over_from_a_full_disk_collector(
     assert f'tracehook_collector_rejected_total{{reason="disk_full"}} {refusals}' in metrics
     assert full.stop() == 0 and healthy.stop() == 0
     assert not (full_disk / "log").exists()
-    records = _assert_log_is_clean(str(tmp_path / "healthy" / "log"))
+    records = assert_log_is_clean(str(tmp_path / "healthy" / "log"))
     delivered = [e.msg_id for r in records for e in wire.decode_batch(r.payload).events]
     assert sorted(delivered) == sorted(sent)  # every event acknowledged through the other, once

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import requests
 from collector_service_helpers import make_batch
+from fixtures.tracelog import assert_log_is_clean
 from hypothesis import HealthCheck, given, settings
 from ingest_fuzz_cases import WIRE_REASONS, Case, cases, hostile_bodies, wire_verdict
-from test_disk_full import _assert_log_is_clean
 
 from collector.server.app import create_app
 from collector.server.ingest import check_body
@@ -86,7 +86,7 @@ class _Ledger:
             self.acked[(client_id, seq)] = answer["offset"]
 
     def assert_log_matches(self, log_dir: str) -> None:
-        records = _assert_log_is_clean(log_dir)
+        records = assert_log_is_clean(log_dir)
         assert {(r.client_id, r.seq): r.offset for r in records} == self.acked
         assert len(self.acked) >= self.valid_sent  # every interleaved valid batch is in
 

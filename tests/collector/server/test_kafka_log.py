@@ -8,7 +8,8 @@ import pathlib
 import uuid
 
 import pytest
-from collector_service_helpers import free_port, make_batch
+from collector_service_helpers import make_batch
+from fixtures.ports import free_port
 
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig, load_config

@@ -8,12 +8,11 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-import subprocess
-import sys
 
 import pytest
 import requests
-from collector_service_helpers import ROOT, make_batch, read_log
+from collector_service_helpers import make_batch, read_log
+from fixtures.collector_process import run_collector
 
 import tracehook
 from collector.server.app import create_app
@@ -73,11 +72,7 @@ def test_tls_cert_and_key_come_together_from_env_or_toml(tmp_path, tls_files) ->
 
 def test_unreadable_certificate_stops_the_collector_at_start(tmp_path, tls_files) -> None:
     missing = str(tmp_path / "missing-cert.pem")
-    done = subprocess.run(
-        [sys.executable, "-m", "collector", "--data-dir", str(tmp_path / "data"), "--port", "0", "--store", "none",
-         "--tls-cert", missing, "--tls-key", tls_files.key],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )
+    done = run_collector(str(tmp_path / "data"), "--tls-cert", missing, "--tls-key", tls_files.key)
     assert done.returncode == 2
     assert "cannot load TLS certificate" in done.stderr and missing in done.stderr
 

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import requests
-from collector_service_helpers import CollectorProcess, make_batch
+from collector_service_helpers import make_batch
+from fixtures.collector_process import CollectorProcess
 from fixtures.relay import Relay
 
 pytestmark = [pytest.mark.hbase, pytest.mark.slow]

@@ -1,22 +1,13 @@
-"""Fixtures: every store test runs against the embedded store and against real HBase."""
+"""Fixtures: every store test runs against the embedded store and against real HBase (``store_url``,
+from tests/fixtures/stores.py)."""
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import Callable, Iterator
 
 import pytest
-from index_helpers import BACKENDS
 
 from collector.store import Store, open_store
-
-
-@pytest.fixture(params=BACKENDS)
-def store_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> str:
-    """A fresh, empty store URL of each backend."""
-    if request.param == "local":
-        return f"local:{tmp_path / 'index.sqlite3'}"
-    return request.getfixturevalue("make_hbase_url")()
 
 
 @pytest.fixture

@@ -5,12 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import pytest
+from fixtures.pages import CursorPages
 
 from tracehook.wire import BatchHeader, Event, EventType, Status, make_event
-
-BACKENDS = ["local", pytest.param("hbase", marks=[pytest.mark.hbase, pytest.mark.slow])]
-"""Store backends every behavioural test runs on."""
 
 PRODUCER = BatchHeader("prod-client", 1, app="shop", host="web-1")
 CONSUMER = BatchHeader("cons-client", 9, app="billing", host="bill-1")
@@ -46,12 +43,16 @@ def consumed(topic: str, msg_id: str, t: int, group: str, *, status: Status | No
     return out
 
 
+def all_pages(fetch: Any, limit: int) -> tuple[list[str], int]:
+    """Follow ``next_cursor`` to the end: (msg ids of every page in order, number of pages)."""
+    pages = CursorPages()
+    for cursor in pages:
+        page = fetch(limit=limit, cursor=cursor)
+        assert len(page.items) <= limit
+        pages.add([i.msg_id for i in page.items], page.next_cursor)
+    return pages.items, pages.count
+
+
 def page_ids(fetch: Any, limit: int) -> list[str]:
     """The msg_ids of every page of a paged query, following ``next_cursor`` to the end."""
-    ids, cursor = [], None
-    while True:
-        page = fetch(limit=limit, cursor=cursor)
-        ids += [i.msg_id for i in page.items]
-        if page.next_cursor is None:
-            return ids
-        cursor = page.next_cursor
+    return all_pages(fetch, limit)[0]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from index_helpers import BACKENDS, CONSUMER, PRODUCER, consumed, ev, message, unique
+from fixtures.stores import BACKENDS
+from index_helpers import CONSUMER, PRODUCER, all_pages, consumed, ev, message, unique
 
 from collector.store import Store, open_store
 from collector.store.errors import BadCursorError, BadRangeError
@@ -35,19 +36,6 @@ def q(module_store: Store) -> TraceQuery:
 
 def index(q: TraceQuery, records) -> None:
     index_records(q.store, records)
-
-
-def all_pages(fetch, limit: int) -> tuple[list[str], int]:
-    """Follow cursors to the end: (msg ids in order, number of pages)."""
-    ids, cursor, pages = [], None, 0
-    while True:
-        page = fetch(limit=limit, cursor=cursor)
-        assert len(page.items) <= limit
-        ids += [item.msg_id for item in page.items]
-        pages += 1
-        cursor = page.next_cursor
-        if cursor is None:
-            return ids, pages
 
 
 def test_trace_pairs_attempts_per_group(q: TraceQuery) -> None:

@@ -9,7 +9,8 @@ import sys
 from collections.abc import Callable
 
 import pytest
-from index_helpers import BACKENDS, message, unique
+from fixtures.stores import BACKENDS
+from index_helpers import message, page_ids, unique
 
 from collector.store import SaltBucketsMismatchError, keys, open_store, schema
 from collector.store.indexer import index_records
@@ -49,12 +50,7 @@ def test_the_recorded_count_is_used_and_a_different_one_is_refused(
     try:
         assert reader.salt_buckets == 16
         query = TraceQuery(reader)
-        found, cursor = [], None
-        while True:
-            page = query.by_time(topic, T0 - 10, T0 + 1000, 100, cursor)
-            found += [m.msg_id for m in page.items]
-            if (cursor := page.next_cursor) is None:
-                break
+        found = page_ids(lambda limit, cursor: query.by_time(topic, T0 - 10, T0 + 1000, limit, cursor), 100)
         assert sorted(found) == [f"id-{i:06d}" for i in range(200)]
     finally:
         reader.close()

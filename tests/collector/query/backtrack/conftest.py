@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pathlib
 from collections.abc import Iterator
 
 import pytest
@@ -24,13 +23,9 @@ def query(module_store: Store) -> TraceQuery:
     return TraceQuery(module_store)
 
 
-@pytest.fixture(params=["local", pytest.param("hbase", marks=[pytest.mark.hbase, pytest.mark.slow])])
-def backend_query(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[TraceQuery]:
+@pytest.fixture
+def backend_query(store_url: str) -> Iterator[TraceQuery]:
     """A fresh store of each backend (real HBase for the second)."""
-    if request.param == "local":
-        url = f"local:{tmp_path / 'index.sqlite3'}"
-    else:
-        url = request.getfixturevalue("make_hbase_url")()
-    store = open_store(url)
+    store = open_store(store_url)
     yield TraceQuery(store)
     store.close()

@@ -6,6 +6,7 @@ import pathlib
 
 import pytest
 from backtrack_helpers import BASE_MS, EXPECTED_STATUS, GROUP, Record, dead, message, outcome_records
+from fixtures.pages import CursorPages
 
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig
@@ -77,17 +78,15 @@ async def test_reset_plan_of_a_group_never_seen_on_the_topic_is_404(client) -> N
 
 
 async def test_unconsumed_pages(client) -> None:
-    items, cursor = [], None
-    for _ in range(10):
+    pages = CursorPages(max_pages=10)
+    for cursor in pages:
         params = dict(group=GROUP, begin=BASE_MS, end=BASE_MS + 10_000, limit=1)
         if cursor:
             params["cursor"] = cursor
         status, body = await get(client, f"/v1/topics/{TOPIC}/unconsumed", **params)
         assert status == 200, body
-        items += body["items"]
-        cursor = body["next_cursor"]
-        if not cursor:
-            break
+        pages.add(body["items"], body["next_cursor"])
+    items = pages.items
     expected = {f"m{i}": EXPECTED_STATUS[o] for i, o in enumerate(OUTCOMES) if EXPECTED_STATUS[o]}
     assert {i["msg_id"]: i["status"] for i in items} == expected
     assert [(i["queue"], i["offset"]) for i in items] == [(0, 1), (0, 3), (0, 4)]

@@ -19,6 +19,7 @@ from backtrack_helpers import (
     outcome_records,
     replay_reference,
 )
+from fixtures.pages import CursorPages
 
 from collector.query import backtrack
 from collector.server import console_routes, native
@@ -68,18 +69,14 @@ WINDOW = {"begin": str(BASE_MS - 60_000), "end": str(BASE_MS + COUNT * 1000 + 60
 
 async def walk(client, **params: str) -> tuple[list[str], int]:
     """Every msg_id of a filtered listing, following next_cursor; and how many pages it took."""
-    ids: list[str] = []
-    cursor, pages = None, 0
-    while True:
+    pages = CursorPages()
+    for cursor in pages:
         query = dict(WINDOW, **params, **({"cursor": cursor} if cursor else {}))
         response = await client.get(f"/v1/topics/{TOPIC}/messages", params=query)
         assert response.status == 200, await response.text()
         body = await response.json()
-        ids += [item["msg_id"] for item in body["items"]]
-        pages += 1
-        cursor = body["next_cursor"]
-        if cursor is None:
-            return ids, pages
+        pages.add([item["msg_id"] for item in body["items"]], body["next_cursor"])
+    return pages.items, pages.count
 
 
 def reference(items: list[dict], group: str | None, outcome: str | None) -> list[str]:

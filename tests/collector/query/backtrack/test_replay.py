@@ -15,6 +15,7 @@ from backtrack_helpers import (
     new_topic,
     outcome_records,
 )
+from fixtures.pages import CursorPages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -73,15 +74,12 @@ def test_pages_add_up_to_the_whole_list(query: TraceQuery, page: int) -> None:
     topic = new_topic("pages")
     outcomes = list(OUTCOMES) * 3
     index_records(query.store, build(topic, outcomes)[0])
-    seen: list[str] = []
-    cursor = None
-    for _ in range(200):
+    pages = CursorPages(max_pages=200)
+    for cursor in pages:
         result = backtrack.replay_list(query, topic, GROUP, 0, BASE_MS + 10**6, page, cursor)
         assert len(result.items) <= page
-        seen += [i.msg_id for i in result.items]
-        cursor = result.next_cursor
-        if cursor is None:
-            break
+        pages.add([i.msg_id for i in result.items], result.next_cursor)
+    seen = pages.items
     assert len(seen) == len(set(seen))
     assert set(seen) == set(expected(topic, outcomes))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from fixtures.pages import CursorPages
+
 from collector.store import open_store
 from collector.store.indexer import index_records
 from tests.fixtures.sample import ScenarioIds, scenario
@@ -15,18 +17,14 @@ INGEST_TOKEN = "ingest-secret"
 
 async def collect_pages(client: Any, path: str, params: dict[str, str]) -> list[dict[str, Any]]:
     """Follow ``next_cursor`` until the end and return every item in order."""
-    items: list[dict[str, Any]] = []
-    cursor = None
-    for _ in range(MAX_PAGES):
+    pages = CursorPages(max_pages=MAX_PAGES)
+    for cursor in pages:
         query = dict(params, **({"cursor": cursor} if cursor else {}))
         response = await client.get(path, params=query)
         assert response.status == 200, await response.text()
         body = await response.json()
-        items += body["items"]
-        cursor = body["next_cursor"]
-        if not cursor:
-            return items
-    raise AssertionError("pagination did not end")
+        pages.add(body["items"], body["next_cursor"])
+    return pages.items
 
 
 def fill_store(store_url: str, now_ms: int) -> ScenarioIds:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from fixtures.pages import CursorPages
 
 from collector.store import open_store
 from collector.store.indexer import index_records
@@ -21,9 +22,8 @@ async def qmq(client, path: str, param: str, query: dict, status: int = 200) -> 
 
 
 async def test_message_list_pages_with_next_as_start(client):
-    seen: list[str] = []
-    start = None
-    for _ in range(20):
+    pages = CursorPages(max_pages=20)
+    for start in pages:
         body = await qmq(client, "/api/message", "backupQuery",
                          {"subject": TOPIC, "isDelay": False, "len": 4, "start": start})
         assert len(body["list"]) <= 4
@@ -31,10 +31,8 @@ async def test_message_list_pages_with_next_as_start(client):
             assert set(item) == LIST_FIELDS and item["subject"] == TOPIC
             assert item["brokerGroup"] in {f"broker-a/{queue}" for queue in range(4)}  # the sample's 4 queues
             assert item["sequence"].isdigit() and item["createTime"].isdigit()
-        seen += [item["messageId"] for item in body["list"]]
-        start = body["next"]
-        if start is None:
-            break
+        pages.add([item["messageId"] for item in body["list"]], body["next"])
+    seen = pages.items
     assert len(seen) == len(set(seen)) == SHARED_KEY_COUNT + 6
 
 

@@ -17,10 +17,10 @@ from urllib.parse import quote
 import pytest
 import requests
 from api_helpers import fill_store
+from fixtures.collector_process import CollectorProcess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.server.routes import OPENAPI_PATH
 from collector.store import open_store
 from collector.store.indexer import finish_batch, index_records
@@ -62,12 +62,11 @@ def live_collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveCol
                           for n, (topic, key, msg_id) in enumerate(HOSTILE)])
     finish_batch(store)  # rollups, so /v1/overview answers with hostile topic names too
     store.close()
-    port = free_port()
-    proc = start_collector(data_dir, port)
+    collector = CollectorProcess(data_dir, "--durability", "os", store=None)
     try:
-        yield LiveCollector(f"http://127.0.0.1:{port}")
+        yield LiveCollector(collector.url)
     finally:
-        stop_collector(proc)
+        collector.stop()
 
 
 def assert_clean(response: requests.Response) -> None:
