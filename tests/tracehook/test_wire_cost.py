@@ -4,7 +4,7 @@ A body can hold one container header per byte (deep nesting, or runs of empty ar
 maps); the Python path of check_batch turns each into an object. These tests pin the work
 per byte without timing thresholds: no garbage-collector pass runs while a body is checked
 (that was what made such bodies cost ~0.5 ms per KB), and each hostile body makes no more
-Python calls, and holds about as much memory, as the densest valid batch of the same size.
+Python calls than the densest valid batch of the same size, and holds at most 1.5x its memory.
 The CPU time per KB is measured in benchmarks/hostile_bodies.py.
 """
 
