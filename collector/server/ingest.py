@@ -106,6 +106,8 @@ class Ingestor:
         self._closing = False
         self.backlog_bytes = 0
         self.log_bytes = 0
+        self.maintenance_rounds = 0
+        """Background maintenance rounds (roll, retention, sizes) completed so far."""
         self.segments = 1
         self.disk_full = tracelog.recovery_pending
         """True from a write (or the recovery at start) that found no space until one succeeds."""
@@ -378,6 +380,7 @@ class Ingestor:
                     await self.ensure_recovered()
                     continue
                 await self._run(self._maintain)
+                self.maintenance_rounds += 1
             except DiskFull:
                 pass  # counted where it matters (ingest); the next round retries
             except Exception:  # noqa: BLE001 - keep ingesting; the next round retries

@@ -1,21 +1,25 @@
 """A producer process for the fault tests: the real tracehook library, paced traffic, a JSON report.
 
 The fault tests start this file as a script (``python tests/e2e/fault_helpers.py --prefix p0 ...``).
-It records ``--count`` PUB events with the ids ``{prefix}-{i:07d}`` at ``--rate`` events/s,
-timing every hook call, then flushes with a deadline and prints one JSON line::
+It records ``--count`` PUB events with the ids ``{prefix}-{i:07d}`` at ``--rate`` events/s (0: as
+fast as it can), reads ``tracehook.stats()`` after every hook call, then flushes with a deadline
+and prints one JSON line::
 
-    {"stats": tracehook.stats(), "flushed": true, "acked": [[seq, events], ...],
-     "max_hook_s": 0.0004, "samples": [[wall_s, emitted, queued, in_flight, sent, dropped, rss_kb, max_hook_s], ...]}
+    {"stats": tracehook.stats(), "flushed": true, "acked": [[seq, events], ...], "max_queued": 812,
+     "pauses": [{"returned": 4000, "stats": ..., "max_queued": 0}, ...]}
 
 ``acked`` lists every batch the collector answered 2xx, seen from the dispatcher, so the test
-can look each one up in the trace log by ``(client_id, seq)``.
+can look each one up in the trace log by ``(client_id, seq)``. ``max_queued`` is the most events
+``stats()`` ever showed queued. With ``--pause-at I`` (repeatable) the producer stops before
+event ``I``: it prints the same figures for the calls so far (``returned``: how many hook calls
+have returned) as one JSON line and waits for a line on stdin, so a test can stop or start a
+collector between two known events.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from typing import Any
@@ -23,20 +27,13 @@ from typing import Any
 import tracehook
 
 TOPIC = "orders"
-SAMPLE_EVERY_S = 0.25
 PACE_EVERY = 100
-"""Events between two pacing checks (and between two samples at most)."""
+"""Events between two pacing checks."""
 
 
 def msg_id(prefix: str, i: int) -> str:
     """The id of a producer's ``i``-th event (the test rebuilds the emitted set from it)."""
     return f"{prefix}-{i:07d}"
-
-
-def rss_kb() -> int:
-    """This process's resident set size in KiB (Linux)."""
-    with open("/proc/self/statm", encoding="ascii") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def watch_acks(tracer: tracehook.Tracer) -> list[list[int]]:
@@ -57,31 +54,30 @@ def watch_acks(tracer: tracehook.Tracer) -> list[list[int]]:
     return acked
 
 
-def produce(tracer: tracehook.Tracer, prefix: str, count: int, rate: float) -> tuple[float, list[list[Any]]]:
-    """Record ``count`` sends at ``rate``/s; returns the slowest hook call (s) and the samples."""
-    samples: list[list[Any]] = []
-    slowest_ns = window_ns = 0
-    start = next_sample = time.perf_counter()
-    clock = time.perf_counter_ns
+def pause(returned: int, max_queued: int) -> dict[str, Any]:
+    """Print where the producer stands and wait for the test's go (a line on stdin)."""
+    report = {"returned": returned, "stats": tracehook.stats(), "max_queued": max_queued}
+    print(json.dumps({"pause": report}), flush=True)
+    sys.stdin.readline()
+    return report
+
+
+def produce(prefix: str, count: int, rate: float, pause_at: set[int]) -> tuple[int, list[dict[str, Any]]]:
+    """Record ``count`` sends at ``rate``/s; returns the most events ever queued, and the pauses."""
+    pauses: list[dict[str, Any]] = []
+    max_queued = 0
+    start = time.perf_counter()
     for i in range(count):
-        if i % PACE_EVERY == 0:
-            now = time.perf_counter()
-            if now >= next_sample:
-                s = tracer.stats()
-                samples.append([time.time(), i, s["queued"], s["in_flight"], s["sent"], s["dropped_total"],
-                                rss_kb(), window_ns / 1e9])
-                window_ns = 0
-                next_sample = now + SAMPLE_EVERY_S
-            delay = start + i / rate - now
+        if i in pause_at:
+            pauses.append(pause(i, max_queued))
+            start = time.perf_counter() - (i / rate if rate else 0.0)  # pace on from here
+        if rate and i % PACE_EVERY == 0:
+            delay = start + i / rate - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-        t0 = clock()
-        tracer.record_send(TOPIC, msg_id(prefix, i))
-        took = clock() - t0
-        if took > window_ns:
-            window_ns = took
-            slowest_ns = max(slowest_ns, took)
-    return slowest_ns / 1e9, samples
+        tracehook.record_send(TOPIC, msg_id(prefix, i))
+        max_queued = max(max_queued, tracehook.stats()["queued"])
+    return max_queued, pauses
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,9 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--collectors", required=True, help="comma-separated collector URLs")
     parser.add_argument("--prefix", required=True, help="message id prefix, unique per producer")
     parser.add_argument("--count", type=int, required=True)
-    parser.add_argument("--rate", type=float, required=True, help="events per second")
+    parser.add_argument("--rate", type=float, required=True, help="events per second (0: unpaced)")
     parser.add_argument("--queue-size", type=int, required=True)
     parser.add_argument("--flush-timeout", type=float, default=60.0)
+    parser.add_argument("--pause-at", type=int, action="append", default=[],
+                        help="stop before this event until a line arrives on stdin (repeatable)")
     parser.add_argument("--start-at-first", action="store_true",
                         help="start at the first collector (a scenario that kills it), not at the client's own")
     args = parser.parse_args(argv)
@@ -107,10 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         flush_at_exit=False,
     )
     acked = watch_acks(tracer)
-    slowest, samples = produce(tracer, args.prefix, args.count, args.rate)
+    max_queued, pauses = produce(args.prefix, args.count, args.rate, set(args.pause_at))
     flushed = tracehook.flush(timeout=args.flush_timeout)
-    report = {"stats": tracehook.stats(), "flushed": flushed, "acked": list(acked), "max_hook_s": slowest,
-              "samples": samples}
+    report = {"stats": tracehook.stats(), "flushed": flushed, "acked": list(acked), "max_queued": max_queued,
+              "pauses": pauses}
     print(json.dumps(report), flush=True)
     tracehook.close(timeout=1.0)
     return 0

@@ -5,8 +5,10 @@ Producers are separate Python processes using the real tracehook library
 127.0.0.1 (``fixtures.collector_process``).  Each test checks, per producer,
 ``emitted == sent + dropped + queued`` against the trace log itself: every batch the
 dispatcher saw acknowledged is in the log, the log holds exactly the sent events, and
-the events missing from it are exactly the counted drops.  The figures go to
-``test-artifacts/reliability.json`` (the Reliability table in benchmarks/RESULTS.md).
+the events missing from it are exactly the counted drops; and the queue never held more
+than its bound.  The counts go to ``test-artifacts/reliability.json`` (the Reliability
+table in benchmarks/RESULTS.md); how fast hook calls are and how much memory a producer
+holds during an outage is measured by benchmarks/outage.py, not here.
 """
 
 from __future__ import annotations
@@ -60,14 +62,34 @@ class Processes:
     def producer(
         self, urls: list[str], prefix: str, count: int, rate: float, queue_size: int, *extra: str
     ) -> subprocess.Popen[bytes]:
-        """A producer process; its JSON report goes to ``<tmp>/<prefix>.out``."""
+        """A producer process; its JSON lines go to ``<tmp>/<prefix>.out``, ``resume`` ends a pause."""
         with open(self.tmp_path / f"{prefix}.out", "wb") as out, open(self.tmp_path / f"{prefix}.err", "wb") as err:
             proc = subprocess.Popen(
                 [sys.executable, PRODUCER, "--collectors", ",".join(urls), "--prefix", prefix, "--count", str(count),
-                 "--rate", str(rate), "--queue-size", str(queue_size), *extra], stdout=out, stderr=err,
+                 "--rate", str(rate), "--queue-size", str(queue_size), *extra],
+                stdin=subprocess.PIPE, stdout=out, stderr=err,
             )
         self.started.append(proc)
         return proc
+
+    def paused(self, proc: subprocess.Popen[bytes], prefix: str, nth: int, timeout: float = 120) -> dict[str, Any]:
+        """Wait until a producer has stopped at its ``nth`` ``--pause-at`` and return what it printed there."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = (self.tmp_path / f"{prefix}.out").read_text().splitlines()
+            pauses = [json.loads(line)["pause"] for line in lines if line.startswith('{"pause"')]
+            if len(pauses) >= nth:
+                return pauses[nth - 1]
+            assert proc.poll() is None, (self.tmp_path / f"{prefix}.err").read_text(errors="replace")[-3000:]
+            time.sleep(0.05)
+        raise AssertionError(f"{prefix} did not reach pause {nth} in {timeout}s")
+
+    @staticmethod
+    def resume(proc: subprocess.Popen[bytes]) -> None:
+        """Let a paused producer go on."""
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
 
     def report(self, proc: subprocess.Popen[bytes], prefix: str, timeout: float = 180) -> dict[str, Any]:
         """Wait for a producer and parse its report."""
@@ -81,6 +103,8 @@ class Processes:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=30)
+            if proc.stdin is not None:
+                proc.stdin.close()
 
 
 @pytest.fixture
@@ -147,12 +171,13 @@ def read_sealed_log(*log_dirs: str) -> tuple[Batches, int]:
     return batches, repeats
 
 
-def account(report: dict[str, Any], prefix: str, count: int, batches: Batches) -> dict[str, int]:
-    """Check one producer's counters against the log; returns its figures."""
+def account(report: dict[str, Any], prefix: str, count: int, queue_size: int, batches: Batches) -> dict[str, int]:
+    """Check one producer's counters against the log and its queue bound; returns its figures."""
     stats = report["stats"]
     assert stats["emitted"] == count, stats
     assert stats["emitted"] == stats["sent"] + stats["dropped_total"] + stats["queued"] + stats["in_flight"], stats
     assert report["flushed"] and stats["queued"] == stats["in_flight"] == 0, stats
+    assert report["max_queued"] <= queue_size, f"{prefix}: {report['max_queued']} events queued at once"
     logged = {seq: events for (client, seq), events in batches.items() if client == stats["client_id"]}
     lost = sum(n for seq, n in report["acked"] if len(logged.get(seq, ())) != n)
     assert lost == 0, f"{prefix}: {lost} acknowledged events are not in the log"
@@ -201,121 +226,103 @@ def index_and_check(log_dirs: list[str], store_url: str, batches: Batches) -> in
     return indexed
 
 
-def _between(samples: list[list[Any]], begin: float, end: float) -> list[list[Any]]:
-    """The producer's samples taken in the wall-clock window [begin, end]."""
-    return [s for s in samples if begin <= s[0] <= end]
-
-
-def max_hook_ms(reports: list[dict[str, Any]], begin: float, end: float) -> float:
-    """The slowest hook call any producer sampled in the wall-clock window [begin, end], in ms."""
-    return round(max((s[7] for r in reports for s in _between(r["samples"], begin, end)), default=0.0) * 1000, 2)
-
-
-@pytest.mark.timeout(900)  # indexing ~1M events takes minutes on a busy 2-core box
 def test_sigkill_mid_stream_then_restart_loses_no_acknowledged_event(
     procs: Processes, tmp_path: pathlib.Path, index_url: str, figures: dict[str, Any]
 ) -> None:
-    count, prefixes = 250_000, [f"k{n}" for n in range(4)]
+    # The producers outpace the queue during the outage (2,500/s for ~4 s into 5,000 slots), so
+    # drops are counted as well as retries answered; 80,000 events in all.
+    count, rate, queue_size, prefixes = 20_000, 2_500, 5_000, [f"k{n}" for n in range(4)]
     data_dir, port = tmp_path / "data", free_port()
     url, log_dir = f"http://127.0.0.1:{port}", str(tmp_path / "data" / "log")
     collector = procs.collector(data_dir, port)
-    started = time.monotonic()
-    producers = [procs.producer([url], p, count, rate=20_000, queue_size=50_000) for p in prefixes]
-    at_kill = wait_for_events(url, 250_000, producers)
+    producers = [procs.producer([url], p, count, rate, queue_size) for p in prefixes]
+    at_kill = wait_for_events(url, len(prefixes) * count // 4, producers)  # mid-stream: a quarter in
 
     down = time.time()
     collector.kill()  # SIGKILL with batches in flight
     collector.wait(timeout=30)
     assert all(p.poll() is None for p in producers), "the kill was not mid-stream"
-    time.sleep(2.0)
+    time.sleep(2.0)  # a scenario, not a wait for something: the producers go on recording meanwhile
     collector = procs.collector(data_dir, port)  # recovery cuts a torn tail; dedup window reloaded
     up = time.time()
     reports = [procs.report(p, prefix) for p, prefix in zip(producers, prefixes)]
-    streamed = time.monotonic() - started
     answered_duplicate = collector_metric(url, "tracehook_collector_duplicate_batches_total")
     seal_log(url, log_dir)
     stop_collector(collector)
 
     batches, repeats = read_sealed_log(log_dir)
-    tallies = [account(r, p, count, batches) for r, p in zip(reports, prefixes)]
-    indexing = time.monotonic()
+    tallies = [account(r, p, count, queue_size, batches) for r, p in zip(reports, prefixes)]
     indexed = index_and_check([log_dir], index_url, batches)
     total = {k: sum(t[k] for t in tallies) for k in tallies[0]}
-    assert total["emitted"] == 1_000_000 and total["lost"] == 0
+    assert total["emitted"] == len(prefixes) * count and total["lost"] == 0
     assert indexed == total["acknowledged"]
     figures["collector_sigkill_restart"] = {
         **total, "indexed": indexed, "events_at_kill": at_kill, "repeated_records_in_log": repeats,
-        "outage_s": round(up - down, 1), "max_hook_ms_in_outage": max_hook_ms(reports, down, up),
-        "retries_answered_duplicate": answered_duplicate, "per_producer": tallies, "stream_s": round(streamed, 1),
-        "index_and_check_s": round(time.monotonic() - indexing, 1),
+        "outage_s": round(up - down, 1), "retries_answered_duplicate": answered_duplicate, "per_producer": tallies,
     }
     print(json.dumps(figures["collector_sigkill_restart"]))
 
 
-def test_collector_down_30s_hooks_never_block_queue_stays_bounded_delivery_resumes(
+def test_collector_down_hooks_never_block_queue_stays_bounded_delivery_resumes(
     procs: Processes, tmp_path: pathlib.Path, index_url: str, figures: dict[str, Any]
 ) -> None:
-    rate, queue_size, outage_s = 2_000, 8_000, 30.0
-    count = int(rate * 55)  # ~4 s before, 30 s down, >= 15 s after the comeback
+    # The producer pauses at two known events: the test stops the collector at the first and
+    # starts it again at the second, so every call in between is made while it is down.
+    before, during, after, queue_size = 4_000, 20_000, 4_000, 8_000
+    count = before + during + after
     data_dir, port = tmp_path / "data", free_port()
     url, log_dir = f"http://127.0.0.1:{port}", str(tmp_path / "data" / "log")
     collector = procs.collector(data_dir, port)
-    producer = procs.producer([url], "down", count, rate=rate, queue_size=queue_size)
-    wait_for_events(url, 4_000, [producer])
-
-    down = time.time()
+    producer = procs.producer([url], "down", count, 0, queue_size,
+                              "--pause-at", str(before), "--pause-at", str(before + during))
+    procs.paused(producer, "down", 1)
+    wait_for_events(url, before, [producer])  # everything recorded so far was delivered
     stop_collector(collector)
-    time.sleep(outage_s)
+
+    procs.resume(producer)
+    outage = procs.paused(producer, "down", 2)
+    stats = outage["stats"]
+    # Never blocks: every hook call of the outage returned (the producer is past them all).
+    assert outage["returned"] == stats["emitted"] == before + during, outage
+    assert stats["sent"] <= before, outage  # nothing was delivered meanwhile: the collector was down
+    # Bounded: the queue filled up to its size and no further; what did not fit was dropped and counted.
+    assert outage["max_queued"] <= queue_size and stats["queued"] == queue_size, outage
+    assert stats["dropped"]["queue_full"] == stats["dropped_total"] > 0, outage
+    kept = during - stats["dropped_total"]  # queued or in flight (nothing was dropped before the outage)
+
     collector = procs.collector(data_dir, port)
-    up = time.time()
-    assert producer.poll() is None, "the producer finished before the collector came back"
+    # Resumed by itself: the restarted collector receives what was queued while the producer
+    # is still paused, before it records or flushes anything more.
+    wait_for_events(url, kept, [producer])
+    procs.resume(producer)
     report = procs.report(producer, "down")
     seal_log(url, log_dir)
     stop_collector(collector)
 
-    samples = report["samples"]
-    during, after = _between(samples, down, up), _between(samples, up, float("inf"))
-    assert len(during) >= outage_s / 0.25 * 0.5 and after, "too few samples around the outage"
-    # Never blocks: the producer kept its pace through the outage (a blocking hook would stall it).
-    emitted_during = during[-1][1] - during[0][1]
-    assert emitted_during >= 0.5 * rate * (during[-1][0] - during[0][0])
-    max_hook_s = max(s[7] for s in during)
-    assert max_hook_s < 1.0  # a sanity bound only: a hook never waits for the network
-    # Bounded: the queue filled up to its size and no further; memory stopped growing with it.
-    assert max(s[2] for s in samples) <= queue_size
-    assert max(s[2] for s in during) >= 0.9 * queue_size
-    rss_before, rss_peak = during[0][6], max(s[6] for s in during)
-    # ~330 B per queued PUB; also keeping the ~50,000 dropped events would add ~16 MiB.
-    assert rss_peak - rss_before <= queue_size + 4096  # KiB: 1 KiB per queue slot + 4 MiB
-    # Resumed by itself: more was sent after the comeback than before it, before the final flush.
-    assert after[-1][4] > during[-1][4]
-
     batches, repeats = read_sealed_log(log_dir)
-    tally = account(report, "down", count, batches)
-    assert tally["dropped_counted"] > 0  # the bound was hit, and every drop is counted
-    outage_ids = [int(m.split("-")[1]) for m in logged_ids(batches)]
-    assert any(during[0][1] < i < during[-1][1] for i in outage_ids), "nothing recorded in the outage arrived"
+    tally = account(report, "down", count, queue_size, batches)
+    # The oldest events of the outage were kept (the queue refuses new ones when full), all delivered.
+    outage_ids = sorted(i for i in (int(m.split("-")[1]) for m in logged_ids(batches)) if before <= i < before + during)
+    assert outage_ids == list(range(before, before + kept))
     indexed = index_and_check([log_dir], index_url, batches)
-    figures["collector_down_30s"] = {
-        **tally, "indexed": indexed, "repeated_records_in_log": repeats, "outage_s": round(up - down, 1),
-        "max_hook_ms_in_outage": round(max_hook_s * 1000, 2), "emitted_in_outage": emitted_during,
-        "queue_size": queue_size, "max_queued": max(s[2] for s in samples),
-        "rss_kb_at_outage_start": rss_before, "rss_kb_peak_in_outage": rss_peak,
+    figures["collector_down"] = {
+        **tally, "indexed": indexed, "repeated_records_in_log": repeats, "calls_while_down": during,
+        "kept_from_outage": kept, "dropped_in_outage": during - kept, "queue_size": queue_size,
+        "max_queued": report["max_queued"],
     }
-    print(json.dumps(figures["collector_down_30s"]))
+    print(json.dumps(figures["collector_down"]))
 
 
 def test_two_collectors_one_sigkilled_fails_over_without_loss(
     procs: Processes, tmp_path: pathlib.Path, index_url: str, figures: dict[str, Any]
 ) -> None:
-    count, prefixes = 50_000, ["f0", "f1"]
+    count, queue_size, prefixes = 50_000, 50_000, ["f0", "f1"]
     dirs, ports = [tmp_path / "a", tmp_path / "b"], [free_port(), free_port()]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     collectors = [procs.collector(d, p) for d, p in zip(dirs, ports)]
-    producers = [procs.producer(urls, p, count, 10_000, 50_000, "--start-at-first") for p in prefixes]
+    producers = [procs.producer(urls, p, count, 10_000, queue_size, "--start-at-first") for p in prefixes]
     at_kill = wait_for_events(urls[0], 20_000, producers)  # both dispatchers start on the first one
 
-    killed = time.time()
     collectors[0].kill()
     collectors[0].wait(timeout=30)
     assert all(p.poll() is None for p in producers), "the kill was not mid-stream"
@@ -330,13 +337,12 @@ def test_two_collectors_one_sigkilled_fails_over_without_loss(
     for report in reports:  # both collectors served every producer: the failover happened
         assert all(any(c == report["stats"]["client_id"] for c, _ in log) for log in per_log)
     batches, repeats = read_sealed_log(*log_dirs)  # the union, deduplicated by (client_id, seq)
-    tallies = [account(r, p, count, batches) for r, p in zip(reports, prefixes)]
+    tallies = [account(r, p, count, queue_size, batches) for r, p in zip(reports, prefixes)]
     total = {k: sum(t[k] for t in tallies) for k in tallies[0]}
     indexed = index_and_check(log_dirs, index_url, batches)
     assert indexed == total["acknowledged"] and total["lost"] == 0
     figures["two_collectors_one_sigkilled"] = {
         **total, "indexed": indexed, "events_at_kill": at_kill, "batches_in_both_logs": repeats,
-        "max_hook_ms_after_kill": max_hook_ms(reports, killed, float("inf")),
         "events_per_log": [sum(len(e) for e in log.values()) for log in per_log],
     }
     print(json.dumps(figures["two_collectors_one_sigkilled"]))

@@ -16,6 +16,7 @@ import requests
 from fixtures.collector_process import CollectorProcess
 
 import tracehook
+from collector.log import state as logstate
 from collector.store import open_store
 from collector.store.reader import TraceQuery
 from spark_jobs.index_job import FAULT_PAUSE_BATCH_ENV, FAULT_PAUSE_ENV
@@ -121,14 +122,16 @@ def test_follow_survives_sigkill_mid_batch_collector_restart_and_retention(tmp_p
         collector = _collector(data_dir, store_url, segment_age_s=2)  # seals, and retention deletes
         fourth = _send(collector.url, "r4")
         sent = first + second + third + fourth
+        end = logstate.read_durable(log_dir)  # every acknowledged record is before it
+        assert end is not None
 
-        def all_indexed() -> bool:
-            assert job.proc.poll() is None, job.output()
-            return all(n > 0 for n in _event_counts(store_url, sent).values())
+        def all_committed() -> bool:
+            done = logstate.committed_offset(log_dir)
+            return done is not None and done >= end.offset
 
-        _until(all_indexed, "every round indexed", job)
-        # Let a few more micro-batches and retention rounds pass over the same data.
-        time.sleep(3)
+        # Spark has committed every batch that read an acknowledged record (the rows are written
+        # first): no later micro-batch reads them again, so the counts below are final.
+        _until(all_committed, "every acknowledged record indexed and committed", job)
         assert _event_counts(store_url, sent) == {m: 3 for m in sent}  # send + 2 consume events, once each
         # Retention runs alongside: the first segment goes once its records are committed (the
         # follower records each commit when Spark writes it, not when the next batch is planned).

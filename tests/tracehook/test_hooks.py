@@ -9,7 +9,7 @@ import time
 import pytest
 
 import tracehook
-from tracehook import wire
+from tracehook import hooks, wire
 from tracehook.wire import EventType, Status, TxState
 
 
@@ -41,14 +41,34 @@ def test_generated_ids_are_unique(make_tracer):
     assert len(ids) == 10_000
 
 
-def test_consume_pairs_before_and_after_with_cost(stub, make_tracer):
+class FakeClock:
+    """Stands in for the hooks' ``perf_counter_ns``: time moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now_ns = 1_000_000_000
+
+    def __call__(self) -> int:
+        return self.now_ns
+
+    def advance(self, ns: int) -> None:
+        self.now_ns += ns
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(hooks, "_perf_ns", fake)
+    return fake
+
+
+def test_consume_pairs_before_and_after_with_cost(stub, make_tracer, clock):
     tracer = make_tracer(stub.url)
     with tracer.consume("orders", "m-1", "billing", keys="k", queue=1, offset=7, retry=2) as span:
-        time.sleep(0.01)
+        clock.advance(12_345_678)
     before, after = delivered(tracer, stub)
     assert (before.type, after.type) == (EventType.SUB_BEFORE, EventType.SUB_AFTER)
     assert before.request_id == after.request_id == span.request_id != ""
-    assert after.cost_us >= 10_000 and after.status == Status.OK
+    assert after.cost_us == 12_345 and after.status == Status.OK  # whole microseconds, rounded down
     for event in (before, after):
         assert (event.group, event.topic, event.msg_id, event.keys, event.queue, event.offset, event.retry) == (
             "billing", "orders", "m-1", "k", 1, 7, 2)
@@ -87,19 +107,18 @@ def test_consume_reads_the_id_from_headers(stub, make_tracer):
     assert {e.msg_id for e in delivered(tracer, stub)} == {msg_id}
 
 
-def test_consume_batch_shares_one_request_id_and_divides_the_cost(stub, make_tracer):
+def test_consume_batch_shares_one_request_id_and_divides_the_cost(stub, make_tracer, clock):
     tracer = make_tracer(stub.url)
     messages = [dict(msg_id=f"m-{i}", keys=f"k{i}", queue=0, offset=i) for i in range(4)]
     with tracer.consume_batch("orders", "billing", messages, broker="b1"):
-        time.sleep(0.02)
+        clock.advance(20_003_999)  # 20,003 us for the batch
     events = delivered(tracer, stub)
     afters = [e for e in events if e.type == EventType.SUB_AFTER]
     befores = [e for e in events if e.type == EventType.SUB_BEFORE]
     assert len(afters) == len(befores) == 4
     assert len({e.request_id for e in events}) == 1
     assert {e.offset for e in afters} == {0, 1, 2, 3} and {e.broker for e in events} == {"b1"}
-    assert len({e.cost_us for e in afters}) == 1
-    assert 5_000 <= afters[0].cost_us < 20_000  # a quarter of the >= 20 ms the batch took
+    assert [e.cost_us for e in afters] == [20_003 // 4] * 4  # each message a quarter of the batch's cost
 
 
 def test_consume_batch_exception(stub, make_tracer):

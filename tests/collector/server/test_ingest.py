@@ -235,6 +235,10 @@ async def test_background_retention_deletes_indexed_segments_only(aiohttp_client
     logstate.write_commit(cfg.log_dir, "job", "local:x", "/ck", logstate.LogPosition(second.base, first.base, first.size))
     while os.path.exists(first.path):
         await asyncio.sleep(0.02)
-    await asyncio.sleep(0.2)  # several more maintenance rounds
+    # Two more completed rounds: at least one started after the deletion was seen, and left the second.
+    ingestor = client.server.app[INGESTOR_KEY]
+    seen = ingestor.maintenance_rounds
+    while ingestor.maintenance_rounds < seen + 2:
+        await asyncio.sleep(0.02)
     assert tracelog.sealed_segments(cfg.log_dir) == [second]
     assert os.path.exists(second.path)
