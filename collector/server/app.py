@@ -174,8 +174,10 @@ def create_app(config: CollectorConfig) -> web.Application:
     # aiohttp refuses request lines over 8 KiB with a plain-text 400 before any handler runs; query
     # parameters may be 16 KiB characters (params.MAX_PARAM_LEN), i.e. up to ~48 KiB percent-encoded
     # in UTF-8, so allow that much and let params.py answer too-long values with a JSON reason.
+    # aiohttp's own body decoding is off for the same reason: /v1/traces decodes Content-Encoding
+    # itself and answers in JSON (otlp_http.decompress); no other route takes compressed bodies.
     app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes,
-                          handler_args={"max_line_size": MAX_REQUEST_LINE})
+                          handler_args={"max_line_size": MAX_REQUEST_LINE, "auto_decompress": False})
     app[CONFIG_KEY] = config
     app[METRICS_KEY] = CollectorMetrics()
     app.cleanup_ctx.append(_tracelog_ctx)
