@@ -18,6 +18,7 @@ import argparse
 import inspect
 import os
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from collector.cli.errors import TopicMismatchError, TopicRefusedError
 from collector.cli.kafka_reset import ENV_BOOTSTRAP, check_reachable
 
 REQUEST_TIMEOUT_MS = 30_000
+METADATA_WAIT_S = 30.0
 TOPIC_ALREADY_EXISTS = 36
 """Kafka's error code for a CreateTopics request naming a topic that exists."""
 
@@ -56,6 +58,17 @@ def topic_shape(admin: Any, topic: str) -> TopicShape | None:
     first = partitions[0]
     replicas = first.get("replica_nodes", first.get("replicas", []))  # kafka-python 3 / 2
     return TopicShape(len(partitions), len(replicas))
+
+
+def _visible_shape(admin: Any, topic: str) -> TopicShape:
+    """The topic's shape once the brokers' metadata shows it (a new topic's may lag its creation)."""
+    deadline = time.monotonic() + METADATA_WAIT_S
+    while (shape := topic_shape(admin, topic)) is None:
+        if time.monotonic() > deadline:
+            raise TopicRefusedError(f"topic {topic} is not in the cluster's metadata {METADATA_WAIT_S:.0f} s "
+                                    "after creating it")
+        time.sleep(0.2)
+    return shape
 
 
 def _create(admin: Any, new_topic: Any) -> tuple[int, str]:
@@ -92,11 +105,9 @@ def ensure_topic(bootstrap: str, topic: str, partitions: int, replication_factor
         if code not in (0, TOPIC_ALREADY_EXISTS):
             detail = message or for_code(code).description
             raise TopicRefusedError(f"Kafka refused to create topic {topic}: {for_code(code).__name__}: {detail}")
-        shape = topic_shape(admin, topic)
+        shape = _visible_shape(admin, topic)
     finally:
         admin.close()
-    if shape is None:  # created, or existing a moment ago, and not there now: deleted meanwhile
-        raise TopicRefusedError(f"topic {topic} is not on the cluster after creating it")
     wanted_rf = replication_factor or shape.replication_factor
     if code == TOPIC_ALREADY_EXISTS and (shape.partitions, shape.replication_factor) != (partitions, wanted_rf):
         wanted = TopicShape(partitions, wanted_rf)

@@ -141,7 +141,8 @@ async def test_bad_bodies_are_400_with_a_reason(aiohttp_client, collector_config
 @pytest.mark.parametrize("encoding", ["br", "snappy", "deflate"])
 async def test_an_encoding_it_cannot_decode_is_415_json(aiohttp_client, collector_config, encoding) -> None:
     client = await aiohttp_client(create_app(collector_config))
-    resp = await client.post("/v1/traces", data=b"\x8b\x00\x80 not decoded", headers={**PROTO, "Content-Encoding": encoding})
+    resp = await client.post("/v1/traces", data=b"\x8b\x00\x80 not decoded",
+                             headers={**PROTO, "Content-Encoding": encoding})
     assert (resp.status, resp.content_type) == (415, "application/json")
     assert (await resp.json())["error"] == "unsupported_encoding"
     assert read_log(collector_config.log_dir) == []
