@@ -28,5 +28,13 @@ class GroupActiveError(CommandError):
     """The consumer group still has members: its offsets cannot be reset now."""
 
 
+class TopicMismatchError(CommandError):
+    """``kafka-topic create``: the topic exists with another partition count or replication factor."""
+
+
+class TopicRefusedError(CommandError):
+    """``kafka-topic create``: the broker refused to create the topic (name, replication factor, config)."""
+
+
 USER_ERRORS: tuple[type[BaseException], ...] = (QueryFailed, QueryInputError, StoreError, LogError)
 """What a query or backtracking command reports as ``error: ...`` with exit status 2."""

@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "offsets": ("collector.cli.backtrack", "offsets at a time and a group's reset plan"),
     "replay-list": ("collector.cli.backtrack", "messages a group never consumed successfully"),
     "kafka-reset": ("collector.cli.kafka_reset", "commit a reset plan's offsets on a real Kafka"),
+    "kafka-topic": ("collector.cli.kafka_topic", "create the Kafka trace topic with a chosen partition count"),
     "demo": ("collector.cli.demo", "run a collector, traffic and the index job on the embedded store"),
 }
 
@@ -58,7 +59,8 @@ EXIT_CODES = """\
 exit status (every command; docs/exit-codes.md):
   0   done (found, answered, indexed, stopped cleanly)
   1   nothing found (query, offsets), or the run itself failed (index job, demo,
-      a collector that could not start)
+      a collector that could not start), a Kafka topic that exists with another
+      partition count (kafka-topic create)
   2   bad arguments, bad paths or URLs, an unknown consumer group (replay-list),
       an unreachable collector, store or broker
   130 interrupted (Ctrl-C)

@@ -117,31 +117,29 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    """Liveness plus the numbers an operator looks at first.
+    """Liveness plus the numbers an operator looks at first, those that apply to the log's kind.
 
     ``log`` is the trace log's state: ``{"kind": "file", "state": "ok" | "disk_full", "dir"}`` or
     ``{"kind": "kafka", "state": "ok" | "connecting" | "unavailable", "bootstrap", "topic", "error"?,
     "produced_records", "failed_records"}``; ``status`` is ``log_unavailable`` (still 200) while
     the Kafka log refuses batches.
+    The file log adds ``backlog_bytes``, ``log_bytes``, ``segments`` and ``disk``, and ``status`` is
+    ``disk_full`` (still 200: queries work) while the log's disk has no space. A Kafka log has none
+    of them: the topic is Kafka's to size, its backlog is the index job's consumer lag, and the
+    collector writes nothing of it to disk.
     ``store`` is ``ok``, ``unavailable`` (with ``store_error``: queries answer 503, ingest goes
-    on), ``connecting`` (at start) or ``none`` (no index store configured).  ``status`` is
-    ``disk_full`` (still 200: queries work) while the log's disk has no space.
+    on), ``connecting`` (at start) or ``none`` (no index store configured).
     """
     ingestor = request.app[INGESTOR_KEY]
-    free_bytes, free_inodes = ingestor.disk_free()
     log_health = ingestor.tracelog.health()
     status = "disk_full" if ingestor.disk_full else "ok"
     if log_health["state"] == "unavailable":
         status = "log_unavailable"
-    body: dict[str, Any] = {
-        "status": status,
-        "log": log_health,
-        "backlog_bytes": ingestor.backlog_bytes,
-        "log_bytes": ingestor.log_bytes,
-        "segments": ingestor.segments,
-        "store": "none",
-        "disk": {"full": ingestor.disk_full, "free_bytes": free_bytes, "free_inodes": free_inodes},
-    }
+    body: dict[str, Any] = {"status": status, "log": log_health, "store": "none"}
+    if log_health["kind"] == "file":
+        free_bytes, free_inodes = ingestor.disk_free()
+        body.update(backlog_bytes=ingestor.backlog_bytes, log_bytes=ingestor.log_bytes, segments=ingestor.segments,
+                    disk={"full": ingestor.disk_full, "free_bytes": free_bytes, "free_inodes": free_inodes})
     link = request.app.get(STORE_KEY)
     if link is not None:
         body["store"] = link.state
@@ -178,8 +176,10 @@ def create_app(config: CollectorConfig) -> web.Application:
     # aiohttp refuses request lines over 8 KiB with a plain-text 400 before any handler runs; query
     # parameters may be 16 KiB characters (params.MAX_PARAM_LEN), i.e. up to ~48 KiB percent-encoded
     # in UTF-8, so allow that much and let params.py answer too-long values with a JSON reason.
+    # aiohttp's own body decoding is off for the same reason: /v1/traces decodes Content-Encoding
+    # itself and answers in JSON (otlp_http.decompress); no other route takes compressed bodies.
     app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes,
-                          handler_args={"max_line_size": MAX_REQUEST_LINE})
+                          handler_args={"max_line_size": MAX_REQUEST_LINE, "auto_decompress": False})
     app[CONFIG_KEY] = config
     app[METRICS_KEY] = CollectorMetrics()
     app.cleanup_ctx.append(_tracelog_ctx)

@@ -1,7 +1,8 @@
 """``POST /v1/traces``: OTLP/HTTP trace export into the trace log, durable like a native batch.
 
 Token (ingest token as ``Authorization: Bearer``, or in the header named by
-``otlp_token_header``) → the ingest admission checks → gunzip (aiohttp's, bounded by ``max_body_bytes``) → decode (protobuf or JSON)
+``otlp_token_header``) → the ingest admission checks → gunzip or zstd-decode (here, not by aiohttp:
+the app turns its decoding off, see :func:`decompress`) → decode (protobuf or JSON)
 → map messaging spans to wire events (:mod:`collector.server.otlp`) → one wire batch per OTel
 resource → :meth:`collector.server.ingest.Ingestor.append` (the same group commit, dedup window and
 metrics as ``/v1/batches``) → 200 with an ``ExportTraceServiceResponse`` once every batch is on disk.
@@ -16,15 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestPayloadError
 
 from collector.server import otlp
 from collector.server.appkeys import CONFIG_KEY, INGESTOR_KEY, METRICS_KEY
 from collector.server.auth import bearer_token, check_token
-from collector.server.errors import ANSWERED, BadOtlpRequest, UnsupportedMediaType
+from collector.server.errors import ANSWERED, BadOtlpRequest, PayloadTooLarge, UnsupportedMediaType
 from collector.server.ingest import INLINE_DECODE_BYTES
 from collector.server.metrics import CollectorMetrics
 from collector.server.validate import check_batch
@@ -34,6 +37,69 @@ ROUTE = "/v1/traces"
 MAX_EVENTS_PER_APPEND = 10_000
 """A resource's events go to the log in batches of at most this many (the wire format allows
 100,000 per batch; a 16 MiB OTLP request can map to more)."""
+
+
+MAX_MEMBERS = 64
+"""Most gzip members / zstd frames one body may chain (an exporter sends one; each costs a decoder)."""
+
+
+@dataclass(frozen=True)
+class Codec:
+    """A ``Content-Encoding`` the route decodes: a fresh decoder per gzip member or zstd frame
+    (``decompress(data, max_length)``, ``eof``, ``unused_data``) and the error it raises."""
+
+    reason: str
+    new_decoder: Callable[[], Any]
+    error: type[Exception]
+
+
+def _zstd_codec() -> Codec | None:
+    """zstd when a decoder is importable: the standard library's from 3.14, ``backports.zstd`` before."""
+    try:
+        from compression import zstd  # type: ignore[import-not-found]
+    except ImportError:
+        try:
+            from backports import zstd  # type: ignore[no-redef]
+        except ImportError:
+            return None
+    return Codec("bad_zstd", zstd.ZstdDecompressor, zstd.ZstdError)
+
+
+CODECS: dict[str, Codec] = {"gzip": Codec("bad_gzip", lambda: zlib.decompressobj(wbits=31), zlib.error)}
+_zstd = _zstd_codec()
+if _zstd is not None:
+    CODECS["zstd"] = _zstd
+
+
+def decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    """``body`` decoded as ``encoding`` (a key of :data:`CODECS`), at most ``limit`` bytes of it.
+
+    The route decodes, not aiohttp: aiohttp answers an encoding it cannot decode (zstd without
+    a decoder, br) with a plain-text 400 before any handler runs, and accepts a gzip stream that
+    ends early as whatever it decoded so far. Here a stream that ends before its end marker (or
+    a gzip member before its trailer) is ``BadOtlpRequest`` (``bad_gzip`` / ``bad_zstd``), output
+    over ``limit`` is ``PayloadTooLarge``.
+    """
+    codec = CODECS[encoding]
+    parts: list[bytes] = []
+    size = 0
+    rest = body
+    for _ in range(MAX_MEMBERS):
+        decoder = codec.new_decoder()
+        try:
+            part = decoder.decompress(rest, limit - size + 1)
+        except codec.error as exc:
+            raise BadOtlpRequest(f"the body does not decompress as {encoding}: {exc}", reason=codec.reason) from None
+        size += len(part)
+        if size > limit:
+            raise PayloadTooLarge(f"the body decompresses to over the {limit} byte limit")
+        if not decoder.eof:
+            raise BadOtlpRequest(f"the {encoding} stream is truncated", reason=codec.reason)
+        parts.append(part)
+        rest = decoder.unused_data
+        if not rest:
+            return b"".join(parts)
+    raise BadOtlpRequest(f"more than {MAX_MEMBERS} {encoding} members", reason=codec.reason)
 
 
 class OtlpMetrics:
@@ -116,12 +182,14 @@ async def post_traces(request: web.Request) -> web.Response:
         if content_type not in otlp.CONTENT_TYPES:
             raise UnsupportedMediaType(f"expected {' or '.join(otlp.CONTENT_TYPES)}, got {content_type}")
         encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
-        if encoding not in ("identity", "gzip"):
-            raise UnsupportedMediaType(f"Content-Encoding {encoding} (gzip or none)", reason="unsupported_encoding")
-        try:
-            body = await ingestor.read_body(request)  # aiohttp gunzips it, within max_body_bytes
-        except RequestPayloadError:
-            raise BadOtlpRequest(f"the body does not decompress as {encoding}", reason="bad_gzip") from None
+        if encoding != "identity" and encoding not in CODECS:
+            raise UnsupportedMediaType(f"Content-Encoding {encoding} ({', '.join(CODECS)} or none)",
+                                       reason="unsupported_encoding")
+        body = await ingestor.read_body(request)
+        if encoding != "identity":
+            limit = request.app[CONFIG_KEY].max_body_bytes
+            body = (decompress(body, encoding, limit) if len(body) <= INLINE_DECODE_BYTES
+                    else await ingestor.offload(decompress, body, encoding, limit))
         # Mapping costs ~20-40 us per span in Python: a large body must not hold up the event loop.
         if len(body) <= INLINE_DECODE_BYTES:
             prepared = prepare(body, content_type)

@@ -63,6 +63,9 @@ async def test_each_batch_is_one_acknowledged_record_keyed_by_client(aiohttp_cli
     health = await (await client.get("/healthz")).json()
     assert health["status"] == "ok"
     assert health["log"]["kind"] == "kafka" and health["log"]["state"] == "ok" and health["log"]["topic"] == topic
+    assert health["log"]["produced_records"] == 2
+    # Nothing of the file log's: no backlog, size, segments or disk (docs/collector.md, "/healthz").
+    assert set(health) == {"status", "log", "store"}
     metrics = await (await client.get("/metrics")).text()
     assert "tracehook_collector_log_available 1" in metrics
     assert not os.path.exists(os.path.join(str(tmp_path / "data"), "log", "manifest.json"))  # no file log
@@ -77,6 +80,7 @@ async def test_unreachable_kafka_answers_503_with_retry_after(aiohttp_client, tm
     assert (await resp.json())["error"] == "log_unavailable"
     health = await (await client.get("/healthz")).json()
     assert health["status"] == "log_unavailable" and health["log"]["state"] == "unavailable"
+    assert set(health) == {"status", "log", "store"} and health["store"] == "none"
     assert "tracehook_collector_log_available 0" in await (await client.get("/metrics")).text()
 
 
