@@ -18,7 +18,7 @@ import requests
 import tracehook
 from collector.store import open_store
 from collector.store.reader import TraceQuery
-from spark_jobs.index_job import FAULT_PAUSE_BATCH_ENV, FAULT_PAUSE_ENV
+from spark_jobs.stream import FAULT_PAUSE_BATCH_ENV, FAULT_PAUSE_ENV
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
