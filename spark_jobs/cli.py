@@ -9,14 +9,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
-import signal
 import sys
 import time
 from typing import Any
 
+from collector.cli.logformat import add_log_format_argument, configure_logging, json_line
 from collector.store import absolute_store_url
 from spark_jobs.errors import IndexJobError, LogInputError, NoSparkError
+from spark_jobs.kafka_source import JARS_ENV
+from spark_jobs.lifecycle import EXIT_INTERRUPTED, Stop, wait_for_log
 from spark_jobs.partition import DEFAULT_BATCH_SIZE, DEFAULT_WRITERS, check_store
 from spark_jobs.report import IndexReport
 from spark_jobs.session import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, check_store_for_master, spark_session
@@ -66,6 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "every SECONDS (0: never; default: %(default)s)")
     parser.add_argument("--purge", action="store_true",
                         help="without --every: delete a local: store's expired cells after the run")
+    parser.add_argument("--kafka-jars", default=None, metavar="PATHS",
+                        help="with --source: the Spark Kafka connector's jars, comma-separated jar files or "
+                             f"directories of jars (default: ${JARS_ENV}, else scripts/spark-kafka in a checkout)")
+    add_log_format_argument(parser)
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -86,7 +93,7 @@ def check_arguments(args: argparse.Namespace) -> None:
     elif args.max_offsets_per_trigger is not None or args.from_time is not None or args.to_time is not None:
         raise ValueError("--max-offsets-per-trigger, --from and --to need a Kafka --source")
     else:
-        _check_log_dir(args.log_dir)
+        _check_log_dir(args.log_dir, args.follow)
     if not args.store.startswith(("local:", "hbase://")):
         raise ValueError(f"unknown store URL {args.store!r}: use local:PATH or hbase://HOST:PORT?namespace=NS")
     args.store = resolve_store_url(args.store)
@@ -123,10 +130,12 @@ def _check_kafka_arguments(args: argparse.Namespace) -> None:
     args.window = window
 
 
-def _check_log_dir(log_dir: str) -> None:
+def _check_log_dir(log_dir: str, follow: bool = False) -> None:
     from collector.log.format import MANIFEST, SEGMENT_SUFFIX
 
     if not os.path.isdir(log_dir):
+        if follow:  # the collector may start after its follower: run() waits for the log
+            return
         raise IndexJobError(f"no trace log at {log_dir}: pass the collector's DATA_DIR/log")
     names = os.listdir(log_dir)
     # An empty directory is a log the collector has not written yet; anything else must look like one.
@@ -136,44 +145,75 @@ def _check_log_dir(log_dir: str) -> None:
         raise IndexJobError(f"{log_dir} holds no trace log{hint}")
 
 
-def _print_batch(report: IndexReport, behind: tuple[int, float] | None) -> None:
-    lag = "" if behind is None else f"; lag {behind[0]} record(s), {behind[1]:.1f}s"
-    print(f"{time.strftime('%H:%M:%S')} index: {report}{lag}", flush=True)
+class Lines:
+    """The job's own lines: progress on stdout, errors on stderr; text, or JSON with ``--log-format json``."""
+
+    def __init__(self, log_format: str = "text") -> None:
+        self.json = log_format == "json"
+
+    def say(self, text: str, *, stamp: bool = False) -> None:
+        """A progress line (``stamp``: after an ``HH:MM:SS`` time in text form; JSON lines carry a time)."""
+        if self.json:
+            print(json_line(text, logger=LOGGER), flush=True)
+        else:
+            print(f"{time.strftime('%H:%M:%S')} {text}" if stamp else text, flush=True)
+
+    def error(self, text: str) -> None:
+        """An error line on stderr."""
+        print(json_line(text, level="ERROR", logger=LOGGER) if self.json else text, file=sys.stderr, flush=True)
 
 
-def _follow(spark: Any, args: argparse.Namespace) -> int:
+LOGGER = "tracehook.index"
+
+
+def _progress(lines: Lines) -> Any:
+    def on_batch(report: IndexReport, behind: tuple[int, float] | None) -> None:
+        lag = "" if behind is None else f"; lag {behind[0]} record(s), {behind[1]:.1f}s"
+        lines.say(f"index: {report}{lag}", stamp=True)
+
+    return on_batch
+
+
+def _follow(spark: Any, args: argparse.Namespace, lines: Lines, stop: Stop) -> int:
     try:
         report = index_stream(spark, args.log_dir, args.store, args.batch_size, writers=args.writers,
-                              checkpoint=args.checkpoint, follow_s=args.trigger, on_batch=_print_batch,
-                              source=args.kafka, max_offsets=args.max_offsets_per_trigger)
+                              checkpoint=args.checkpoint, follow_s=args.trigger, on_batch=_progress(lines),
+                              source=args.kafka, max_offsets=args.max_offsets_per_trigger, stop=stop.event)
     except LogInputError as exc:
-        print(f"index: {exc}", file=sys.stderr)
+        lines.error(f"index: {exc}")
         return EXIT_BAD_INPUT
     except IndexJobError as exc:
-        print(f"index: {exc}", file=sys.stderr)
+        lines.error(f"index: {exc}")
         return EXIT_FAILED
-    print(f"index: stopped: {report}", flush=True)  # a stopped query (e.g. from the Spark UI)
+    if stop.requested:
+        lines.say(f"index: stopped by {stop.describe()}: {report}")
+        return stop.exit_code()
+    lines.say(f"index: stopped: {report}")  # a stopped query (e.g. from the Spark UI)
     return 0
 
 
-def _reindex_window(spark: Any, args: argparse.Namespace) -> int:
+def _reindex_window(spark: Any, args: argparse.Namespace, lines: Lines) -> int:
     try:
         report = index_window(spark, args.kafka, args.store, *args.window, args.batch_size, writers=args.writers)
     except IndexJobError as exc:
-        print(f"index: {exc}", file=sys.stderr)
+        lines.error(f"index: {exc}")
         return EXIT_FAILED
-    print(f"{time.strftime('%H:%M:%S')} index: re-indexed {args.source} from {args.window[0]} to {args.window[1]} "
-          f"(epoch ms): {report}", flush=True)
+    lines.say(f"index: re-indexed {args.source} from {args.window[0]} to {args.window[1]} (epoch ms): {report}",
+              stamp=True)
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
-    """Follow, run once, or every ``--every`` seconds until interrupted; prints progress lines.
+    """Follow, run once, or every ``--every`` seconds until stopped; prints progress lines.
 
-    Exit codes: 0 done, 1 indexing failed (retry later), 2 bad arguments, 3 bad input (not a
-    trace log, a checkpoint of another log or store, records deleted before they were indexed),
-    130 interrupted.
+    Exit codes: 0 done, or stopped by SIGTERM; 1 indexing failed (retry later), 2 bad arguments,
+    3 bad input (not a trace log, a checkpoint of another log or store, records deleted before
+    they were indexed), 130 interrupted (SIGINT, Ctrl-C).  A follower started before its
+    collector waits for the trace log to appear.
     """
+    lines = Lines(getattr(args, "log_format", "text"))
+    if lines.json:  # warnings of the job's own modules (damaged frames, retention records) as JSON too
+        configure_logging("WARNING", "json")
     # Refused before Spark starts: bad numbers, a log dir with no trace log, a cluster master with a local: store.
     from collector.store.errors import BadStoreUrlError, SaltBucketsMismatchError
 
@@ -181,70 +221,88 @@ def run(args: argparse.Namespace) -> int:
         check_arguments(args)
         check_store(absolute_store_url(args.store))
     except (IndexJobError, ValueError, BadStoreUrlError, SaltBucketsMismatchError) as exc:
-        print(f"index: {exc}", file=sys.stderr)
+        lines.error(f"index: {exc}")
         return EXIT_USAGE
+    stop = Stop.install()  # stop between batches: the running batch is redone next time
+    try:
+        return _start(args, lines, stop)
+    finally:
+        stop.restore()
+
+
+def _start(args: argparse.Namespace, lines: Lines, stop: Stop) -> int:
     from collector.log.errors import NotATraceLogError
     from collector.log.state import read_log_id
 
     jars: list[str] = []
     if args.kafka is None:
         try:
+            if args.follow and not wait_for_log(args.log_dir, stop, lines.say):
+                return stop.exit_code()
             read_log_id(args.log_dir)
         except NotATraceLogError as exc:
-            print(f"index: {exc}", file=sys.stderr)
+            lines.error(f"index: {exc}")
             return EXIT_BAD_INPUT
     else:
         from spark_jobs.kafka_source import kafka_jars
 
         try:
-            jars = kafka_jars()
+            jars = kafka_jars(getattr(args, "kafka_jars", None))
         except IndexJobError as exc:
-            print(f"index: {exc}", file=sys.stderr)
+            lines.error(f"index: {exc}")
             return EXIT_USAGE
-    signal.signal(signal.SIGTERM, _interrupt)  # stop like Ctrl-C: the running batch is redone next time
     try:
         spark = spark_session(args.master, args.driver_memory, jars)
     except NoSparkError as exc:
-        print(f"index: {exc} (install it with: pip install 'tracehook[index]')", file=sys.stderr)
+        lines.error(f"index: {exc} (install it with: pip install 'tracehook[index]')")
         return EXIT_USAGE
+    stop.rearm()
+    try:
+        if stop.requested:
+            return stop.exit_code()
+        if args.window is not None:
+            return _reindex_window(spark, args, lines)
+        if args.follow:
+            return _follow(spark, args, lines, stop)
+        return _repeat(spark, args, lines, stop)
+    except KeyboardInterrupt:  # a second signal while stopping
+        return EXIT_INTERRUPTED
+    finally:
+        # A JVM that got the stop signal too may be gone already: nothing left to stop then.
+        with contextlib.suppress(*(() if not stop.requested else (Exception,))):
+            spark.stop()
+
+
+def _repeat(spark: Any, args: argparse.Namespace, lines: Lines, stop: Stop) -> int:
+    """One run (``Trigger.AvailableNow``), or one every ``--every`` seconds until stopped."""
     total_events = 0
     last_purge: float | None = None
-    try:
-        if args.window is not None:
-            return _reindex_window(spark, args)
-        if args.follow:
-            return _follow(spark, args)
-        while True:
-            now = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if args.every is None:
+            purge = args.purge
+        else:
+            purge = args.purge_every > 0 and (last_purge is None or now - last_purge >= args.purge_every)
+        try:
+            report = index_stream(spark, args.log_dir, args.store, args.batch_size, writers=args.writers,
+                                  purge=purge, checkpoint=args.checkpoint, source=args.kafka,
+                                  max_offsets=args.max_offsets_per_trigger, stop=stop.event)
+        except LogInputError as exc:
+            lines.error(f"index: {exc}")
+            return EXIT_BAD_INPUT
+        except IndexJobError as exc:
+            lines.error(f"index: {exc}")
             if args.every is None:
-                purge = args.purge
-            else:
-                purge = args.purge_every > 0 and (last_purge is None or now - last_purge >= args.purge_every)
-            try:
-                report = index_stream(spark, args.log_dir, args.store, args.batch_size, writers=args.writers,
-                                      purge=purge, checkpoint=args.checkpoint, source=args.kafka,
-                                      max_offsets=args.max_offsets_per_trigger)
-            except LogInputError as exc:
-                print(f"index: {exc}", file=sys.stderr)
-                return EXIT_BAD_INPUT
-            except IndexJobError as exc:
-                print(f"index: {exc}", file=sys.stderr)
-                if args.every is None:
-                    return EXIT_FAILED
-            else:
-                if report.purged is not None:
-                    last_purge = now
-                total_events += report.events
-                stamp = time.strftime("%H:%M:%S")
-                print(f"{stamp} index: {report} (total {total_events} events)", flush=True)
-            if args.every is None:
-                return 0
-            time.sleep(args.every)
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        spark.stop()
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+                return EXIT_FAILED
+        else:
+            if report.purged is not None:
+                last_purge = now
+            total_events += report.events
+            stopped = f" (stopped by {stop.describe()})" if stop.requested else ""
+            lines.say(f"index: {report} (total {total_events} events){stopped}", stamp=True)
+        if stop.requested:
+            return stop.exit_code()
+        if args.every is None:
+            return 0
+        if stop.wait(args.every):
+            return stop.exit_code()

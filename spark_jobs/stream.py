@@ -10,8 +10,10 @@ window with one batch read; :func:`index_once` and :func:`run_index` are the one
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -48,6 +50,8 @@ FAULT_PAUSE_ENV = "TRACEHOOK_INDEX_FAULT_PAUSE"
 """Tests only: a file path; the job writes it and hangs after a batch's rows are written, before
 Spark commits the batch (so a test can SIGKILL it there)."""
 FAULT_PAUSE_BATCH_ENV = "TRACEHOOK_INDEX_FAULT_PAUSE_BATCH"
+STOP_POLL_S = 1.0
+"""How often a running query looks for a stop request (``index_stream(stop=...)``)."""
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +111,7 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
                  writers: int = DEFAULT_WRITERS, checkpoint: str | None = None, follow_s: float | None = None,
                  on_batch: Callable[[IndexReport, tuple[int, float] | None], None] | None = None,
                  purge: bool = False, source: KafkaTopic | None = None,
-                 max_offsets: int | None = None) -> IndexReport:
+                 max_offsets: int | None = None, stop: threading.Event | None = None) -> IndexReport:
     """Index the log into the store through one Structured Streaming query.
 
     ``follow_s`` None: ``Trigger.AvailableNow`` (everything durable now, then return);
@@ -117,6 +121,8 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
     lag Spark's progress reports as ``offsetsBehindLatest``).
     ``source``: read this Kafka topic instead of ``log_dir`` (ignored then), at most
     ``max_offsets`` records per micro-batch; the checkpoint then belongs to (topic, store).
+    ``stop``: once set, the query is stopped (a running batch is redone next time) and the
+    report of what was committed returned.
     """
     from collector.log.errors import NotATraceLogError
     from collector.log.state import read_log_id
@@ -196,17 +202,24 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
     if recorder is not None:
         spark.streams.addListener(recorder)
     query = writer.start()
+    stopping = stop.is_set if stop is not None else (lambda: False)
     try:
-        while not query.awaitTermination(1.0):
-            pass
+        while not query.awaitTermination(STOP_POLL_S):
+            if stopping():
+                query.stop()
+                break
     except KeyboardInterrupt:
         query.stop()
         raise
     except Exception as exc:  # StreamingQueryException, Py4J errors
-        raise _stream_error(exc, run) from exc
+        # While stopping, an error is the JVM that got the signal too (a whole process group
+        # was signalled) and is gone: the stop is still a stop.
+        if not stopping():
+            raise _stream_error(exc, run) from exc
     finally:
         if recorder is not None:
-            spark.streams.removeListener(recorder)
+            with contextlib.suppress(*(() if not stopping() else (Exception,))):
+                spark.streams.removeListener(recorder)
             sync_commit(log_dir, store_url, checkpoint)
     if source is None:
         drop_legacy_checkpoint(log_dir)
