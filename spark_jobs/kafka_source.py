@@ -32,6 +32,7 @@ CHECKPOINTS_ENV = "TRACEHOOK_INDEX_CHECKPOINTS"
 """Where Kafka sources' default checkpoints go (default ``~/.local/state/tracehook/index-checkpoints``)."""
 FETCH_SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "spark-kafka"
 FETCH_TIMEOUT_S = 600
+PARTITIONS_TIMEOUT_S = 10.0
 
 
 def kafka_jars(given: str | None = None) -> list[str]:
@@ -75,6 +76,24 @@ def _expand_jars(paths: str) -> list[str]:
         else:
             jars.append(path)
     return jars
+
+
+def topic_partitions(spark: Any, topic: KafkaTopic) -> int | None:
+    """How many partitions the topic has (empty ones included), asked of Kafka by the connector's own
+    ``kafka-clients`` in the driver's JVM; None when Kafka does not answer in time."""
+    jvm = spark._jvm
+    props = jvm.java.util.Properties()
+    props.put("bootstrap.servers", topic.bootstrap)
+    try:
+        admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+        try:
+            described = admin.describeTopics(jvm.java.util.Collections.singletonList(topic.topic)).allTopicNames()
+            found = described.get(int(PARTITIONS_TIMEOUT_S), jvm.java.util.concurrent.TimeUnit.SECONDS)
+            return int(found.get(topic.topic).partitions().size())
+        finally:
+            admin.close()
+    except Exception:  # noqa: BLE001 - Py4J wraps Kafka's errors; the progress line falls back to what it read
+        return None
 
 
 def source_id(topic: KafkaTopic) -> str:

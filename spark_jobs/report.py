@@ -24,7 +24,8 @@ class IndexReport:
     seconds: float = 0.0
     purged: int | None = None
     unit: str = "segment"
-    """What ``segments`` counts: trace-log segments, or ``partition`` for a Kafka source."""
+    """What ``segments`` counts: the trace-log segments read, or ``partition`` for a Kafka source:
+    the topic's partitions (those with no new records included)."""
 
     @property
     def rate(self) -> float:
@@ -49,7 +50,10 @@ class RunTotals:
         self.batches = 0
         self.bad: Counter[str] = Counter()
         self.failure: BaseException | None = None
+        self.topic_partitions: int | None = None
+        """A Kafka source's partition count, reported instead of the partitions records came from."""
 
     def report(self, started: float, purged: int | None = None) -> IndexReport:
-        return IndexReport(segments=len(self.segments), records=self.records, events=self.events,
+        count = len(self.segments) if self.topic_partitions is None else self.topic_partitions
+        return IndexReport(segments=count, records=self.records, events=self.events,
                            bad=dict(self.bad), seconds=time.monotonic() - started, purged=purged, unit=self.unit)

@@ -164,6 +164,8 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
             finish_partitions(store_url, results)
             _fault_pause(batch_id)
             batch = RunTotals(unit)
+            if source is not None:
+                batch.topic_partitions = run.topic_partitions = _topic_size(spark, source, results, run)
             for records, events, reasons, damage, bases, _parts in results:
                 batch.records += records
                 batch.events += events
@@ -223,7 +225,20 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
             sync_commit(log_dir, store_url, checkpoint)
     if source is None:
         drop_legacy_checkpoint(log_dir)
+    elif run.topic_partitions is None and not stopping():  # no batch ran: still say how many the topic has
+        run.topic_partitions = _topic_size(spark, source, [], run)
     return run.report(started, purge_expired(store_url) if purge else None)
+
+
+def _topic_size(spark: Any, source: KafkaTopic, results: list[Any], run: RunTotals) -> int | None:
+    """The topic's partition count for the progress line: asked of Kafka once per run, and again when a
+    batch read a partition beyond it (a topic's partitions only grow)."""
+    from spark_jobs.kafka_source import topic_partitions
+
+    known = run.topic_partitions
+    if known is None or any(base >= known for result in results for base in result[4]):
+        known = topic_partitions(spark, source) or known
+    return known
 
 
 def index_window(spark: Any, source: KafkaTopic, store_url: str, from_ms: int, to_ms: int,
@@ -244,6 +259,7 @@ def index_window(spark: Any, source: KafkaTopic, store_url: str, from_ms: int, t
     except Exception as exc:  # Py4J/Spark wrap task errors in their own types
         raise _stream_error(exc, run) from exc
     finish_partitions(store_url, results)
+    run.topic_partitions = _topic_size(spark, source, results, run)
     for records, events, reasons, _damage, bases, _parts in results:
         run.records += records
         run.events += events
