@@ -145,6 +145,10 @@ def _check_log_dir(log_dir: str, follow: bool = False) -> None:
         raise IndexJobError(f"{log_dir} holds no trace log{hint}")
 
 
+LOGGER = "tracehook.index"
+"""The ``logger`` of the job's own JSON lines."""
+
+
 class Lines:
     """The job's own lines: progress on stdout, errors on stderr; text, or JSON with ``--log-format json``."""
 
@@ -161,9 +165,6 @@ class Lines:
     def error(self, text: str) -> None:
         """An error line on stderr."""
         print(json_line(text, level="ERROR", logger=LOGGER) if self.json else text, file=sys.stderr, flush=True)
-
-
-LOGGER = "tracehook.index"
 
 
 def _progress(lines: Lines) -> Any:
