@@ -26,19 +26,23 @@ from collector.log.url import KafkaTopic
 from spark_jobs.errors import IndexJobError
 
 JARS_ENV = "TRACEHOOK_SPARK_KAFKA_JARS"
-"""Comma-separated jars of the connector and its dependencies (else ``scripts/spark-kafka jars`` finds them)."""
+"""The connector's jars: comma-separated jar files or directories of jars (``--kafka-jars`` wins);
+without it, a checkout's ``scripts/spark-kafka jars`` finds them."""
 CHECKPOINTS_ENV = "TRACEHOOK_INDEX_CHECKPOINTS"
 """Where Kafka sources' default checkpoints go (default ``~/.local/state/tracehook/index-checkpoints``)."""
 FETCH_SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "spark-kafka"
 FETCH_TIMEOUT_S = 600
+PARTITIONS_TIMEOUT_S = 10.0
 
 
-def kafka_jars() -> list[str]:
-    """The connector jars for ``spark.jars``: from :data:`JARS_ENV`, else from ``scripts/spark-kafka jars``
-    (which resolves them through Maven the first time).  :class:`IndexJobError` when neither works."""
-    given = os.environ.get(JARS_ENV)
+def kafka_jars(given: str | None = None) -> list[str]:
+    """The connector jars for ``spark.jars``: from ``given`` (``--kafka-jars``), else :data:`JARS_ENV`,
+    each a comma-separated list of jar files or directories (every ``*.jar`` in one); else from a
+    checkout's ``scripts/spark-kafka jars`` (which resolves them through Maven the first time).
+    :class:`IndexJobError` when none works."""
+    given = given or os.environ.get(JARS_ENV)
     if given:
-        jars = [j for j in given.split(",") if j]
+        jars = _expand_jars(given)
     elif FETCH_SCRIPT.exists():
         try:
             done = subprocess.run([str(FETCH_SCRIPT), "jars"], capture_output=True, text=True, check=False,
@@ -50,12 +54,46 @@ def kafka_jars() -> list[str]:
             raise IndexJobError(f"the Spark Kafka connector is not available: {last}")
         jars = [j for j in done.stdout.strip().split(",") if j]
     else:
-        raise IndexJobError(f"the Spark Kafka connector jars are not known: set {JARS_ENV} to the comma-separated "
-                            "spark-sql-kafka-0-10 jars, or run from a checkout with scripts/spark-kafka")
+        raise IndexJobError(f"the Spark Kafka connector jars are not known: pass --kafka-jars or set {JARS_ENV} to "
+                            "the directory (or comma-separated files) of the spark-sql-kafka-0-10 jars "
+                            "(docs/index-job.md, From Kafka)")
+    if not jars:
+        raise IndexJobError(f"no Spark Kafka connector jars in {given or FETCH_SCRIPT}")
     missing = [j for j in jars if not os.path.isfile(j)]
-    if missing or not jars:
-        raise IndexJobError(f"Spark Kafka connector jar missing: {missing[0] if missing else '(none listed)'}")
+    if missing:
+        raise IndexJobError(f"Spark Kafka connector jar missing: {missing[0]}")
     return jars
+
+
+def _expand_jars(paths: str) -> list[str]:
+    """Comma-separated jar files and directories -> jar files (a directory's ``*.jar``, sorted)."""
+    jars: list[str] = []
+    for path in (p.strip() for p in paths.split(",")):
+        if not path:
+            continue
+        if os.path.isdir(path):
+            jars += sorted(os.path.join(path, n) for n in os.listdir(path) if n.endswith(".jar"))
+        else:
+            jars.append(path)
+    return jars
+
+
+def topic_partitions(spark: Any, topic: KafkaTopic) -> int | None:
+    """How many partitions the topic has (empty ones included), asked of Kafka by the connector's own
+    ``kafka-clients`` in the driver's JVM; None when Kafka does not answer in time."""
+    jvm = spark._jvm
+    props = jvm.java.util.Properties()
+    props.put("bootstrap.servers", topic.bootstrap)
+    try:
+        admin = jvm.org.apache.kafka.clients.admin.Admin.create(props)
+        try:
+            described = admin.describeTopics(jvm.java.util.Collections.singletonList(topic.topic)).allTopicNames()
+            found = described.get(int(PARTITIONS_TIMEOUT_S), jvm.java.util.concurrent.TimeUnit.SECONDS)
+            return int(found.get(topic.topic).partitions().size())
+        finally:
+            admin.close()
+    except Exception:  # noqa: BLE001 - Py4J wraps Kafka's errors; the progress line falls back to what it read
+        return None
 
 
 def source_id(topic: KafkaTopic) -> str:

@@ -2,5 +2,6 @@
 
 ``serve`` (tracehook collector), ``query``, ``backtrack`` (offsets, replay-list), ``kafka_reset``,
 ``demo``; ``tracehook index`` is :mod:`spark_jobs.index_job`. ``errors`` holds the command
-line's named errors and which errors are reported as one line.
+line's named errors and which errors are reported as one line; ``logformat`` the text or JSON
+log lines (``--log-format``) of the collector and the index job.
 """

@@ -63,7 +63,9 @@ exit status (every command; docs/exit-codes.md):
       partition count (kafka-topic create)
   2   bad arguments, bad paths or URLs, an unknown consumer group (replay-list),
       an unreachable collector, store or broker
-  130 interrupted (Ctrl-C)
+  3   bad input to the index job (not a trace log, a checkpoint of another log or
+      store, records deleted before they were indexed): a retry does not help
+  130 interrupted (Ctrl-C); a stop by SIGTERM is 0
 Every error is one line on stderr."""
 
 

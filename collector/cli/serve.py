@@ -10,6 +10,8 @@
 Flags override env vars (``TRACEHOOK_COLLECTOR_*``), which override the TOML file.
 Prefer env vars or the file for tokens: flags are visible in the process list.
 SIGTERM and SIGINT stop it gracefully: in-flight batches are committed first.
+Under systemd (``Type=notify``, deploy/systemd/) it sends ``READY=1`` once its log is recovered
+and it listens, and ``STOPPING=1`` when it begins to stop (:mod:`collector.server.notify`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
+from collector.cli.logformat import add_log_format_argument, configure_logging
 from collector.server.config import CollectorConfig, load_config
 from collector.server.errors import CollectorConfigError
 
@@ -63,6 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also run the index job in follow mode (tracehook index --follow) on this collector's "
                              "log and store, stopped with the collector; needs PySpark")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    add_log_format_argument(parser)
 
 
 def config_from_args(args: argparse.Namespace) -> CollectorConfig:
@@ -73,7 +77,7 @@ def config_from_args(args: argparse.Namespace) -> CollectorConfig:
 
 def run(args: argparse.Namespace) -> int:
     """Run the collector until SIGTERM/SIGINT; returns the exit code."""
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(args.log_level, getattr(args, "log_format", "text"))
     try:
         config = config_from_args(args)
     except CollectorConfigError as exc:
@@ -122,12 +126,29 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(config: CollectorConfig, ssl_context: object, scheme: str, *, index: bool = False) -> None:
     from collector.server.app import create_app
+    from collector.server.notify import READY, STOPPING, notify
 
     app = create_app(config)
     if index:
         from collector.server.follower import index_follower
 
         app.cleanup_ctx.append(index_follower(config))  # after the log's: it starts once the log is open
+
+    ready: list[bool] = []
+
+    async def stopping(app: web.Application) -> None:
+        if ready:  # a start that failed was never READY: systemd sees the exit code
+            notify(STOPPING)
+
+    app.on_shutdown.insert(0, stopping)  # the first thing a SIGTERM/SIGINT starts: the drain follows
+
+    def listening(msg: str) -> None:
+        # run_app calls this once every site listens, after cleanup_ctx opened (and recovered) the log.
+        logging.getLogger("collector").info(
+            "listening on %s://%s:%d (data in %s)", scheme, config.host, config.port, config.data_dir)
+        notify(READY)
+        ready.append(True)
+
     web.run_app(
         app,
         host=config.host,
@@ -136,9 +157,7 @@ def _serve(config: CollectorConfig, ssl_context: object, scheme: str, *, index: 
         shutdown_timeout=config.shutdown_timeout_s,
         handle_signals=True,
         access_log=None,  # no access log: nothing per request to leak or to slow ingest
-        print=lambda msg: logging.getLogger("collector").info(
-            "listening on %s://%s:%d (data in %s)", scheme, config.host, config.port, config.data_dir
-        ),
+        print=listening,
     )
 
 

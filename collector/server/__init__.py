@@ -2,7 +2,8 @@
 
 ``app`` (the application, its lifecycle and middleware), ``appkeys``, ``config``, ``ingest``
 (POST /v1/batches, group commit) with ``validate`` (the C validator), ``auth``, ``tls``,
-``ratelimit``, ``metrics``, ``indexlag``, ``follower`` (the ``--index`` job), the routes
+``ratelimit``, ``metrics``, ``indexlag``, ``follower`` (the ``--index`` job), ``notify`` (systemd's
+``READY=1``/``STOPPING=1``), the routes
 ``native``, ``qmq``, ``backtrack_routes``, ``otlp_http`` (+ ``otlp``), ``routes`` (shared route
 helpers, the web page in ``static/``) and ``errors``, the one place errors become HTTP answers.
 """

@@ -77,3 +77,21 @@ def test_kafka_source_indexes_what_the_file_log_indexes(tmp_path, kafka_bootstra
     finally:
         follower.terminate()
         follower.communicate(timeout=120)
+
+
+def test_progress_line_counts_every_partition_of_the_topic(tmp_path, kafka_bootstrap) -> None:
+    """A 4-partition topic whose last partition is empty: the run reads 3 of them, and says 4."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"parts-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=4, replication_factor=1)])[topic].result(timeout=60)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    base_ms = int(time.time() * 1000) - 60_000
+    for partition in range(3):
+        producer.produce(topic, value=traffic_batch(f"c{partition}", 1, partition * 4, 4, base_ms), partition=partition)
+    assert producer.flush(60) == 0
+    out = run_index(tmp_path, "--source", f"kafka://{kafka_bootstrap}/{topic}",
+                    "--store", f"local:{tmp_path / 'index.sqlite3'}")
+    assert re.search(r"\b4 partition\(s\), 3 record\(s\), 36 event\(s\)", out), out

@@ -19,7 +19,7 @@ import tracehook
 from collector.log import state as logstate
 from collector.store import open_store
 from collector.store.reader import TraceQuery
-from spark_jobs.index_job import FAULT_PAUSE_BATCH_ENV, FAULT_PAUSE_ENV
+from spark_jobs.stream import FAULT_PAUSE_BATCH_ENV, FAULT_PAUSE_ENV
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -164,3 +164,34 @@ def test_collector_index_flag_runs_a_follower_and_stops_it(tmp_path: Any) -> Non
     with pytest.raises(ProcessLookupError):  # stopped with the collector
         os.kill(follower, 0)
     assert " index: " in output  # the follower's progress lines go to the collector's output
+
+
+def test_a_follower_started_before_its_collector_waits_then_indexes_and_sigterm_stops_it_cleanly(
+        tmp_path: Any) -> None:
+    """As systemd starts the two units in parallel: the job waits for the log (saying so once), indexes
+    once the collector runs, and a SIGTERM (``systemctl stop``) ends it with 0 and no traceback."""
+    data_dir = str(tmp_path / "data")
+    log_dir = os.path.join(data_dir, "log")
+    store_url = f"local:{tmp_path / 'index.sqlite3'}"
+    job = _Follower(log_dir, store_url, str(tmp_path / "job.out"))
+    collector = None
+    try:
+        _until(lambda: "waiting for the trace log" in job.output(), "the follower says it waits", job)
+        os.makedirs(data_dir)
+        collector = _Collector(data_dir, store_url, segment_age_s=3600)
+        ids = _send(collector.url, "early")
+        _until(lambda: all(_get(f"{collector.url}/v1/messages/{m}") == 200 for m in ids), "indexed", job)
+        _until(lambda: " index: " in job.output().split("waiting for the trace log")[1], "a progress line", job)
+        job.proc.send_signal(signal.SIGTERM)  # the job only, as the unit's KillMode=mixed does
+        code = job.proc.wait(timeout=120)
+    finally:
+        if job.proc.poll() is None:
+            os.killpg(job.proc.pid, signal.SIGKILL)
+            job.proc.wait(timeout=60)
+        if collector is not None:
+            collector.stop()
+    output = job.output()
+    assert code == 0, output
+    assert output.count("waiting for the trace log") == 1
+    assert "index: stopped by SIGTERM: " in output
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output, output

@@ -221,7 +221,8 @@ def test_bad_input_is_refused_with_nothing_written(spark: Any, tmp_path: Any, ca
     assert os.listdir(tmp_path / "not-a-log") == [] and not os.path.exists(tmp_path / "index.sqlite3")
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    assert run(parser.parse_args(["--log-dir", str(tmp_path / "not-a-log"), "--store", url, "--follow"])) == 3
+    # (One-shot: a follower waits for an empty directory to become a log, tests/spark_jobs/test_lifecycle.py.)
+    assert run(parser.parse_args(["--log-dir", str(tmp_path / "not-a-log"), "--store", url])) == 3
     assert "is not a trace-log directory" in capsys.readouterr().err
 
     # A checkpoint that belongs to another log.

@@ -1,0 +1,144 @@
+"""The index job's writes: each partition's work on an executor, and the driver's work around a batch.
+
+A task decodes its rows' batches and writes their index rows over one store connection
+(:func:`index_partition`); the driver opens the store before the query (:func:`prepare_store`)
+and, once every partition of a micro-batch is written, runs the batch's finishing step
+(:func:`finish_partitions`)::
+
+    results = batch_df.rdd.mapPartitions(index_partition(store_url, batch_size)).collect()
+    finish_partitions(store_url, results)
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from spark_jobs.errors import IndexJobError
+
+if TYPE_CHECKING:
+    from collector.store.rollup import MessageParts
+
+DEFAULT_BATCH_SIZE = 1000
+DEFAULT_WRITERS = 1
+"""Writer threads per task: one store connection per partition.  Two measured the same
+(17.3k vs 17.6k events/s into HBase, benchmarks/RESULTS.md): building rows, not the put, is the limit."""
+
+log = logging.getLogger(__name__)
+
+
+PartitionResult = tuple[int, int, dict[str, int], list[str], list[int], "MessageParts"]
+"""(records, events, bad counts by reason, damage descriptions, segment bases read, the rollup
+parts of its messages read back after its writes) of one partition."""
+
+
+def index_partition(store_url: str, batch_size: int,
+                    writers: int = DEFAULT_WRITERS) -> Callable[[Iterator[Any]], Iterator[PartitionResult]]:
+    """The per-partition work; captures only plain data (a URL and numbers) to ship to executors."""
+
+    def run(rows: Iterator[Any]) -> Iterator[PartitionResult]:
+        from collector.store import open_store
+        from collector.store.indexer import index_payloads
+        from collector.store.rollup import read_parts
+
+        counts = {"records": 0}
+        bad: Counter[str] = Counter()
+        damage: list[str] = []
+        bases: set[int] = set()
+
+        def payloads() -> Iterator[bytes]:
+            for row in rows:
+                bases.add(row.base)
+                if row.error is not None:
+                    bad["corrupt_records"] += row.lost_records
+                    bad["corrupt_bytes"] += row.skipped_bytes
+                    damage.append(f"{row.error}: skipped {row.skipped_bytes} bytes, {row.lost_records} record(s)")
+                    continue
+                counts["records"] += 1
+                yield bytes(row.payload)
+
+        # The driver created the tables (:func:`prepare_store`): tasks skip that round trip.
+        store = open_store(store_url, create_tables=False)
+        touched: set[str] = set()
+        try:
+            n = index_payloads(store, payloads(), batch_size, writers=writers, dropped=bad, touched=touched)
+            # No rollup markers: the task reads its messages' parts back now, after its own writes
+            # (another task's events of the same message are sorted out by merge_parts).
+            parts = read_parts(store, touched)
+        finally:
+            store.close()
+        yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage, sorted(bases), parts
+
+    return run
+
+
+def purge_expired(store_url: str) -> int | None:
+    """Delete a ``local:`` store's expired cells; None for HBase, whose compactions drop them.
+
+    A failure is logged, not raised: the run's index and checkpoint are already written.
+    """
+    if not store_url.startswith("local:"):
+        return None
+    from collector.store import StoreError, open_store
+
+    try:
+        store = open_store(store_url)
+        try:
+            return store.purge_expired()
+        finally:
+            store.close()
+    except (StoreError, OSError, sqlite3.Error) as exc:
+        log.warning("purging expired cells from %s failed (retried next time): %s", store_url, exc)
+        return None
+
+
+def check_store(store_url: str) -> None:
+    """Refuse, before Spark starts, a store URL that names no store or tables of another layout
+    (``BadStoreUrlError``, ``SaltBucketsMismatchError``).  A store that does not answer now is
+    left to the run: it may by the first batch, and the run reports it if not."""
+    from collector.store import StoreUnavailableError, open_store
+
+    try:
+        open_store(store_url).close()
+    except StoreUnavailableError:
+        pass
+
+
+def prepare_store(store_url: str) -> None:
+    """Open the store once on the driver: its tables get created here, not by racing tasks."""
+    from collector.store import StoreError, open_store
+
+    try:
+        open_store(store_url).close()
+    except (StoreError, OSError) as exc:
+        raise IndexJobError(f"store {store_url} unavailable; checkpoint not advanced: {exc}") from exc
+
+
+def split_into(spark: Any, store_url: str) -> int:
+    """Partitions a large segment slice may be split into: one per core, except into a ``local:``
+    store, whose single SQLite writer serialises the tasks anyway (measured slower split)."""
+    return 1 if store_url.startswith("local:") else max(1, spark.sparkContext.defaultParallelism)
+
+
+def finish_partitions(store_url: str, results: list[PartitionResult]) -> None:
+    """Run :func:`collector.store.indexer.finish_batch` on the driver once every partition of the
+    batch is written, with the rollup parts the partitions read back (merged: the read that saw
+    the most events of a message wins, :func:`collector.store.rollup.merge_parts`)."""
+    from collector.store import StoreError, open_store
+    from collector.store.indexer import finish_batch
+    from collector.store.rollup import merge_parts
+
+    parts: MessageParts = {}
+    for result in results:
+        merge_parts(parts, result[5])
+    try:
+        store = open_store(store_url, create_tables=False)
+        try:
+            finish_batch(store, parts=parts)
+        finally:
+            store.close()
+    except (StoreError, OSError) as exc:
+        raise IndexJobError(f"store {store_url} unavailable; checkpoint not advanced: {exc}") from exc

@@ -1,0 +1,171 @@
+"""deploy/systemd: the units pass ``systemd-analyze verify`` with their install path present, and
+their command lines, TOML config and environment file are ones the commands accept.
+
+``systemd-analyze --root`` checks the units inside a temporary root that holds systemd's own
+units (copied from this machine) and the install tree the units name (``/opt/tracehook/venv``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import configparser
+import pathlib
+import re
+import shlex
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+
+from collector.cli import serve
+from collector.server.config import ENV_PREFIX, FIELDS, KEY_ALIASES, load_config
+from spark_jobs import index_job
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+UNITS_DIR = ROOT / "deploy" / "systemd"
+UNITS = ("tracehook-collector.service", "tracehook-index.service")
+SYSTEMD_ANALYZE = "/usr/bin/systemd-analyze"
+SYSTEM_UNITS = "/usr/lib/systemd/system"
+DATA_DIR = "/var/lib/tracehook"
+
+
+def _unit(name: str) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",))
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keys are case-sensitive
+    parser.read(UNITS_DIR / name)
+    return parser
+
+
+def _service(name: str) -> Any:
+    return _unit(name)["Service"]
+
+
+def _env_file() -> dict[str, str]:
+    env = {}
+    for line in (UNITS_DIR / "tracehook.env").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, _, value = line.partition("=")
+            env[key.strip()] = value.strip()
+    return env
+
+
+def _unit_environment(name: str) -> dict[str, str]:
+    """The service's environment as systemd builds it: Environment= lines, then the file over them."""
+    env: dict[str, str] = {}
+    for line in (UNITS_DIR / name).read_text().splitlines():
+        if line.startswith("Environment="):
+            for assignment in shlex.split(line.removeprefix("Environment=")):
+                key, _, value = assignment.partition("=")
+                env[key] = value
+    return {**env, **_env_file()}
+
+
+def _exec_argv(name: str) -> list[str]:
+    """ExecStart= expanded as systemd does: ``$VAR`` split into words, ``${VAR}`` one word."""
+    env = _unit_environment(name)
+    words: list[str] = []
+    for word in shlex.split(_service(name)["ExecStart"]):
+        whole = re.fullmatch(r"\$\{(\w+)\}", word)
+        split = re.fullmatch(r"\$(\w+)", word)
+        if whole:
+            words.append(env[whole.group(1)])
+        elif split:
+            words += env.get(split.group(1), "").split()
+        else:
+            words.append(word)
+    return words
+
+
+@pytest.fixture
+def fake_root(tmp_path: Any) -> pathlib.Path:
+    """A root with systemd's units, the units under test and the install path they name."""
+    root = tmp_path / "root"
+    shutil.copytree(SYSTEM_UNITS, root / SYSTEM_UNITS.lstrip("/"), symlinks=True)
+    (root / "etc/systemd/system").mkdir(parents=True)
+    for name in UNITS:
+        shutil.copy(UNITS_DIR / name, root / "etc/systemd/system" / name)
+    binary = root / _exec_argv(UNITS[0])[0].lstrip("/")
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    return root
+
+
+def _verify(root: pathlib.Path, name: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SYSTEMD_ANALYZE, f"--root={root}", "verify", name],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("name", UNITS)
+def test_systemd_analyze_verify_passes_with_the_install_path_present(fake_root: pathlib.Path, name: str) -> None:
+    done = _verify(fake_root, name)
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
+
+
+def test_systemd_analyze_verify_fails_without_the_install_path(fake_root: pathlib.Path) -> None:
+    shutil.rmtree(fake_root / "opt")
+    done = _verify(fake_root, UNITS[0])
+    assert done.returncode != 0 and "/opt/tracehook/venv/bin/tracehook" in done.stderr
+
+
+@pytest.mark.parametrize("name", UNITS)
+def test_units_run_sandboxed_as_a_dedicated_user(name: str) -> None:
+    service = _service(name)
+    assert service["User"] == service["Group"] == "tracehook"
+    assert (service["NoNewPrivileges"], service["ProtectSystem"], service["PrivateTmp"], service["ProtectHome"]) == (
+        "yes", "strict", "yes", "yes")
+    assert service["ReadWritePaths"] == DATA_DIR == service["WorkingDirectory"]
+    assert service["Restart"] == "on-failure"
+    assert "2" in service["RestartPreventExitStatus"].split()  # a bad config is not retried forever
+    assert int(service["LimitNOFILE"]) >= 65536
+    assert _exec_argv(name)[0] == "/opt/tracehook/venv/bin/tracehook"
+
+
+def test_the_collector_unit_notifies_and_outlasts_its_drain() -> None:
+    service = _service(UNITS[0])
+    assert service["Type"] == "notify"
+    config = load_config(env={}, config_file=str(UNITS_DIR / "collector.toml"))
+    assert int(service["TimeoutStopSec"]) > config.shutdown_timeout_s
+    assert config.data_dir == DATA_DIR
+
+
+def test_the_index_unit_stops_the_job_alone() -> None:
+    # SIGTERM to the job only: it stops its query and JVM itself (exit 0); the rest then gets SIGKILL.
+    assert _service(UNITS[1])["KillMode"] == "mixed"
+
+
+def test_the_collector_command_line_config_and_env_file_are_accepted() -> None:
+    argv = _exec_argv(UNITS[0])
+    assert argv[1] == "collector"
+    parser = argparse.ArgumentParser()
+    serve.add_arguments(parser)
+    args = parser.parse_args(argv[2:])
+    assert args.log_format == "json" and args.config == "/etc/tracehook/collector.toml"
+    env = _env_file()
+    collector_keys = {k.removeprefix(ENV_PREFIX).lower() for k in env if k.startswith(ENV_PREFIX)}
+    assert collector_keys and collector_keys <= set(FIELDS) | set(KEY_ALIASES)
+    config = load_config(env=env, config_file=str(UNITS_DIR / "collector.toml"))
+    assert config.ingest_token == env["TRACEHOOK_COLLECTOR_INGEST_TOKEN"]
+
+
+@pytest.mark.parametrize("source", ["file", "kafka"])
+def test_the_index_command_line_is_accepted_for_both_sources(source: str) -> None:
+    argv = _exec_argv(UNITS[1])
+    if source == "kafka":  # the env file's commented alternative
+        line = next(l for l in (UNITS_DIR / "tracehook.env").read_text().splitlines()
+                    if l.startswith("#TRACEHOOK_INDEX_SOURCE=--source"))
+        at = argv.index("--log-dir")
+        argv[at:at + 2] = line.partition("=")[2].split()
+    assert argv[1] == "index"
+    parser = argparse.ArgumentParser()
+    index_job.add_arguments(parser)
+    args = parser.parse_args(argv[2:])
+    assert args.follow and args.log_format == "json" and args.store == f"local:{DATA_DIR}/index.sqlite3"
+    if source == "file":
+        assert args.log_dir == f"{DATA_DIR}/log"
+    else:
+        assert args.source.startswith("kafka://") and args.log_dir is None
+    env = _unit_environment(UNITS[1])
+    assert env["TRACEHOOK_INDEX_CHECKPOINTS"].startswith(DATA_DIR + "/")  # writable under ProtectSystem=strict
+
