@@ -44,6 +44,8 @@ class RowQuery:
     """Only this consumer group's rows (exact name)."""
     text: str | None = None
     """Only rows whose topic or group contains this text (case-insensitive)."""
+    series: bool = True
+    """Whether the page's topics carry their per-step series (``series=0``: counts only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +79,15 @@ def _int_param(query: Mapping[str, str], name: str, default: int, low: int, high
 
 
 def row_query_from_params(query: Mapping[str, str]) -> RowQuery:
-    """``sort``, ``limit``, ``cursor``, ``group`` and ``filter`` from a query string; :class:`ParamError`
-    (``bad_sort``, ``bad_limit``, ``bad_cursor``, ``bad_param``) names what is wrong."""
+    """``sort``, ``limit``, ``cursor``, ``group``, ``filter`` and ``series`` from a query string;
+    :class:`ParamError` (``bad_sort``, ``bad_limit``, ``bad_cursor``, ``bad_param``) names what is wrong."""
     sort = query.get("sort", "") or DEFAULT_SORT
     if sort not in SORTS:
         raise ParamError("bad_sort", f"sort must be one of {', '.join(SORTS)}, not {sort[:40]!r}")
     return RowQuery(sort=sort, limit=_int_param(query, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT),
                     offset=_int_param(query, "cursor", 0, 0, MAX_CURSOR),
-                    group=text_param("group", query.get("group")), text=text_param("filter", query.get("filter")))
+                    group=text_param("group", query.get("group")), text=text_param("filter", query.get("filter")),
+                    series=_int_param(query, "series", 1, 0, 1) == 1)
 
 
 def _names(r: OverviewRow) -> tuple[str, str]:

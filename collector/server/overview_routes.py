@@ -3,6 +3,7 @@
     GET /v1/overview?window=15m                      the last 15 minutes (any duration: 1h, 24h, 90m)
     GET /v1/overview?begin=-2h&end=-1h[&topic=T]     a custom window (begin/end as on every query route)
     GET /v1/overview?sort=lag&limit=20&cursor=20&filter=pay&group=G    rows: order, page, filters
+    GET /v1/overview?series=0                        rows and groups without the per-step series
 
 Both answer from the rollups only (:mod:`collector.query.overview`); a bad parameter is a 400
 ``{"error": reason, "detail": text}``.  On ``/metrics`` the same rollups appear per topic and
@@ -48,7 +49,7 @@ async def get_overview(request: web.Request) -> web.Response:
     begin, end, topic = ov.window_from_params(request.query, now_ms)
     rows = row_query_from_params(request.query)
     result = await asyncio.to_thread(ov.overview, request.app[STORE_KEY], begin, end, now_ms=now_ms, topic=topic,
-                                     rows=rows)
+                                     rows=rows, series=rows.series)
     return web.json_response(result.to_json())
 
 
@@ -86,7 +87,8 @@ def rollup_families(store: Store, now_ms: int) -> list[Metric]:
 class RollupMetrics:
     """The rollup families for ``/metrics``, computed at most once per ``cache_s`` seconds.
 
-    Each computation reads up to a day of rollups per topic (the lag looks back 24 hours); scrapes
+    Each computation reads up to a day of rollups per topic (the lag looks back 24 hours: hour rows,
+    and minute rows at the edges); scrapes
     in between (any number of scrapers) get the cached families, concurrent ones wait for one
     computation.  A failed computation (store down) is cached as "no families" for as long.
     """

@@ -274,8 +274,9 @@
     return el("table", { id: "ov-table", class: "ov-table" }, cols, el("thead", {}, head), body);
   }
 
-  // A topic's chart and group table, under its row, only when asked for.
-  function toggleDetail(tr, toggle, name, data) {
+  // A topic's chart and group table, under its row, only when asked for: one request for that
+  // topic's series (the table's request carries none).
+  async function toggleDetail(tr, toggle, name, data) {
     const open = tr.nextElementSibling && tr.nextElementSibling.classList.contains("ov-detail") ? tr.nextElementSibling : null;
     if (open) {
       const chartOf = charts.find((c) => open.contains(c.root));
@@ -285,13 +286,23 @@
       toggle.textContent = "▸";
       return;
     }
-    const topic = data.topics.find((t) => t.topic === name);
-    if (!topic) return;
     const cell = el("td", { colspan: String(ROW_COLUMNS.length + 5) });
-    const detail = el("tr", { class: "ov-detail", "data-topic": name }, cell);
+    const detail = el("tr", { class: "ov-detail", "data-topic": name, "aria-busy": "true" }, cell);
     tr.after(detail);
     toggle.setAttribute("aria-expanded", "true");
     toggle.textContent = "▾";
+    let topic;
+    try {
+      const one = await fetchOverview({ begin: String(data.begin_ms), end: String(data.end_ms), topic: name });
+      topic = one.topics.find((t) => t.topic === name);
+      if (!topic) throw new Error("no rollups for this topic in the window any more");
+      data = { ...data, times: one.times };
+    } catch (error) {
+      cell.replaceChildren(el("p", { class: "ov-error", role: "alert", text: error.message }));
+      detail.removeAttribute("aria-busy");
+      return;
+    }
+    if (!detail.isConnected) return;  // closed (or the page reloaded) meanwhile
     const card = el("div", { class: "ov-topic", "data-topic": name });
     const failedSends = el("span", { class: "ov-failed-sends", "data-col": "failed_sends",
                                      text: `${topic.failed_sends} failed send${topic.failed_sends === 1 ? "" : "s"}`,
@@ -302,6 +313,7 @@
     cell.append(card);  // in the document first, so uPlot can measure
     const width = Math.max(280, Math.min(cell.clientWidth || 900, 1400) - 24);
     card.append(chart(topic, data, width), groupTable(topic, data));
+    detail.removeAttribute("aria-busy");
   }
 
   function pager(data, rows) {
@@ -340,7 +352,7 @@
     const mine = ++loading;
     section.setAttribute("aria-busy", "true");
     try {
-      const data = await fetchOverview({ ...win, ...rows, limit: String(PAGE_ROWS) });
+      const data = await fetchOverview({ ...win, ...rows, limit: String(PAGE_ROWS), series: "0" });
       if (mine !== loading) return;
       render(win, rows, data);
       section.dataset.loaded = String(Date.now());

@@ -123,6 +123,10 @@ async def test_rows_are_problems_first_as_the_reference_orders_them(fleet_client
     # Series only for the topics shown, in the rows' order.
     assert [t["topic"] for t in body["topics"]] == list(dict.fromkeys(r["topic"] for r in body["rows"]))
     assert all(sum(t["series"]["sent"]) == t["sent"] for t in body["topics"])
+    # series=0 (the start page's table): the same rows and groups, no series.
+    counts_only = await get_rows(client, series="0")
+    assert comparable(counts_only["rows"]) == comparable(body["rows"])
+    assert all(t["series"] == {} and all(g["series"] == {} for g in t["groups"]) for t in counts_only["topics"])
 
 
 async def test_rows_page_with_a_cursor_and_filter_and_sort(fleet_client) -> None:
@@ -157,6 +161,7 @@ async def test_rows_page_with_a_cursor_and_filter_and_sort(fleet_client) -> None
     ({"limit": "ten"}, "bad_limit"),
     ({"cursor": "-1"}, "bad_cursor"),
     ({"cursor": "x"}, "bad_cursor"),
+    ({"series": "yes"}, "bad_series"),
 ])
 async def test_bad_row_params_are_400_with_the_reason(fleet_client, params, reason) -> None:
     client, _ = fleet_client
