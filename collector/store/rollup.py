@@ -44,7 +44,7 @@ import msgpack
 from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
 from collector.store.model import CONSUMED, DEAD, FAILED, PENDING, RETRYING, MessageTrace, build_trace, could_place
-from collector.store.rollup_buckets import (  # re-exported: the rollups' public names live here
+from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the rollups' public names live here
     _VERSION,
     LATENCY_BOUNDS_MS,
     OPEN_OUTCOMES,
@@ -55,8 +55,6 @@ from collector.store.rollup_buckets import (  # re-exported: the rollups' public
 from collector.store.rollup_hours import hour_of, rewrite_hours
 from collector.store.schema import StoredEvent
 from tracehook.wire import Status
-
-__all__ = ["LATENCY_BOUNDS_MS", "OPEN_OUTCOMES", "ROLLUP_FORMAT", "GroupBucket", "MinuteBucket"]
 
 DEFAULT_CHUNK = 1000
 """Message rows read per round trip while recomputing."""
