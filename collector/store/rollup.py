@@ -6,7 +6,8 @@ message has a *part* of its minute's rollup (:class:`Part`: its placement time a
 group's outcome, retried flag and latency), kept as one cell of the minute's parts row.
 After a batch, :func:`refresh_rollups` writes the part of every message the batch touched
 into its minute (and :data:`MOVED` into a minute it was placed in before), aggregates each
-touched minute from its parts row and overwrites the minute's rollup row.  The parts come
+touched minute from its parts row and overwrites the minute's rollup row (then re-merges its
+hour: :mod:`collector.store.rollup_hours`).  The parts come
 from reading each touched message back (:func:`read_parts`, then
 :func:`collector.store.model.build_trace`): the index job's tasks do that right after their
 writes and hand the parts over (:func:`merge_parts` picks, per message, the read that saw
