@@ -25,6 +25,7 @@ that horizon (it did not exist yet).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,9 @@ COUNTS = ("consumed", "retrying", "failed", "dead", "pending", "retried")
 """The per-group counters a rollup keeps (``not_received`` is ``sent`` minus what the group received)."""
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 
+TOTALS_READERS = 8
+"""Topics read at once for their totals (a store's round trips wait in parallel; HBase's store is
+thread-safe with a connection pool, SQLite's serialises on its lock)."""
 MAX_WINDOW_MS = 31 * 24 * 3600 * 1000
 """Longest overview window (rollups live as long as the index's TTL, 30 days by default)."""
 DEFAULT_WINDOW = "1h"
@@ -198,7 +202,9 @@ def overview(
     times = list(range(first, end_ms + 1, step))
     out = Overview(begin_ms, end_ms, now_ms, step, times, [])
     names = topics(store) if topic is None else [topic]
-    stats = [s for name in names if (s := _topic_totals(store, name, begin_ms, end_ms, now_ms, lag_horizon_ms))]
+    with ThreadPoolExecutor(max_workers=TOTALS_READERS, thread_name_prefix="tracehook-overview") as pool:
+        found = pool.map(lambda name: _topic_totals(store, name, begin_ms, end_ms, now_ms, lag_horizon_ms), names)
+        stats = [s for s in found if s is not None]
     if rows is None:
         out.topics = stats
     else:
