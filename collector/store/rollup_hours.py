@@ -81,6 +81,8 @@ def _merge_group(group: str, minutes: Sequence[MinuteBucket]) -> GroupBucket:
 
 def _minute_rows(store: Store, topic: str, begin_ms: int, end_ms: int) -> list[MinuteBucket]:
     """The minute rollups of ``topic`` starting in ``[begin_ms, end_ms)``."""
+    if begin_ms >= end_ms:  # no scan: HBase answers a scan whose start is its stop with that row
+        return []
     start, stop = schema.rollup_row(topic, begin_ms), schema.rollup_row(topic, end_ms)
     return [MinuteBucket.from_row(topic, row, cols) for row, cols in store.scan(schema.ROLLUPS, start, stop)]
 
