@@ -22,10 +22,14 @@ MINUTE = 60_000
 H0 = 1_700_000_000_000 - 1_700_000_000_000 % HOUR  # an hour boundary
 NOW = H0 + 4 * HOUR
 TIMES = [H0 + i * 17 * MINUTE + 7_000 for i in range(12)]  # 12 messages over 3 hours and a bit
+TIMES[4] = TIMES[5] - 5_000  # in the minute of message 5, just before it
 # Per group: what happens to message i (None: never received).
 FATES: dict[str, list[str | None]] = {
     "g1": ["ok"] * 5 + [None, "ok", "ok", "pending", "ok", "ok", "ok"],
-    "g2": [None] * 4 + ["ok"] * 6 + ["failed", None],
+    # g2 starts in the middle of the second hour, just after a message of the same minute it never
+    # gets, and misses one more in that hour: what waits in its first hour is only what came after
+    # its first message.
+    "g2": [None] * 5 + ["ok", None, "ok", "ok", "ok", "failed", None],
 }
 
 
