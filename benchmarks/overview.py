@@ -12,12 +12,17 @@ Then, against a warm collector subprocess on that store, for windows W ending wh
     api      GET /v1/overview?begin=&end=         from the rollups (median and p99 of sequential requests)
     naive    the same counts by scanning every message of the window (TraceQuery.by_time pages of
              1,000, in process: no HTTP, so a lower bound of what a scanning overview would cost)
-    page     Chromium: navigation to /?begin=&end= until the overview has rendered (median of 5, warm)
+    page     Chromium: navigation to /?begin=&end= until the overview's table has rendered (median of 5, warm)
+
+``--fleet`` loads a fleet instead (:mod:`benchmarks.overview_fleet`): 500 topics × 3 groups over
+24 hours, skewed (a few busy topics, many quiet ones); it adds the overview computed in process
+from hourly + edge-minute rollups next to minute rollups only, and ``/metrics`` (series, scrape time).
 
 Run::
 
     python benchmarks/overview.py                        # 10^6 messages (loads once, then reuses)
     python benchmarks/overview.py --messages 20000 --naive-windows 15m,1h,24h
+    python benchmarks/overview.py --fleet                # 500 topics x 3 groups, 24 h, skewed
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from collections.abc import Iterator
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root: tests.fixtures
 
+from benchmarks import overview_fleet
 from collector.cli.demo import free_port, start_collector, stop_collector
 from collector.query.timeparse import parse_duration
 from collector.store import open_store
@@ -134,14 +140,14 @@ def window_query(window: str, end_ms: int) -> str:
     return f"begin={end_ms - parse_duration(window)}&end={end_ms}"
 
 
-def time_api(port: int, window: str, end_ms: int) -> tuple[float, float, int]:
+def time_api(port: int, window: str, end_ms: int, extra: str = "") -> tuple[float, float, int]:
     """Median and p99 ms of ``API_REQUESTS`` sequential overview requests (after 3 warm-ups), and the body size."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     samples, size = [], 0
     try:
         for i in range(3 + API_REQUESTS):
             started = time.perf_counter()
-            conn.request("GET", f"/v1/overview?{window_query(window, end_ms)}")
+            conn.request("GET", f"/v1/overview?{window_query(window, end_ms)}{extra}")
             response = conn.getresponse()
             body = response.read()
             json.loads(body)
@@ -195,7 +201,7 @@ def time_page(url: str, windows: tuple[str, ...], end_ms: int) -> dict[str, floa
             for i in range(1 + PAGE_LOADS):
                 started = time.perf_counter()
                 page.goto(f"{url}/?{window_query(window, end_ms)}")
-                page.wait_for_selector("#overview[data-loaded]:not([aria-busy]) .ov-topic canvas", timeout=120_000)
+                page.wait_for_selector("#overview[data-loaded]:not([aria-busy]) #ov-table tr.ov-row", timeout=120_000)
                 if i:
                     samples.append((time.perf_counter() - started) * 1000)
             out[window] = statistics.median(samples)
@@ -210,9 +216,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--naive-windows", default="15m,1h",
                         help="windows to also time by scanning messages (24h at 10^6 takes minutes)")
     parser.add_argument("--no-browser", action="store_true")
+    parser.add_argument("--fleet", action="store_true", help="500 topics x 3 groups over 24 h, skewed")
+    parser.add_argument("--store", help="with --fleet: a store URL (default: local: in --data-dir)")
     args = parser.parse_args(argv)
     data_dir = os.path.abspath(args.data_dir)
     os.makedirs(data_dir, exist_ok=True)
+    if args.fleet:
+        return run_fleet(data_dir, args.store or f"local:{os.path.join(data_dir, 'fleet.sqlite3')}", args.no_browser)
     load = ensure_loaded(data_dir, args.messages)
     store_url = f"local:{os.path.join(data_dir, 'index.sqlite3')}"
     port = free_port()
@@ -241,6 +251,41 @@ def main(argv: list[str] | None = None) -> int:
     slow = [w for w, ms in page.items() if ms > PAGE_TARGET_MS]
     if slow:
         print(f"page render over {PAGE_TARGET_MS} ms for: {', '.join(slow)}")
+    return 0
+
+
+def run_fleet(data_dir: str, store_url: str, no_browser: bool) -> int:
+    """The fleet rows: API, page, in-process hours vs minutes, /metrics (see benchmarks/overview_fleet.py)."""
+    load = overview_fleet.ensure_fleet(data_dir, store_url)
+    end_ms = load["now_ms"]
+    windows = ("1h", "24h")
+    port = free_port()
+    proc = start_collector(data_dir, port, store_url=store_url)
+    try:
+        metrics = overview_fleet.scrape_metrics(port)
+        api = {w: time_api(port, w, end_ms, "&series=0") for w in windows}  # what the page asks
+        with_series = {w: time_api(port, w, end_ms) for w in windows}
+        page = {} if no_browser else time_page(f"http://127.0.0.1:{port}", windows, end_ms)
+    finally:
+        stop_collector(proc)
+    local = {w: overview_fleet.in_process(store_url, end_ms, parse_duration(w)) for w in windows}
+    print(f"\noverview over a fleet: {overview_fleet.TOPICS} topics x 3 groups, 24 h, {load['events']:,} events, "
+          f"store {store_url.split(':', 1)[0]}")
+    print(f"load: index_records {load['index_s']:.0f} s, finish_batch (minute + hour rollups) {load['rollup_s']:.0f} s")
+    rows = [["window", "rows", "api p50 ms", "api p99 ms (<= 1000)", "body KB",
+             "api with 50 topics' series p50 / p99 ms", "page ms (<= 1500)", "in process: hours + edges ms",
+             "minutes only ms"]]
+    for w in windows:
+        p50, p99, size = api[w]
+        s50, s99, _ = with_series[w]
+        hours, minutes, total = local[w]
+        rows.append([w, f"{total:,}", f"{p50:.0f}", f"{p99:.0f}", f"{size / 1024:.0f}", f"{s50:.0f} / {s99:.0f}",
+                     f"{page[w]:.0f}" if w in page else "", f"{hours:.0f}", f"{minutes:.0f}"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("| " + " | ".join(c.ljust(width) for c, width in zip(row, widths)) + " |")
+    cold, cached, series = metrics
+    print(f"/metrics: {series:,} series; scrape {cold:.0f} ms computing the rollup families, {cached:.0f} ms cached")
     return 0
 
 

@@ -24,15 +24,18 @@ that horizon (it did not exist yet).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from collector.query.errors import BadTimeError, ParamError
+from collector.query.overview_rows import DEFAULT_SORT, OverviewRow, RowQuery, select_rows
 from collector.query.params import MAX_PARAM_LEN, request_window, text_param
 from collector.query.timeparse import parse_duration
 from collector.store import Store
 from collector.store.rollup import LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket, read_minutes, topics
+from collector.store.rollup_hours import read_buckets
 
 DEFAULT_LAG_HORIZON_MS = 24 * 3600 * 1000
 """How far back from the window's end the lag looks for unconsumed messages."""
@@ -45,6 +48,9 @@ COUNTS = ("consumed", "retrying", "failed", "dead", "pending", "retried")
 """The per-group counters a rollup keeps (``not_received`` is ``sent`` minus what the group received)."""
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 
+TOTALS_READERS = 8
+"""Topics read at once for their totals (a store's round trips wait in parallel; HBase's store is
+thread-safe with a connection pool, SQLite's serialises on its lock)."""
 MAX_WINDOW_MS = 31 * 24 * 3600 * 1000
 """Longest overview window (rollups live as long as the index's TTL, 30 days by default)."""
 DEFAULT_WINDOW = "1h"
@@ -156,7 +162,10 @@ class TopicStats:
 
 @dataclass
 class Overview:
-    """Every topic with rollups in ``[begin_ms, end_ms]`` (minute resolution) or with a group lagging."""
+    """Every topic with rollups in ``[begin_ms, end_ms]`` (minute resolution) or with a group lagging.
+
+    ``rows`` is the page of compact rows asked for (:mod:`collector.query.overview_rows`), and
+    ``topics`` then holds the topics of those rows only, in the rows' order, with their series."""
 
     begin_ms: int
     end_ms: int
@@ -164,65 +173,112 @@ class Overview:
     step_ms: int
     times: list[int]
     topics: list[TopicStats]
+    rows: list[OverviewRow] = field(default_factory=list)
+    total_rows: int = 0
+    next_cursor: str | None = None
+    sort: str = DEFAULT_SORT
 
     def to_json(self) -> Json:
         return {
             "begin_ms": self.begin_ms, "end_ms": self.end_ms, "now_ms": self.now_ms, "step_ms": self.step_ms,
-            "times": self.times, "latency_bounds_ms": list(LATENCY_BOUNDS_MS),
+            "times": self.times, "latency_bounds_ms": list(LATENCY_BOUNDS_MS), "sort": self.sort,
+            "rows": [r.to_json() for r in self.rows], "total_rows": self.total_rows, "next_cursor": self.next_cursor,
             "topics": [t.to_json() for t in self.topics],
         }
 
 
 def overview(
     store: Store, begin_ms: int, end_ms: int, *, now_ms: int, lag_horizon_ms: int = DEFAULT_LAG_HORIZON_MS,
-    topic: str | None = None,
+    topic: str | None = None, rows: RowQuery | None = None, series: bool = True,
 ) -> Overview:
-    """The overview of ``[begin_ms, end_ms]`` (of one ``topic`` when given) from the rollups."""
+    """The overview of ``[begin_ms, end_ms]`` (of one ``topic`` when given) from the rollups.
+
+    Every topic's totals and lag come from hourly rollups for the window's whole hours and minute
+    rollups for its edges (:func:`collector.store.rollup_hours.read_buckets`).  With ``rows``, only
+    the topics of the page of rows it asks for are kept; ``series`` reads their minutes for the charts.
+    """
     step = step_ms_for(begin_ms, end_ms)
     first = begin_ms - begin_ms % step
     times = list(range(first, end_ms + 1, step))
     out = Overview(begin_ms, end_ms, now_ms, step, times, [])
     names = topics(store) if topic is None else [topic]
-    for name in names:
-        minutes = read_minutes(store, name, min(begin_ms, end_ms - lag_horizon_ms), end_ms)
-        stats = _topic_stats(name, minutes, begin_ms, end_ms, now_ms, first, step, len(times))
-        if stats is not None:
-            out.topics.append(stats)
+    with ThreadPoolExecutor(max_workers=TOTALS_READERS, thread_name_prefix="tracehook-overview") as pool:
+        found = pool.map(lambda name: _topic_totals(store, name, begin_ms, end_ms, now_ms, lag_horizon_ms), names)
+        stats = [s for s in found if s is not None]
+    if rows is None:
+        out.topics = stats
+    else:
+        out.sort = rows.sort
+        out.rows, out.total_rows, out.next_cursor = select_rows(rows_of(stats), rows)
+        by_name = {s.topic: s for s in stats}
+        out.topics = [by_name[name] for name in dict.fromkeys(r.topic for r in out.rows)]
+    if series:
+        for t in out.topics:
+            _add_series(t, read_minutes(store, t.topic, begin_ms, end_ms), first, step, len(times))
     return out
 
 
-def _topic_stats(
-    topic: str, minutes: list[MinuteBucket], begin_ms: int, end_ms: int, now_ms: int, first: int, step: int,
-    points: int,
+def rows_of(topics: Iterable[TopicStats]) -> list[OverviewRow]:
+    """One compact row per topic × group (one row for a topic no group received anything of)."""
+    out: list[OverviewRow] = []
+    for t in topics:
+        for g in t.groups:
+            out.append(OverviewRow(t.topic, g.group, t.sent, g.counts["consumed"], g.counts["failed"],
+                                   g.counts["dead"], max(0, g.sent - g.received), t.failed_sends,
+                                   percentile_ms(g.latency, 0.99), g.lag_ms))
+        if not t.groups:
+            out.append(OverviewRow(t.topic, None, t.sent, 0, 0, 0, 0, t.failed_sends, None, 0))
+    return out
+
+
+def _topic_totals(
+    store: Store, topic: str, begin_ms: int, end_ms: int, now_ms: int, lag_horizon_ms: int,
 ) -> TopicStats | None:
+    """A topic's counts over the window and each group's lag, without series (None: nothing to show)."""
     lo = begin_ms - begin_ms % MINUTE_MS
-    in_window = [m for m in minutes if lo <= m.minute_ms <= end_ms]
+    start = min(begin_ms, end_ms - lag_horizon_ms)
+    before = read_buckets(store, topic, start, lo - 1) if start < lo else []
+    in_window = read_buckets(store, topic, lo, end_ms)
+    minutes = before + in_window
     lags = {g: lag for g in {g for m in minutes for g in m.groups} if (lag := lag_ms(g, minutes, now_ms))}
     if not in_window and not lags:
         return None
-    stats = TopicStats(topic, series={"sent": [0] * points, "failed_sends": [0] * points})
+    stats = TopicStats(topic)
     groups: dict[str, GroupStats] = {}
     for m in in_window:
-        i = (m.minute_ms - first) // step
         stats.sent += m.sent
-        stats.series["sent"][i] += m.sent
         stats.failed_sends += m.failed_sends
-        stats.series["failed_sends"][i] += m.failed_sends
         for name, bucket in m.groups.items():
             g = groups.get(name)
             if g is None:
-                g = groups[name] = GroupStats(name, series={"consumed": [0] * points, "failed": [0] * points})
+                g = groups[name] = GroupStats(name)
             g.add(bucket)
-            g.series["consumed"][i] += bucket.consumed
-            g.series["failed"][i] += bucket.failed + bucket.dead
     for name in lags:
-        if name not in groups:  # a stalled group: nothing in the window, but messages waiting
-            groups[name] = GroupStats(name, series={"consumed": [0] * points, "failed": [0] * points})
+        groups.setdefault(name, GroupStats(name))  # a stalled group: nothing in the window, but messages waiting
     for g in groups.values():
         g.sent = stats.sent
         g.lag_ms = lags.get(g.group, 0)
     stats.groups = [groups[name] for name in sorted(groups)]
     return stats
+
+
+def _add_series(stats: TopicStats, minutes: list[MinuteBucket], first: int, step: int, points: int) -> None:
+    """The per-step series of one topic and its groups, from its minute rollups in the window."""
+    stats.series = {"sent": [0] * points, "failed_sends": [0] * points}
+    for g in stats.groups:
+        g.series = {"consumed": [0] * points, "failed": [0] * points}
+    groups = {g.group: g for g in stats.groups}
+    for m in minutes:
+        i = (m.minute_ms - first) // step
+        if not 0 <= i < points:
+            continue
+        stats.series["sent"][i] += m.sent
+        stats.series["failed_sends"][i] += m.failed_sends
+        for name, bucket in m.groups.items():
+            g = groups.get(name)
+            if g is not None:  # (a group first rolled up after the totals were read waits for the next load)
+                g.series["consumed"][i] += bucket.consumed
+                g.series["failed"][i] += bucket.failed + bucket.dead
 
 
 def lag_ms(group: str, minutes: list[MinuteBucket], now_ms: int) -> int:

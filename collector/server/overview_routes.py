@@ -2,6 +2,8 @@
 
     GET /v1/overview?window=15m                      the last 15 minutes (any duration: 1h, 24h, 90m)
     GET /v1/overview?begin=-2h&end=-1h[&topic=T]     a custom window (begin/end as on every query route)
+    GET /v1/overview?sort=lag&limit=20&cursor=20&filter=pay&group=G    rows: order, page, filters
+    GET /v1/overview?series=0                        rows and groups without the per-step series
 
 Both answer from the rollups only (:mod:`collector.query.overview`); a bad parameter is a 400
 ``{"error": reason, "detail": text}``.  On ``/metrics`` the same rollups appear per topic and
@@ -23,6 +25,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
 from collector.query import overview as ov
+from collector.query.overview_rows import row_query_from_params
 from collector.query.timeparse import current_ms
 from collector.server.appkeys import STORE_KEY
 from collector.server.auth import require_query_token
@@ -41,16 +44,18 @@ METRICS_CACHE_S = 15.0
 
 @query_route
 async def get_overview(request: web.Request) -> web.Response:
-    """Topics and groups over a window: counts, latency percentiles, series and lag in seconds."""
+    """Topic × group rows over a window (problems first, paged), and the shown topics' groups and series."""
     now_ms = current_ms()
     begin, end, topic = ov.window_from_params(request.query, now_ms)
-    result = await asyncio.to_thread(ov.overview, request.app[STORE_KEY], begin, end, now_ms=now_ms, topic=topic)
+    rows = row_query_from_params(request.query)
+    result = await asyncio.to_thread(ov.overview, request.app[STORE_KEY], begin, end, now_ms=now_ms, topic=topic,
+                                     rows=rows, series=rows.series)
     return web.json_response(result.to_json())
 
 
 def rollup_families(store: Store, now_ms: int) -> list[Metric]:
     """The rollup metrics: gauges over the last hour (lag: as of now), latency as a gauge histogram."""
-    result = ov.overview(store, now_ms - METRICS_WINDOW_MS, now_ms, now_ms=now_ms)
+    result = ov.overview(store, now_ms - METRICS_WINDOW_MS, now_ms, now_ms=now_ms, series=False)
     sent = GaugeMetricFamily("tracehook_topic_messages_sent", "Messages sent to the topic in the last hour "
                              "(from rollups).", labels=["topic"])
     failed_sends = GaugeMetricFamily("tracehook_topic_failed_sends", "Sends of the last hour that failed at the "
@@ -82,7 +87,8 @@ def rollup_families(store: Store, now_ms: int) -> list[Metric]:
 class RollupMetrics:
     """The rollup families for ``/metrics``, computed at most once per ``cache_s`` seconds.
 
-    Each computation reads up to a day of rollups per topic (the lag looks back 24 hours); scrapes
+    Each computation reads up to a day of rollups per topic (the lag looks back 24 hours: hour rows,
+    and minute rows at the edges); scrapes
     in between (any number of scrapers) get the cached families, concurrent ones wait for one
     computation.  A failed computation (store down) is cached as "no families" for as long.
     """

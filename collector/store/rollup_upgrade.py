@@ -14,7 +14,9 @@ What it rewrites, the same way on both stores (only ``get_meta``/``put_meta`` ar
   failed send has no consume or dead event), read back from its message row (:func:`read_parts`),
   and each minute those parts are in, re-aggregated (:func:`write_parts`);
 - minutes rolled up before parts rows existed (a rollup row, no parts row), rebuilt from the
-  messages placed in them.
+  messages placed in them;
+- (format 2 to 3) the hourly rollups, merged from the minute rows
+  (:func:`collector.store.rollup_hours.rewrite_hours`).
 
 The format is recorded last, so an upgrade that dies half-way is redone by the next batch; every
 step writes what a recompute from the messages gives, so redoing it changes nothing.
@@ -32,6 +34,7 @@ import logging
 from collector.store import keys, layout, schema
 from collector.store.base import Store
 from collector.store.rollup import DEFAULT_CHUNK, MOVED, ROLLUP_FORMAT, Minute, Part, read_parts, write_parts
+from collector.store.rollup_hours import all_hours, rewrite_hours
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +50,20 @@ def upgrade_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK) -> int | None:
 
     Returns the minutes rewritten, or None when the store was current already.  Idempotent.
     """
-    if recorded_format(store) >= ROLLUP_FORMAT:
+    recorded = recorded_format(store)
+    if recorded >= ROLLUP_FORMAT:
         return None
+    rewritten = _upgrade_failed_sends(store, chunk) if recorded < 2 else 0
+    hours = rewrite_hours(store, all_hours(store))  # format 3: hourly rollups merged from the minutes
+    store.put_meta(layout.ROLLUP_FORMAT_COLUMN, layout.encode_count(ROLLUP_FORMAT))
+    if rewritten or hours:
+        log.warning("rollups upgraded from format %d to %d: %d minute(s) rewritten, %d hour(s) merged",
+                    recorded, ROLLUP_FORMAT, rewritten, hours)
+    return rewritten
+
+
+def _upgrade_failed_sends(store: Store, chunk: int) -> int:
+    """Format 1 to 2: rewrite the parts of messages no group received, and minutes without parts rows."""
     rewritten = 0
     with_parts: set[Minute] = set()
     unreceived: list[str] = []
@@ -66,8 +81,4 @@ def upgrade_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK) -> int | None:
     rolled_up = {(str(topic), int(minute_ms))
                  for _, topic, minute_ms in (keys.unpack(row) for row, _ in store.scan(schema.ROLLUPS, start, stop))}
     rewritten += write_parts(store, {}, rolled_up - with_parts, chunk=chunk)
-    store.put_meta(layout.ROLLUP_FORMAT_COLUMN, layout.encode_count(ROLLUP_FORMAT))
-    if rewritten:
-        log.warning("rollups upgraded to format %d (failed sends counted apart): %d minute(s) rewritten",
-                    ROLLUP_FORMAT, rewritten)
     return rewritten

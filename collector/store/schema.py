@@ -22,6 +22,7 @@ pending    (hash4(msg_id), msg_id)                         ``s:<event id>`` DEAD
 traceidx   (trace id, msg_id)                              ``i:<event type>`` message summary
 rollups    (TOPIC, topic)                                  ``r:`` marker: the topics with rollups
            (MINUTE, topic, minute)                         ``r:`` topic counts, ``r:<group>`` the group's
+           (HOUR, topic, hour)                             as MINUTE: the hour's minutes merged
            (PARTS, topic, minute)                          ``r:<msg_id>`` each message's part of the minute
            (DIRTY_MSG, hash4(msg_id), msg_id)              ``r:`` marker: an event of this message landed
            (DIRTY, topic, minute)                          ``r:`` marker of older indexers: recompute the minute
@@ -94,8 +95,9 @@ TABLES_BY_NAME = {t.name: t for t in TABLES}
 _CONSUME_TYPES = frozenset((EventType.SUB_BEFORE, EventType.SUB_AFTER))
 _DEAD_ALL, _DEAD_ONE = 0, 1  # the two row kinds of the dead table
 # The row kinds of the rollups table.
-ROLLUP_TOPIC, ROLLUP_MINUTE, ROLLUP_DIRTY, ROLLUP_DIRTY_MSG, ROLLUP_PARTS = 0, 1, 2, 3, 4
+ROLLUP_TOPIC, ROLLUP_MINUTE, ROLLUP_DIRTY, ROLLUP_DIRTY_MSG, ROLLUP_PARTS, ROLLUP_HOUR = 0, 1, 2, 3, 4, 5
 MINUTE_MS = 60_000
+HOUR_MS = 3_600_000
 
 
 # --- times -----------------------------------------------------------------
@@ -201,8 +203,14 @@ def rollup_row(topic: str, minute_ms: int) -> bytes:
     return keys.pack((ROLLUP_MINUTE, topic, minute_ms))
 
 
+def rollup_hour_row(topic: str, hour_ms: int) -> bytes:
+    """One topic's hourly rollup: its minutes' rollups merged (``hour_ms`` is the hour's start)."""
+    return keys.pack((ROLLUP_HOUR, topic, hour_ms))
+
+
 def rollup_row_minute(row: bytes) -> int:
-    """The minute of a :func:`rollup_row` key (its last element), without decoding the topic."""
+    """The minute of a :func:`rollup_row` key (or the hour of a :func:`rollup_hour_row`: its last
+    element), without decoding the topic."""
     return keys.unpack(row[-keys.INT_BYTES:])[0]  # type: ignore[return-value]
 
 

@@ -1,6 +1,7 @@
-// The console's start page: topics and consumer groups over a window, from GET /v1/overview
-// (rollups only).  The window lives in the URL's query string (?window=1h, or ?begin=&end=),
-// so a view can be shared.  Every value is rendered with textContent; charts are uPlot
+// The console's start page: one compact row per topic × consumer group over a window, problems
+// first, from GET /v1/overview (rollups only).  The window, the sort, the filter and the page live
+// in the URL's query string (?window=1h&sort=lag&filter=pay&cursor=50), so a view can be shared
+// and a reload reproduces it.  A topic's chart and group table open on demand (the row's toggle).  Every value is rendered with textContent; charts are uPlot
 // (static/vendor/uplot, see VERSION there).  Times are UTC, as everywhere on the page.
 // Uses el() from app.js, which loads first.
 "use strict";
@@ -8,10 +9,23 @@
 (function () {
   const WINDOWS = [["15m", "15 min"], ["1h", "1 h"], ["24h", "24 h"]];
   const DEFAULT_WINDOW = "1h";
+  const PAGE_ROWS = 50;
   const COLUMNS = [
     ["consumed", "consumed"], ["retrying", "retrying"], ["failed", "failed"], ["dead", "dead"],
     ["pending", "in flight"], ["not_received", "not received"], ["retried", "retried"],
   ];
+  // The compact table's counts: [column, heading, the listing behind it (console.js #search)].
+  const ROW_COLUMNS = [
+    ["sent", "sent", { mode: "topic" }],
+    ["consumed", "consumed", { mode: "topic", group: true, outcome: "consumed" }],
+    ["failed", "failed", { mode: "topic", group: true, outcome: "failed" }],
+    ["dead", "dead", { mode: "dead", group: true }],
+    ["not_received", "not received", { mode: "topic", group: true, outcome: "not_consumed" }],
+    ["failed_sends", "failed sends", { mode: "topic" }],
+  ];
+  const SORTS = [["problems", "problems first"], ["topic", "topic"], ["group", "group"], ["sent", "sent"],
+                 ["consumed", "consumed"], ["failed", "failed"], ["dead", "dead"], ["not_received", "not received"],
+                 ["failed_sends", "failed sends"], ["p99", "p99 latency"], ["lag", "lag"]];
   const COLORS = ["#1a5fb4", "#2e9e5b", "#e66100", "#813d9c", "#008080", "#865e3c", "#c64600", "#5e5c64"];
   const section = document.getElementById("overview");
   if (!section) return;
@@ -44,12 +58,23 @@
     return { window: q.get("window") || DEFAULT_WINDOW };
   }
 
-  function setWindow(params) {
+  // The rows the URL asks for: sort, filter and page (cursor).
+  function currentRows() {
+    const q = new URLSearchParams(window.location.search);
+    return { sort: q.get("sort") || "", filter: q.get("filter") || "", cursor: q.get("cursor") || "" };
+  }
+
+  // Change the URL's state (a new history entry) and load it; any change but the page's starts at row 1.
+  function setParams(changes, names) {
     const url = new URL(window.location.href);
-    for (const name of ["window", "begin", "end"]) url.searchParams.delete(name);
-    for (const [name, value] of Object.entries(params)) if (value) url.searchParams.set(name, value);
+    for (const name of [...names, "cursor"]) url.searchParams.delete(name);
+    for (const [name, value] of Object.entries(changes)) if (value) url.searchParams.set(name, value);
     window.history.pushState(null, "", url);
     load();
+  }
+
+  function setWindow(params) {
+    setParams(params, ["window", "begin", "end"]);
   }
 
   async function fetchOverview(params) {
@@ -64,24 +89,15 @@
     return body;
   }
 
-  // Open the existing listings through the search form (topic + time; a group's dead letters).
-  function openListing(mode, topic, group, data) {
-    const form = document.getElementById("search");
-    const radio = document.querySelector(`input[name=mode][value=${mode}]`);
-    if (!form || !radio) return;
-    radio.checked = true;
-    radio.dispatchEvent(new Event("change"));
-    document.getElementById("topic").value = topic;
-    if (document.getElementById("group")) document.getElementById("group").value = group || "";
-    document.getElementById("begin").value = new Date(data.begin_ms).toISOString();
-    document.getElementById("end").value = new Date(data.end_ms).toISOString();
-    form.requestSubmit();
+  // The deep link of the listing behind a count (console.js's #search view, same window).
+  function listingHref(spec, topic, group, data) {
+    return viewHash("search", { mode: spec.mode, topic, group: spec.group ? group || "" : "",
+                                outcome: spec.outcome || "", begin: new Date(data.begin_ms).toISOString(),
+                                end: new Date(data.end_ms).toISOString() });
   }
 
-  function listingLink(text, mode, topic, group, data, label) {
-    const a = el("a", { href: "#", text, "aria-label": label });
-    a.addEventListener("click", (event) => { event.preventDefault(); openListing(mode, topic, group, data); });
-    return a;
+  function listingLink(text, spec, topic, group, data, label) {
+    return el("a", { href: listingHref(spec, topic, group, data), text, "aria-label": label });
   }
 
   function controls(win, data) {
@@ -128,8 +144,9 @@
     const body = el("tbody");
     for (const g of topic.groups) {
       const row = el("tr", { class: "ov-group", "data-group": g.group },
-        el("td", {}, listingLink(g.group || "(no group)", "dead", topic.topic, g.group, data,
-                                 `dead letters of ${g.group} on ${topic.topic}`)));
+        el("td", { class: "ov-name", title: g.group || "(no group)" },
+           listingLink(g.group || "(no group)", { mode: "dead", group: true }, topic.topic, g.group, data,
+                       `dead letters of ${g.group} on ${topic.topic}`)));
       for (const [name] of COLUMNS) {
         const cell = el("td", { class: "num", "data-col": name, text: String(g[name]) });
         if ((name === "failed" || name === "dead") && g[name] > 0) cell.classList.add("bad");
@@ -185,37 +202,159 @@
     return holder;
   }
 
-  function render(win, data) {
-    for (const c of charts) c.destroy();
-    charts = [];
-    section.replaceChildren(controls(win, data));
-    if (!data.topics.length) {
-      section.append(el("p", { class: "ov-empty", text: "No traced messages in this window." }));
+  // The row filter and sort, in the URL like the window.
+  function rowControls(rows) {
+    const form = el("form", { id: "ov-rows", class: "ov-rows", autocomplete: "off", role: "search" });
+    const sort = el("select", { id: "ov-sort", "aria-label": "sort rows" });
+    for (const [value, label] of SORTS) sort.append(el("option", { value, text: label }));
+    sort.value = rows.sort || "problems";
+    sort.addEventListener("change", () => setParams({ sort: sort.value === "problems" ? "" : sort.value,
+                                                      filter: rows.filter }, ["sort", "filter"]));
+    const filter = el("input", { id: "ov-filter", type: "search", placeholder: "filter topic or group",
+                                 "aria-label": "filter rows by topic or group name" });
+    filter.value = rows.filter;
+    form.append(el("label", { text: "sort " }, sort), filter, el("button", { type: "submit", text: "Filter" }));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      setParams({ sort: rows.sort, filter: filter.value.trim() }, ["sort", "filter"]);
+    });
+    return form;
+  }
+
+  function nameCell(text, link) {
+    return el("td", { class: "ov-name", title: text }, link || el("span", { text }));
+  }
+
+  function countCell(row, name, spec, data) {
+    const value = row[name];
+    const cell = el("td", { class: "num", "data-col": name });
+    const listed = row.group !== null || !spec.group;  // a topic without groups has no group listing
+    if (value > 0 && listed) {
+      cell.append(listingLink(String(value), spec, row.topic, row.group, data,
+                              `${name.replace("_", " ")} of ${row.group || "the topic"} on ${row.topic}`));
+    } else {
+      cell.textContent = String(value);
+    }
+    if (["failed", "dead", "failed_sends"].includes(name) && value > 0) cell.classList.add("bad");
+    return cell;
+  }
+
+  function rowsTable(data) {
+    const head = el("tr", {}, el("th", { class: "ov-toggle-col" }, el("span", { class: "ov-sr", text: "chart" })),
+      el("th", { text: "topic" }), el("th", { text: "consumer group" }),
+      ...ROW_COLUMNS.map(([, label]) => el("th", { class: "num", text: label })),
+      el("th", { class: "num", text: "p99" }), el("th", { class: "num", text: "lag" }));
+    const body = el("tbody");
+    data.rows.forEach((row, i) => {
+      const tr = el("tr", { class: "ov-row", "data-topic": row.topic, "data-group": row.group || "", "data-index": String(i) });
+      const toggle = el("button", { type: "button", class: "ov-toggle", "aria-expanded": "false", text: "▸",
+                                    "aria-label": `chart and groups of ${row.topic}` });
+      toggle.addEventListener("click", () => toggleDetail(tr, toggle, row.topic, data));
+      tr.append(el("td", { class: "ov-toggle-col" }, toggle),
+        nameCell(row.topic, listingLink(row.topic, { mode: "topic" }, row.topic, null, data, `messages of ${row.topic}`)),
+        nameCell(row.group === null ? "(no group)" : row.group || "(no group)"));
+      for (const [name, , spec] of ROW_COLUMNS) tr.append(countCell(row, name, spec, data));
+      tr.append(el("td", { class: "num", "data-col": "p99", text: fmtMs(row.p99_ms) }));
+      const lag = el("td", { class: "num", "data-col": "lag", "data-lag-s": String(row.lag_s),
+                             title: "age of the oldest message this group has not consumed yet" });
+      if (row.lag_s > 0 && row.group !== null) {
+        lag.append(listingLink(fmtLag(row.lag_s), { mode: "topic", group: true, outcome: "not_consumed" },
+                               row.topic, row.group, data, `messages ${row.group} has not consumed on ${row.topic}`));
+      } else {
+        lag.textContent = fmtLag(row.lag_s);
+      }
+      if (row.lag_s >= 300) lag.classList.add("bad");
+      tr.append(lag);
+      if (row.dead > 0 || row.failed > 0 || row.failed_sends > 0 || row.lag_s >= 300) tr.classList.add("ov-problem");
+      body.append(tr);
+    });
+    const cols = el("colgroup", {}, el("col", { class: "ov-c-toggle" }), el("col", { class: "ov-c-topic" }),
+                    el("col", { class: "ov-c-group" }), ...ROW_COLUMNS.map(() => el("col", { class: "ov-c-num" })),
+                    el("col", { class: "ov-c-num" }), el("col", { class: "ov-c-num" }));
+    return el("table", { id: "ov-table", class: "ov-table" }, cols, el("thead", {}, head), body);
+  }
+
+  // A topic's chart and group table, under its row, only when asked for: one request for that
+  // topic's series (the table's request carries none).
+  async function toggleDetail(tr, toggle, name, data) {
+    const open = tr.nextElementSibling && tr.nextElementSibling.classList.contains("ov-detail") ? tr.nextElementSibling : null;
+    if (open) {
+      const chartOf = charts.find((c) => open.contains(c.root));
+      if (chartOf) { chartOf.destroy(); charts = charts.filter((c) => c !== chartOf); }
+      open.remove();
+      toggle.setAttribute("aria-expanded", "false");
+      toggle.textContent = "▸";
       return;
     }
-    const width = Math.max(320, Math.min(section.clientWidth || 900, 1400) - 16);
-    for (const topic of data.topics) {
-      const card = el("div", { class: "ov-topic", "data-topic": topic.topic });
-      const failedSends = el("span", { class: "ov-failed-sends", "data-col": "failed_sends",
-                                       text: `${topic.failed_sends} failed send${topic.failed_sends === 1 ? "" : "s"}`,
-                                       title: "sends the broker refused: never stored, so no group can consume them" });
-      if (topic.failed_sends > 0) failedSends.classList.add("bad");
-      const title = el("h3", {}, listingLink(topic.topic, "topic", topic.topic, "", data, `messages of ${topic.topic}`),
-                       el("span", { class: "ov-sent", "data-col": "sent", text: `${topic.sent} sent` }), failedSends);
-      card.append(title);
-      section.append(card);  // in the document first, so uPlot can measure
-      card.append(chart(topic, data, width), groupTable(topic, data));
+    const cell = el("td", { colspan: String(ROW_COLUMNS.length + 5) });
+    const detail = el("tr", { class: "ov-detail", "data-topic": name, "aria-busy": "true" }, cell);
+    tr.after(detail);
+    toggle.setAttribute("aria-expanded", "true");
+    toggle.textContent = "▾";
+    let topic;
+    try {
+      const one = await fetchOverview({ begin: String(data.begin_ms), end: String(data.end_ms), topic: name });
+      topic = one.topics.find((t) => t.topic === name);
+      if (!topic) throw new Error("no rollups for this topic in the window any more");
+      data = { ...data, times: one.times };
+    } catch (error) {
+      cell.replaceChildren(el("p", { class: "ov-error", role: "alert", text: error.message }));
+      detail.removeAttribute("aria-busy");
+      return;
     }
+    if (!detail.isConnected) return;  // closed (or the page reloaded) meanwhile
+    const card = el("div", { class: "ov-topic", "data-topic": name });
+    const failedSends = el("span", { class: "ov-failed-sends", "data-col": "failed_sends",
+                                     text: `${topic.failed_sends} failed send${topic.failed_sends === 1 ? "" : "s"}`,
+                                     title: "sends the broker refused: never stored, so no group can consume them" });
+    if (topic.failed_sends > 0) failedSends.classList.add("bad");
+    card.append(el("h3", {}, el("span", { class: "ov-title", title: name }, name),
+                   el("span", { class: "ov-sent", "data-col": "sent", text: `${topic.sent} sent` }), failedSends));
+    cell.append(card);  // in the document first, so uPlot can measure
+    const width = Math.max(280, Math.min(cell.clientWidth || 900, 1400) - 24);
+    card.append(chart(topic, data, width), groupTable(topic, data));
+    detail.removeAttribute("aria-busy");
+  }
+
+  function pager(data, rows) {
+    const first = Number(rows.cursor || 0);
+    const bar = el("div", { class: "ov-pager" },
+      el("span", { id: "ov-count", text: data.total_rows ? `rows ${first + 1}–${first + data.rows.length} of ${data.total_rows}` : "" }));
+    if (first > 0) {
+      const back = el("button", { type: "button", id: "ov-first", text: "First rows" });
+      back.addEventListener("click", () => setParams({ sort: rows.sort, filter: rows.filter }, ["sort", "filter"]));
+      bar.append(back);
+    }
+    if (data.next_cursor) {
+      const next = el("button", { type: "button", id: "ov-next", text: "Next rows" });
+      next.addEventListener("click", () => setParams({ sort: rows.sort, filter: rows.filter, cursor: data.next_cursor },
+                                                     ["sort", "filter"]));
+      bar.append(next);
+    }
+    return bar;
+  }
+
+  function render(win, rows, data) {
+    for (const c of charts) c.destroy();
+    charts = [];
+    section.replaceChildren(controls(win, data), rowControls(rows));
+    if (!data.rows.length) {
+      const text = rows.filter ? `No topic or group matches “${rows.filter}” in this window.` : "No traced messages in this window.";
+      section.append(el("p", { class: "ov-empty", text }));
+      return;
+    }
+    section.append(rowsTable(data), pager(data, rows));
   }
 
   async function load() {
     const win = currentWindow();
+    const rows = currentRows();
     const mine = ++loading;
     section.setAttribute("aria-busy", "true");
     try {
-      const data = await fetchOverview(win);
+      const data = await fetchOverview({ ...win, ...rows, limit: String(PAGE_ROWS), series: "0" });
       if (mine !== loading) return;
-      render(win, data);
+      render(win, rows, data);
       section.dataset.loaded = String(Date.now());
     } catch (error) {
       if (mine !== loading) return;

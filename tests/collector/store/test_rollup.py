@@ -121,7 +121,7 @@ def test_rollups_match_the_events_and_reindexing_changes_nothing(store: Store) -
     assert observed(store, topic) == reference(topic)
     rows = rollup_rows(store)
     kinds = {keys.unpack(row)[0] for row, _ in rows}
-    assert kinds == {schema.ROLLUP_TOPIC, schema.ROLLUP_MINUTE, schema.ROLLUP_PARTS}, "the markers are gone"
+    assert kinds == {schema.ROLLUP_TOPIC, schema.ROLLUP_MINUTE, schema.ROLLUP_HOUR, schema.ROLLUP_PARTS}, "the markers are gone"
 
     # The whole log again (a replayed checkpoint), and a run that dies before finish_batch then restarts.
     index_records(store, first + second)

@@ -1,0 +1,128 @@
+"""Hourly rollups: each hour row is its minutes merged, written by the batch that writes the minutes,
+rebuilt once for a store rolled up before they existed; the overview over hours and ragged minute
+edges gives the counts and lag a reference worked out from the messages gives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from index_helpers import consumed, message, unique
+from rollup_reference import expected_minutes
+
+from collector.query.overview import overview
+from collector.store import Store, keys, layout, schema
+from collector.store.indexer import finish_batch, index_records
+from collector.store.rollup import ROLLUP_FORMAT
+from collector.store.rollup_hours import read_buckets
+from collector.store.rollup_upgrade import recorded_format
+from tracehook.wire import Status
+
+HOUR = 3_600_000
+MINUTE = 60_000
+H0 = 1_700_000_000_000 - 1_700_000_000_000 % HOUR  # an hour boundary
+NOW = H0 + 4 * HOUR
+TIMES = [H0 + i * 17 * MINUTE + 7_000 for i in range(12)]  # 12 messages over 3 hours and a bit
+TIMES[4] = TIMES[5] - 5_000  # in the minute of message 5, just before it
+# Per group: what happens to message i (None: never received).
+FATES: dict[str, list[str | None]] = {
+    "g1": ["ok"] * 5 + [None, "ok", "ok", "pending", "ok", "ok", "ok"],
+    # g2 starts in the middle of the second hour, just after a message of the same minute it never
+    # gets, and misses one more in that hour: what waits in its first hour is only what came after
+    # its first message.
+    "g2": [None] * 5 + ["ok", None, "ok", "ok", "ok", "failed", None],
+}
+
+
+def batches(topic: str) -> tuple[list[Any], list[Any]]:
+    """The sends and the first consumes, then the later consumes (they touch minutes of earlier hours)."""
+    first: list[Any] = []
+    second: list[Any] = []
+    for i, t in enumerate(TIMES):
+        msg_id = f"{topic}-{i}"
+        first += message(topic, msg_id, t, offset=i)
+        for group, fates in FATES.items():
+            fate = fates[i]
+            if fate is not None:
+                status = {"ok": Status.OK, "failed": Status.FAILED, "pending": None}[fate]
+                (first if i < 6 else second).extend(consumed(topic, msg_id, t, group, status=status, offset=i))
+    return first, second
+
+
+def reference(begin_ms: int, end_ms: int) -> dict[str, Any]:
+    """Counts of the messages whose minute is in the window, and each group's lag at NOW (over the
+    messages up to the window's end, from the first one the group received)."""
+    lo, hi = begin_ms - begin_ms % MINUTE, end_ms - end_ms % MINUTE
+    inside = [i for i, t in enumerate(TIMES) if lo <= t - t % MINUTE <= hi]
+    upto = [i for i, t in enumerate(TIMES) if t - t % MINUTE <= hi]
+    groups = {}
+    for group, fates in FATES.items():
+        first = next((i for i in upto if fates[i] is not None), len(TIMES))
+        waiting = [i for i in upto if i >= first and fates[i] in (None, "pending")]
+        counts = {name: sum(fates[i] == name for i in inside) for name in ("ok", "failed", "pending")}
+        if any(fates[i] is not None for i in inside) or waiting:
+            groups[group] = (counts, NOW - TIMES[waiting[0]] if waiting else 0)
+    return {"sent": len(inside), "groups": groups}
+
+
+def observed(store: Store, topic: str, begin_ms: int, end_ms: int) -> dict[str, Any]:
+    found = overview(store, begin_ms, end_ms, now_ms=NOW, topic=topic).topics
+    if not found:
+        return {"sent": 0, "groups": {}}
+    (stats,) = found
+    return {"sent": stats.sent, "groups": {g.group: (
+        {"ok": g.counts["consumed"], "failed": g.counts["failed"], "pending": g.counts["pending"]}, g.lag_ms)
+        for g in stats.groups}}
+
+
+def hour_rows(store: Store, topic: str) -> list[Any]:
+    start, stop = keys.prefix_range((schema.ROLLUP_HOUR, topic))
+    return list(store.scan(schema.ROLLUPS, start, stop))
+
+
+def test_hour_rows_merge_their_minutes_as_the_reference_counts_them(store: Store) -> None:
+    topic = unique("hr")
+    first, second = batches(topic)
+    index_records(store, first)
+    finish_batch(store, now_ms=NOW)
+    index_records(store, second)
+    finish_batch(store, now_ms=NOW)
+    minutes = expected_minutes([e for _, e in first + second], topic)
+    hours = read_buckets(store, topic, H0, H0 + 4 * HOUR - 1)  # four whole hours: hour rows only
+    assert [h.minute_ms for h in hours] == [H0, H0 + HOUR, H0 + 2 * HOUR, H0 + 3 * HOUR]
+    for h in hours:
+        mine = [m for start, m in minutes.items() if h.minute_ms <= start < h.minute_ms + HOUR]
+        assert h.sent == sum(m["sent"] for m in mine)
+        for group, bucket in h.groups.items():
+            want = [m["groups"][group] for m in mine if group in m["groups"]]
+            assert bucket.consumed == sum(g["consumed"] for g in want)
+            assert bucket.failed == sum(g["failed"] for g in want)
+            assert bucket.pending == sum(g["pending"] for g in want)
+            assert bucket.latency == [sum(col) for col in zip(*(g["latency"] for g in want), strict=True)]
+
+
+def test_overview_over_hours_and_ragged_edges_matches_the_reference(store: Store) -> None:
+    topic = unique("hw")
+    first, second = batches(topic)
+    index_records(store, first + second)
+    finish_batch(store, now_ms=NOW)
+    for begin, end in [(H0, NOW), (H0 + 25 * MINUTE, NOW - 1), (H0 + HOUR + 1, H0 + 3 * HOUR + 10 * MINUTE),
+                       (H0 + 40 * MINUTE, H0 + 50 * MINUTE), (H0 + 2 * HOUR, H0 + 3 * HOUR - 1)]:
+        assert observed(store, topic, begin, end) == reference(begin, end), (begin - H0, end - H0)
+
+
+def test_a_store_without_hour_rows_gets_them_on_the_rollup_upgrade(store: Store) -> None:
+    topic = unique("hu")
+    first, second = batches(topic)
+    index_records(store, first + second)
+    finish_batch(store, now_ms=NOW)
+    assert recorded_format(store) == ROLLUP_FORMAT == 3
+    rows = hour_rows(store, topic)
+    assert len(rows) == 4
+    # What the previous release left: the same minutes, no hour rows, format 2 recorded.
+    start, stop = keys.prefix_range((schema.ROLLUP_HOUR,))
+    store.delete_rows(schema.ROLLUPS, [row for row, _ in store.scan(schema.ROLLUPS, start, stop)])
+    store.put_meta(layout.ROLLUP_FORMAT_COLUMN, layout.encode_count(2))
+    finish_batch(store, now_ms=NOW)  # the next batch, with nothing new
+    assert hour_rows(store, topic) == rows
+    assert recorded_format(store) == 3
+    assert observed(store, topic, H0, NOW) == reference(H0, NOW)
