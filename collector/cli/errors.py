@@ -28,5 +28,9 @@ class GroupActiveError(CommandError):
     """The consumer group still has members: its offsets cannot be reset now."""
 
 
+class ReplayError(CommandError):
+    """``tracehook replay`` cannot run as asked (no broker, a RabbitMQ topic, a handler that does not import)."""
+
+
 USER_ERRORS: tuple[type[BaseException], ...] = (QueryFailed, QueryInputError, StoreError, LogError)
 """What a query or backtracking command reports as ``error: ...`` with exit status 2."""

@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "offsets": ("collector.cli.backtrack", "offsets at a time and a group's reset plan"),
     "replay-list": ("collector.cli.backtrack", "messages a group never consumed successfully"),
     "kafka-reset": ("collector.cli.kafka_reset", "commit a reset plan's offsets on a real Kafka"),
+    "replay": ("collector.cli.replay", "re-deliver to one group exactly the Kafka records it missed"),
     "demo": ("collector.cli.demo", "run a collector, traffic and the index job on the embedded store"),
 }
 
@@ -61,6 +62,8 @@ exit status (every command; docs/exit-codes.md):
       a collector that could not start)
   2   bad arguments, bad paths or URLs, an unknown consumer group (replay-list),
       an unreachable collector, store or broker
+  3   replay: done, but some records could not be replayed (gone from the
+      broker, no partition/offset in the trace, a different message id there)
   130 interrupted (Ctrl-C)
 Every error is one line on stderr."""
 

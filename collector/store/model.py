@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from collector.store.schema import StoredEvent, message_time
+from tracehook.hooks import REPLAY_TARGET_PROP
 from tracehook.wire import Event, EventType, Status, trace_id_of
 
 Json = dict[str, Any]
@@ -21,8 +22,6 @@ _FILING_TYPES = (EventType.PUB, EventType.SUB_BEFORE, EventType.DEAD)
 
 # A consumer group's outcome on one message (``GroupOutcome.outcome``).
 CONSUMED, RETRYING, FAILED, DEAD, PENDING = "consumed", "retrying", "failed", "dead", "pending"
-REPLAY_TARGET_PROP = "replay.target"
-"""The prop of a REPLAY event naming where it went: ``topic:T`` or ``handler:module:function``."""
 NOT_TRACED = "NOT_TRACED"
 """``status_name`` of a message whose send was never traced (found through its consume events)."""
 
@@ -281,7 +280,12 @@ def group_outcomes(consumes: dict[str, list[Json]], dead: list[Json],
         last_status = last["status_name"] if last else "NOT_RECEIVED"
         error = (last["after"] or {}).get("error", "") if last else ""
         last_ms = max([a["time_ms"] for a in attempts] + [d["time_ms"] for d in dead_letters], default=0)
-        if dead_letters:
+        replay_ms, target = replayed.get(group, (0, ""))
+        # A dead letter is final, unless tracehook replay re-delivered the message after it and the
+        # group then consumed it.
+        revived = bool(dead_letters) and replay_ms > max(d["time_ms"] for d in dead_letters) and any(
+            a["status"] == Status.OK and a["time_ms"] >= replay_ms for a in attempts)
+        if dead_letters and not revived:
             outcome, error = DEAD, dead_letters[-1]["error"] or error
         elif any(a["status"] == Status.OK for a in attempts):
             outcome, error = CONSUMED, ""
@@ -291,7 +295,6 @@ def group_outcomes(consumes: dict[str, list[Json]], dead: list[Json],
             outcome = RETRYING if last["retry"] > 0 else PENDING
         else:
             outcome = FAILED
-        replay_ms, target = replayed.get(group, (0, ""))
         out[group] = GroupOutcome(outcome, len(attempts), last_status, error, last_ms, replay_ms, target)
     return out
 
