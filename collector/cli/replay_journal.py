@@ -73,7 +73,11 @@ class Journal:
         if not data:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as out:
-            out.write(data)
+        with open(self.path, "a+b") as out:
+            if out.tell() > 0:
+                out.seek(-1, os.SEEK_END)
+                if out.read(1) != b"\n":  # a torn line from a crash: start on a line of our own
+                    data = "\n" + data
+            out.write(data.encode("utf-8"))
             out.flush()
             os.fsync(out.fileno())
