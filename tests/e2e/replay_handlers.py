@@ -16,3 +16,13 @@ def handle(record: Any) -> None:
 async def handle_async(record: Any) -> None:
     await asyncio.sleep(0)
     HANDLED.append(record)
+
+
+def interrupt_after_three(record: Any) -> None:
+    """Handle the record, and after the third one press Ctrl-C (SIGINT to this process)."""
+    import os
+    import signal
+
+    HANDLED.append(record)
+    if len(HANDLED) == 3:
+        os.kill(os.getpid(), signal.SIGINT)

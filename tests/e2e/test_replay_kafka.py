@@ -1,7 +1,7 @@
 """``tracehook replay`` on a real Kafka: re-deliver to one group exactly what it missed, nothing twice.
 
 One topic of 24 records over 2 partitions, sent through the traced kafka-python producer.
-Three groups read it: ``audit`` handles everything; ``sms`` and ``push`` fail the same window of
+Four groups read it: ``audit`` handles everything; ``sms``, ``push`` and ``mail`` fail the same window of
 records (failed, timed out, dead-lettered, and two they never received: their consumer skipped
 them untraced).  A collector keeps running for the module so the replays' events reach it;
 the tests seal its log and index it when they want the trace to know.
@@ -35,7 +35,7 @@ WINDOW = range(8, 16)  # the failing groups' bad stretch: records 8..15
 NEVER = {9, 14}  # received by no failing group (their consumer skipped them)
 DEAD = {11}
 TIMEOUT = {12}
-FAILING = ("sms", "push")
+FAILING = ("sms", "push", "mail")
 
 
 class World:
@@ -219,6 +219,31 @@ def test_apply_with_the_groups_handler(world, capsys, tmp_path, handler) -> None
     assert code == 0 and "0 to replay" in out and len(replay_handlers.HANDLED) == len(WINDOW)
     world.index()
     assert replay_list(capsys, world, "push") == []  # the handler's consumes were traced as push
+    store = open_store(world.store)
+    try:
+        first = replay_handlers.HANDLED[0]
+        trace = TraceQuery(store).get_trace(dict(first.headers)["tracehook-msg-id"].decode())
+    finally:
+        store.close()
+    assert trace is not None and trace.outcomes["push"].outcome == "consumed"
+    attempts = trace.consumes["push"]
+    assert attempts[-1]["retry"] == len(attempts) - 1  # the replayed attempt continues the count
+    assert [r["props"]["replay.target"] for r in trace.replays if r["group"] == "push"] == [f"handler:{handler}"]
+
+
+def test_ctrl_c_stops_between_records_and_the_printed_command_resumes(world, capsys, tmp_path) -> None:
+    replay_handlers.HANDLED.clear()
+    journal = str(tmp_path / "journal")
+    code, out, err = replay(capsys, world, "mail", journal, "--handler", "replay_handlers:interrupt_after_three",
+                            "--rate", "1000", "--apply")
+    assert code == 130 and "delivered 3 of 8" in out
+    resume = err.split("resume with: ", 1)[1].strip()
+    assert "--apply" in resume and "--journal" in resume
+    argv = resume.split()[1:]
+    argv[argv.index("replay_handlers:interrupt_after_three")] = "replay_handlers:handle"
+    code, out, err = cli(capsys, *argv)
+    assert code == 0 and "delivered 5 of 5" in out, err
+    assert sorted((r.partition, r.offset) for r in replay_handlers.HANDLED) == world.missed()  # each once
 
 
 def test_records_the_broker_no_longer_has_are_reported(kafka_bootstrap, capsys, tmp_path) -> None:
