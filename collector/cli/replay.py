@@ -264,6 +264,8 @@ def run_replay(args: argparse.Namespace) -> int:
     try:
         if not args.bootstrap:
             raise ReplayError(f"no Kafka broker (--bootstrap or {ENV_BOOTSTRAP}): {RABBITMQ}")
+        if args.rate is not None and not args.rate > 0:
+            raise ReplayError(f"--rate must be a positive number of records per second, not {args.rate}")
         now = current_ms()
         begin = time_param("--begin", args.begin, now_ms=now)
         begin, end = time_window(begin, time_param("--end", args.end, now_ms=now), now_ms=now)
