@@ -272,3 +272,11 @@ def test_records_the_broker_no_longer_has_are_reported(kafka_bootstrap, capsys, 
         assert sorted(r.key for r in read_topic(kafka_bootstrap, target)) == sorted(b"k%d" % i for i in range(12, 16))
     finally:
         w.collector.stop()
+
+
+def test_a_topic_not_on_kafka_is_one_line_pointing_to_the_rabbitmq_route(world, capsys, tmp_path) -> None:
+    code, out, err = cli(capsys, "replay", "orders-on-rabbitmq", "--group", "sms", "--bootstrap", world.bootstrap,
+                         "--store", world.store, "--allow-unknown-group", "--to-topic", "x",
+                         "--journal", str(tmp_path / "j"))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "not on the Kafka broker" in err and "RabbitMQ" in err and "dead-letter-queue route" in err
