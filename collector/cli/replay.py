@@ -223,6 +223,9 @@ def deliver(todo: list[Wanted], records: Iterator[tuple[Wanted, Any, str]], deli
     with _Stop() as stop:
         try:
             for wanted, record, problem in records:
+                if stop.requested:  # between records: the one in hand is left for the resumed run
+                    out.stopped = True
+                    break
                 if problem:
                     out.problems.append((wanted, problem))
                     continue
@@ -232,9 +235,6 @@ def deliver(todo: list[Wanted], records: Iterator[tuple[Wanted, Any, str]], deli
                 progress.tick()
                 if delivery.replay_event_first or progress.done % SETTLE_EVERY == 0:
                     settle()
-                if stop.requested:
-                    out.stopped = True
-                    break
         finally:
             records.close()  # type: ignore[attr-defined]
             settle()
@@ -264,6 +264,9 @@ def run_replay(args: argparse.Namespace) -> int:
     try:
         if not args.bootstrap:
             raise ReplayError(f"no Kafka broker (--bootstrap or {ENV_BOOTSTRAP}): {RABBITMQ}")
+        if args.to_topic == args.topic:
+            raise ReplayError(f"--to-topic {args.to_topic}: that is the topic itself, which every group reads; "
+                              "pass a topic only group " + repr(args.group) + " reads")
         if args.rate is not None and not args.rate > 0:
             raise ReplayError(f"--rate must be a positive number of records per second, not {args.rate}")
         now = current_ms()
@@ -304,6 +307,9 @@ def _dry_run(args: argparse.Namespace, plan: Plan, bounds: Bounds, begin: int, e
     problems = [(w, p) for w, _, p in read_records(args.bootstrap, args.topic, plan.todo, bounds) if p]
     print(partition_table(plan.todo, {w.msg_id: p for w, p in problems}, now) if plan.todo else "nothing to replay")
     _summary(plan, problems)
+    if args.to_topic and plan.todo and broker_bounds(args.bootstrap, args.to_topic) is None:
+        print(f"note: topic {args.to_topic} does not exist yet: create it (the broker creates it on the first "
+              "write only with auto.create.topics.enable) and let the group subscribe to it")
     print(f"dry run; to deliver: {apply_command(args, begin, end)}")
     return EXIT_INCOMPLETE if problems or plan.unplaceable else EXIT_OK
 

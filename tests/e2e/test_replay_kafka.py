@@ -160,6 +160,7 @@ def test_the_dry_run_reports_the_window_and_delivers_nothing(world, capsys, tmp_
     assert rows == expected
     assert "gone from the broker: 0; cannot be replayed: 0" in out
     assert "--apply" in out.splitlines()[-1] and f"--to-topic {target}" in out
+    assert f"note: topic {target} does not exist yet" in out
     assert not (tmp_path / "journal").exists()
 
 

@@ -84,6 +84,7 @@ CASES: list[tuple[str, int, str]] = [
     ("kafka-replay-no-delivery", BAD, "replay orders --group g --bootstrap 127.0.0.1:{CLOSED} --store {IDX}"),
     ("kafka-replay-broker-unreachable", BAD,
      "replay orders --group g --to-topic r --bootstrap 127.0.0.1:{CLOSED} --store {IDX}"),
+    ("kafka-replay-to-itself", BAD, "replay orders --group g --to-topic orders --bootstrap 127.0.0.1:{CLOSED}"),
     ("kafka-replay-bad-rate", BAD, "replay orders --group g --to-topic r --bootstrap 127.0.0.1:{CLOSED} --rate 0"),
     ("kafka-replay-bad-end", BAD, "replay orders --group g --to-topic r --bootstrap 127.0.0.1:{CLOSED} --end soon"),
     ("demo-too-few-orders", BAD, "demo --orders 3"),
