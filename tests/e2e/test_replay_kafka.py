@@ -281,3 +281,35 @@ def test_a_topic_not_on_kafka_is_one_line_pointing_to_the_rabbitmq_route(world, 
                          "--journal", str(tmp_path / "j"))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "not on the Kafka broker" in err and "RabbitMQ" in err and "dead-letter-queue route" in err
+
+
+def test_a_record_whose_message_id_differs_from_the_trace_is_refused(kafka_bootstrap, capsys, tmp_path) -> None:
+    w = World(kafka_bootstrap, str(tmp_path / "data"))
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        admin.create_topics([NewTopic(w.topic, 1, 1)])
+        admin.close()
+        plain = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+        sent = [plain.send(w.topic, b"v%d" % i, key=b"k%d" % i, headers=[("tracehook-msg-id", b"real-%d" % i)],
+                           timestamp_ms=w.base + (WINDOW[0] + i) * STEP_MS).get(10) for i in range(2)]
+        plain.close()
+        tracer = w.tracer()
+        # The trace places "wrong-0" at record 0's offset (which holds real-0) and real-1 where it is.
+        for msg_id, meta in (("wrong-0", sent[0]), ("real-1", sent[1])):
+            tracer.record_send(w.topic, msg_id, keys=msg_id, queue=meta.partition, offset=meta.offset,
+                               store_ms=meta.timestamp)
+            with tracer.consume(w.topic, msg_id, "sms", queue=meta.partition, offset=meta.offset,
+                                store_ms=meta.timestamp) as span:
+                span.status = tracehook.Status.FAILED
+        assert tracer.flush(10)
+        tracer.close()
+        w.index()
+        journal, target = str(tmp_path / "journal"), f"{w.topic}-replay"
+        code, out, _ = replay(capsys, w, "sms", journal, "--to-topic", target)
+        assert code == 3 and "cannot be replayed: 1;" in out
+        assert f"wrong-0 (partition 0 offset {sent[0].offset}): the record there has message id 'real-0'" in out
+        code, out, _ = replay(capsys, w, "sms", journal, "--to-topic", target, "--apply")
+        assert code == 3 and "delivered 1 of 2" in out
+        assert [dict(r.headers)["tracehook-msg-id"] for r in read_topic(kafka_bootstrap, target)] == [b"real-1"]
+    finally:
+        w.collector.stop()
