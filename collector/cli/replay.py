@@ -236,7 +236,9 @@ def deliver(todo: list[Wanted], records: Iterator[tuple[Wanted, Any, str]], deli
                 if delivery.replay_event_first or progress.done % SETTLE_EVERY == 0:
                     settle()
         finally:
-            records.close()  # type: ignore[attr-defined]
+            close = getattr(records, "close", None)  # a generator: its consumer closes with it
+            if close is not None:
+                close()
             settle()
             progress.end()
     return out
