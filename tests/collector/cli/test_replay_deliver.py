@@ -99,3 +99,22 @@ def test_topic_runs_record_the_replay_after_the_broker_acknowledged_and_the_jour
     assert delivery.journaled_when_settled == [set()]  # one settle for the 4 records (fewer than SETTLE_EVERY)
     assert set(journal.delivered()) == {"m0", "m2", "m3"}
     assert [e[1] for e in tracer.events] == ["m0", "m2", "m3"] and {e[0] for e in tracer.events} == {"replay"}
+
+
+def test_a_terminal_gets_a_progress_line(tmp_path, monkeypatch) -> None:
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    tracer, journal = FakeTracer(), Journal(tmp_path / "j.jsonl")
+    records = iter([(w, Record(w), "") for w in W])
+    out = deliver(W, records, HandlerDelivery("builtins:next", tracer, "orders", "sms"),  # type: ignore[arg-type]
+                  journal, tracer, "orders", "sms", 1000.0)
+    assert out.delivered == 4
+    lines = terminal.getvalue().split("\r")
+    assert lines[-1].startswith("4/4 records, ") and "/s, eta 0s" in lines[-1] and lines[-1].endswith("\n")
