@@ -62,7 +62,7 @@ exit status (every command; docs/exit-codes.md):
       a collector that could not start)
   2   bad arguments, bad paths or URLs, an unknown consumer group (replay-list),
       an unreachable collector, store or broker
-  3   replay: done, but some records could not be replayed (gone from the
+  4   replay: done, but some records could not be replayed (gone from the
       broker, no partition/offset in the trace, a different message id there)
   130 interrupted (Ctrl-C)
 Every error is one line on stderr."""

@@ -13,7 +13,7 @@ broker no longer has, what cannot be replayed and why; the ``--apply`` command. 
 ``--apply`` each delivered record is written to a local journal (:mod:`collector.cli.replay_journal`)
 and recorded as a REPLAY event of the original message, so a rerun delivers only what is
 still missing.  Exit: 0 done, 1 deliveries failed, 2 bad arguments or unreachable services,
-3 done but some records could not be replayed, 130 interrupted (docs/exit-codes.md).
+4 done but some records could not be replayed, 130 interrupted (docs/exit-codes.md).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from collector.query.backtrack import REPLAYED
 from collector.query.params import time_param, time_window
 from collector.query.timeparse import current_ms
 
-EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 0, 1, 2, 4, 130
 APP = "tracehook-replay"
 """The app name REPLAY events (and ``--handler`` consumes) are recorded under."""
 SETTLE_EVERY = 100

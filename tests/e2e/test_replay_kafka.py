@@ -265,11 +265,11 @@ def test_records_the_broker_no_longer_has_are_reported(kafka_bootstrap, capsys, 
         admin.close()
         journal, target = str(tmp_path / "journal"), f"{w.topic}-replay"
         code, out, _ = replay(capsys, w, "sms", journal, "--to-topic", target)
-        assert code == 3 and "gone from the broker: 4;" in out
+        assert code == 4 and "gone from the broker: 4;" in out
         for i in range(8, 12):
             assert f"partition 0 offset {w.records[i].offset}): gone from the broker" in out
         code, out, _ = replay(capsys, w, "sms", journal, "--to-topic", target, "--apply")
-        assert code == 3 and "delivered 4 of 8" in out and "gone from the broker: 4;" in out
+        assert code == 4 and "delivered 4 of 8" in out and "gone from the broker: 4;" in out
         assert sorted(r.key for r in read_topic(kafka_bootstrap, target)) == sorted(b"k%d" % i for i in range(12, 16))
     finally:
         w.collector.stop()
@@ -306,10 +306,10 @@ def test_a_record_whose_message_id_differs_from_the_trace_is_refused(kafka_boots
         w.index()
         journal, target = str(tmp_path / "journal"), f"{w.topic}-replay"
         code, out, _ = replay(capsys, w, "sms", journal, "--to-topic", target)
-        assert code == 3 and "cannot be replayed: 1;" in out
+        assert code == 4 and "cannot be replayed: 1;" in out
         assert f"wrong-0 (partition 0 offset {sent[0].offset}): the record there has message id 'real-0'" in out
         code, out, _ = replay(capsys, w, "sms", journal, "--to-topic", target, "--apply")
-        assert code == 3 and "delivered 1 of 2" in out
+        assert code == 4 and "delivered 1 of 2" in out
         assert [dict(r.headers)["tracehook-msg-id"] for r in read_topic(kafka_bootstrap, target)] == [b"real-1"]
     finally:
         w.collector.stop()
