@@ -67,7 +67,11 @@ def consume_all(bootstrap: str, topic: str, group: str, tracer: tracehook.Tracer
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                              enable_auto_commit=False, consumer_timeout_ms=3000)
     seen = 0
-    for record in consumer:
+    deadline = time.monotonic() + 30  # a hang guard: a new group's first join can be slow on a busy machine
+    records = list(consumer)
+    while len(records) < N and time.monotonic() < deadline:
+        records += list(consumer)
+    for record in records:
         seen += 1
         i = int(record.key[1:])
         if fail and i in NEVER:
@@ -127,10 +131,15 @@ def replay(capsys: pytest.CaptureFixture[str], world: World, group: str, journal
                *extra)
 
 
-def read_topic(bootstrap: str, topic: str) -> list[Any]:
+def read_topic(bootstrap: str, topic: str, at_least: int = 0) -> list[Any]:
+    """Every record of the topic: read until 2 s pass without one, and (a hang guard, not a speed
+    assertion) until ``at_least`` arrived or 30 s passed; a fresh topic's metadata can be slow to come."""
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                              consumer_timeout_ms=2000)
     out = list(consumer)
+    deadline = time.monotonic() + 30
+    while len(out) < at_least and time.monotonic() < deadline:
+        out += list(consumer)
     consumer.close()
     return out
 
@@ -140,7 +149,7 @@ def consumes_of(world: World, group: str) -> int:
     store = open_store(world.store)
     try:
         query = TraceQuery(store)
-        ids = [dict(r.headers)["tracehook-msg-id"].decode() for r in read_topic(world.bootstrap, world.topic)]
+        ids = [dict(r.headers)["tracehook-msg-id"].decode() for r in read_topic(world.bootstrap, world.topic, N)]
         return sum(len((query.get_trace(m).consumes or {}).get(group, [])) for m in ids)
     finally:
         store.close()
@@ -167,30 +176,34 @@ def test_the_dry_run_reports_the_window_and_delivers_nothing(world, capsys, tmp_
 def test_apply_to_topic_then_the_group_consumes_the_copies(world, capsys, tmp_path) -> None:
     journal, target = str(tmp_path / "journal"), f"{world.topic}-sms-replay"
     audit_before = consumes_of(world, "audit")
-    end_before = read_topic(world.bootstrap, world.topic)
+    end_before = read_topic(world.bootstrap, world.topic, N)
     code, out, err = replay(capsys, world, "sms", journal, "--to-topic", target, "--apply")
     assert code == 0, err + out
     assert f"delivered {len(WINDOW)} of {len(WINDOW)} to topic:{target}" in out
-    copies = read_topic(world.bootstrap, target)
+    copies = read_topic(world.bootstrap, target, len(WINDOW))
     assert sorted((r.key, r.value) for r in copies) == sorted((b"k%d" % i, b"sms %d" % i) for i in WINDOW)
     # A rerun before anything is indexed: the journal knows; nothing goes out twice.
     code, out, _ = replay(capsys, world, "sms", journal, "--to-topic", target, "--apply")
     assert code == 0 and f"{len(WINDOW)} message(s) in the replay list, 0 to replay" in out
-    assert len(read_topic(world.bootstrap, target)) == len(WINDOW)
+    assert len(read_topic(world.bootstrap, target, len(WINDOW))) == len(WINDOW)
 
     world.index()  # the REPLAY events: the list shows the window as replayed, not missed
     items = replay_list(capsys, world, "sms")
     assert {i["status"] for i in items} == {"REPLAYED"} and len(items) == len(WINDOW)
     # A rerun with a fresh journal: the trace alone knows.
     code, out, _ = replay(capsys, world, "sms", str(tmp_path / "other"), "--to-topic", target, "--apply")
-    assert code == 0 and "0 to replay" in out and len(read_topic(world.bootstrap, target)) == len(WINDOW)
+    assert code == 0 and "0 to replay" in out and len(read_topic(world.bootstrap, target, len(WINDOW))) == len(WINDOW)
 
     # The group reads its replay topic through the adapter: each consume attaches to the original message.
     tracer = world.tracer()
     consumer = kafka_python.TracedConsumer(KafkaConsumer(
         target, bootstrap_servers=world.bootstrap, group_id="sms", auto_offset_reset="earliest",
         enable_auto_commit=False, consumer_timeout_ms=3000), tracer)
-    assert len(list(consumer)) == len(WINDOW)
+    handled = list(consumer)
+    deadline = time.monotonic() + 30  # a hang guard: a new group's first join can be slow on a busy machine
+    while len(handled) < len(WINDOW) and time.monotonic() < deadline:
+        handled += list(consumer)
+    assert len(handled) == len(WINDOW)
     consumer.close()
     assert tracer.flush(10)
     tracer.close()
@@ -198,7 +211,7 @@ def test_apply_to_topic_then_the_group_consumes_the_copies(world, capsys, tmp_pa
     assert replay_list(capsys, world, "sms") == []
     assert len(replay_list(capsys, world, "push")) == len(WINDOW)  # the other failing group: untouched
     assert consumes_of(world, "audit") == audit_before  # nothing new for the group that was fine
-    assert len(read_topic(world.bootstrap, world.topic)) == len(end_before)  # nothing sent to the topic itself
+    assert len(read_topic(world.bootstrap, world.topic, N)) == len(end_before)  # nothing sent to the topic itself
     store = open_store(world.store)
     try:
         trace = TraceQuery(store).get_trace(dict(copies[0].headers)["tracehook-msg-id"].decode())
@@ -270,7 +283,8 @@ def test_records_the_broker_no_longer_has_are_reported(kafka_bootstrap, capsys, 
             assert f"partition 0 offset {w.records[i].offset}): gone from the broker" in out
         code, out, _ = replay(capsys, w, "sms", journal, "--to-topic", target, "--apply")
         assert code == 4 and "delivered 4 of 8" in out and "gone from the broker: 4;" in out
-        assert sorted(r.key for r in read_topic(kafka_bootstrap, target)) == sorted(b"k%d" % i for i in range(12, 16))
+        copies = read_topic(kafka_bootstrap, target, 4)
+        assert sorted(r.key for r in copies) == sorted(b"k%d" % i for i in range(12, 16))
     finally:
         w.collector.stop()
 
@@ -310,6 +324,6 @@ def test_a_record_whose_message_id_differs_from_the_trace_is_refused(kafka_boots
         assert f"wrong-0 (partition 0 offset {sent[0].offset}): the record there has message id 'real-0'" in out
         code, out, _ = replay(capsys, w, "sms", journal, "--to-topic", target, "--apply")
         assert code == 4 and "delivered 1 of 2" in out
-        assert [dict(r.headers)["tracehook-msg-id"] for r in read_topic(kafka_bootstrap, target)] == [b"real-1"]
+        assert [dict(r.headers)["tracehook-msg-id"] for r in read_topic(kafka_bootstrap, target, 1)] == [b"real-1"]
     finally:
         w.collector.stop()
