@@ -47,8 +47,10 @@ MAX_ERROR_LEN = 512
 """Error texts are cut to this many characters (the trace keeps a short reason, not a stack)."""
 
 _PUB, _BEFORE, _AFTER = int(EventType.PUB), int(EventType.SUB_BEFORE), int(EventType.SUB_AFTER)
-_END_TX, _DEAD = int(EventType.END_TX), int(EventType.DEAD)
+_END_TX, _DEAD, _REPLAY = int(EventType.END_TX), int(EventType.DEAD), int(EventType.REPLAY)
 _OK, _EXCEPTION = int(Status.OK), int(Status.EXCEPTION)
+REPLAY_TARGET_PROP, REPLAY_RUN_PROP = "replay.target", "replay.run"
+"""The props of a REPLAY event: where it went (``topic:T``, ``handler:module:function``) and the run's id."""
 _time_ns = time.time_ns
 _perf_ns = time.perf_counter_ns  # the clock consume costs are measured with (a module name, so tests can stand in)
 _modules = sys.modules
@@ -166,6 +168,20 @@ class Tracer:
         """Record that ``group`` moved the message to its dead-letter queue (DEAD)."""
         self._record(_DEAD, topic, msg_id, group, keys, tags, broker, queue, offset, born_ms, store_ms,
                      _OK, error, retry, body_len, props, "", 0, "record_dead")
+
+    def record_replay(
+        self, topic: str, msg_id: str, group: str, target: str, *, retry: int = 0, keys: str = "", tags: str = "",
+        broker: str = "", queue: int = -1, offset: int = -1, born_ms: int = 0, store_ms: int = 0,
+        run_id: str = "",
+    ) -> None:
+        """Record that the message was re-delivered to consumer ``group`` (REPLAY; ``tracehook replay``).
+
+        ``target`` says where: ``topic:T`` or ``handler:module:function``; ``retry`` is the
+        attempt number the re-delivered consume carries.
+        """
+        props = {REPLAY_TARGET_PROP: target, REPLAY_RUN_PROP: run_id} if run_id else {REPLAY_TARGET_PROP: target}
+        self._record(_REPLAY, topic, msg_id, group, keys, tags, broker, queue, offset, born_ms, store_ms,
+                     _OK, "", retry, 0, props, "", 0, "record_replay")
 
     def _record(self, kind: int, topic: str, msg_id: str, group: str, keys: str, tags: str, broker: str,
                 queue: int, offset: int, born_ms: int, store_ms: int, status: int, error: Any, retry: int,

@@ -70,6 +70,12 @@ class EventType(IntEnum):
     SUB_AFTER = 3  # the consumer's handler finished
     END_TX = 4  # a transactional message was committed or rolled back
     DEAD = 5  # the message was moved to a dead-letter queue
+    # ``tracehook replay`` re-delivered the message to one consumer group (added after DEAD; older
+    # readers never see it from older writers): group = the group it was re-delivered for, queue /
+    # offset = the original record's, retry = the attempt number its consume will carry,
+    # request_id = the replay run's id, props["replay.target"] = "topic:T" or "handler:module:function"
+    # (who and where: the batch header's app and host).
+    REPLAY = 6
 
 
 class Status(IntEnum):

@@ -34,6 +34,8 @@ class TopicMismatchError(CommandError):
 
 class TopicRefusedError(CommandError):
     """``kafka-topic create``: the broker refused to create the topic (name, replication factor, config)."""
+class ReplayError(CommandError):
+    """``tracehook replay`` cannot run as asked (no broker, a RabbitMQ topic, a handler that does not import)."""
 
 
 USER_ERRORS: tuple[type[BaseException], ...] = (QueryFailed, QueryInputError, StoreError, LogError)

@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay-list": ("collector.cli.backtrack", "messages a group never consumed successfully"),
     "kafka-reset": ("collector.cli.kafka_reset", "commit a reset plan's offsets on a real Kafka"),
     "kafka-topic": ("collector.cli.kafka_topic", "create the Kafka trace topic with a chosen partition count"),
+    "replay": ("collector.cli.replay", "re-deliver to one group exactly the Kafka records it missed"),
     "demo": ("collector.cli.demo", "run a collector, traffic and the index job on the embedded store"),
 }
 
@@ -60,12 +61,15 @@ exit status (every command; docs/exit-codes.md):
   0   done (found, answered, indexed, stopped cleanly)
   1   nothing found (query, offsets), or the run itself failed (index job, demo,
       a collector that could not start), a Kafka topic that exists with another
-      partition count (kafka-topic create)
+      partition count (kafka-topic create), some deliveries failed (replay)
   2   bad arguments, bad paths or URLs, an unknown consumer group (replay-list),
       an unreachable collector, store or broker
   3   bad input to the index job (not a trace log, a checkpoint of another log or
       store, records deleted before they were indexed): a retry does not help
-  130 interrupted (Ctrl-C); a stop by SIGTERM is 0
+  4   replay: done, but some records could not be replayed (gone from the
+      broker, no partition/offset in the trace, a different message id there)
+  130 interrupted (Ctrl-C; replay prints how far it got and the command that
+      resumes); a stop by SIGTERM is 0
 Every error is one line on stderr."""
 
 

@@ -49,7 +49,7 @@ MAX_BUCKETS = 2000
 # What the plan does on one queue.
 REWIND, KEEP, FORWARD, SET = "rewind", "keep", "forward", "set"
 # Replay statuses besides the consume statuses (FAILED, TIMEOUT, EXCEPTION, RETRY_LATER, UNKNOWN).
-NOT_RECEIVED, PENDING, DEAD = "NOT_RECEIVED", "PENDING", "DEAD"
+NOT_RECEIVED, PENDING, DEAD, REPLAYED = "NOT_RECEIVED", "PENDING", "DEAD", "REPLAYED"
 
 
 # --- offsets and reset plans ---------------------------------------------------
@@ -204,7 +204,9 @@ class ReplayItem:
 
     ``status`` is ``NOT_RECEIVED`` (no consume event at all), ``PENDING`` (received, the
     handler never finished), ``DEAD`` (sent to the dead-letter queue) or the last
-    attempt's consume status (``FAILED``, ``TIMEOUT``, ``EXCEPTION``, ``RETRY_LATER``, ``UNKNOWN``).
+    attempt's consume status (``FAILED``, ``TIMEOUT``, ``EXCEPTION``, ``RETRY_LATER``, ``UNKNOWN``),
+    or ``REPLAYED``: ``tracehook replay`` re-delivered it (at ``replayed_ms``) after the group's
+    last attempt, and the group has not consumed it since.  ``replayed_ms`` is 0 when never replayed.
     """
 
     msg_id: str
@@ -220,6 +222,7 @@ class ReplayItem:
     error: str
     attempts: int
     last_attempt_ms: int  # 0 when never received
+    replayed_ms: int = 0  # the group's last replay (0: never)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -242,15 +245,17 @@ class ReplayPage:
 
 def group_outcome(trace: MessageTrace, group: str) -> tuple[str, str, int, int] | None:
     """``(status, error, attempts, last attempt ms)`` of ``group`` on a message; ``None`` if consumed OK."""
-    return _replay_status(trace.outcomes.get(group))
+    return _replay_status(trace.outcomes.get(group), trace.replayed.get(group, 0))
 
 
-def _replay_status(outcome: GroupOutcome | None) -> tuple[str, str, int, int] | None:
+def _replay_status(outcome: GroupOutcome | None, replayed_ms: int = 0) -> tuple[str, str, int, int] | None:
     if outcome is None:
-        return NOT_RECEIVED, "", 0, 0
+        return (REPLAYED if replayed_ms else NOT_RECEIVED), "", 0, 0
     if outcome.outcome == CONSUMED:
         return None
-    status = DEAD if outcome.outcome == DEAD_OUTCOME else outcome.last_status
+    # Replayed after the last attempt: on its way to the group, not missed a second time.
+    status = REPLAYED if replayed_ms > outcome.last_ms else DEAD if outcome.outcome == DEAD_OUTCOME \
+        else outcome.last_status
     return status, outcome.error, outcome.attempts, outcome.last_ms
 
 
@@ -258,14 +263,15 @@ def _replay_items(group: str, summaries: Iterable[MessageSummary]) -> list[Repla
     """Describe the group's outcome on each message of a replay page."""
     items = []
     for summary in summaries:
-        outcome = _replay_status(summary.groups.get(group))
+        replayed_ms = summary.replayed.get(group, 0)
+        outcome = _replay_status(summary.groups.get(group), replayed_ms)
         if outcome is None:
             continue
         status, error, attempts, last_ms = outcome
         items.append(ReplayItem(
             msg_id=summary.msg_id, topic=summary.topic, keys=summary.keys, tags=summary.tags, queue=summary.queue,
             offset=summary.offset, born_ms=summary.born_ms, store_ms=summary.store_ms, time_ms=summary.time_ms,
-            status=status, error=error, attempts=attempts, last_attempt_ms=last_ms,
+            status=status, error=error, attempts=attempts, last_attempt_ms=last_ms, replayed_ms=replayed_ms,
         ))
     return items
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from collector.store.model import REPLAY_TARGET_PROP
 from tracehook.wire import EventType, Status, TxState
 
 SUCCESS, FAILED, UNKNOWN = "success", "failed", "unknown"
@@ -108,6 +109,15 @@ def _dead_bar(event: dict[str, Any]) -> dict[str, Any]:
     return bar
 
 
+def _replay_bar(event: dict[str, Any]) -> dict[str, Any]:
+    """A ``tracehook replay`` re-delivery to the group: a mark, its target in ``replay_target``."""
+    time_ms = int(event.get("time_ms") or 0)
+    bar = _bar(event, "replay", time_ms, time_ms)
+    bar["status"] = "replayed"
+    bar["replay_target"] = str((event.get("props") or {}).get(REPLAY_TARGET_PROP, ""))
+    return bar
+
+
 def _attempt_bar(attempt: dict[str, Any]) -> dict[str, Any]:
     """A consume attempt as the store pairs it: ``before`` / ``after`` event dicts (either may be None)."""
     before, after = attempt.get("before"), attempt.get("after")
@@ -137,6 +147,8 @@ def build_timeline(trace: dict[str, Any]) -> dict[str, Any]:
         bars_by_group.setdefault(group, []).extend(_attempt_bar(a) for a in attempts)
     for event in trace.get("dead") or []:
         bars_by_group.setdefault(str(event.get("group") or ""), []).append(_dead_bar(event))
+    for event in trace.get("replays") or []:
+        bars_by_group.setdefault(str(event.get("group") or ""), []).append(_replay_bar(event))
     rows: list[dict[str, Any]] = [{"kind": "producer", "group": producer_group, "bars": producer_bars}]
     for group, bars in bars_by_group.items():
         # Attempts sharing a millisecond keep their own order (retry 0 before retry 1); the dead move last.

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from collector.store.schema import StoredEvent, message_time
+from tracehook.hooks import REPLAY_TARGET_PROP
 from tracehook.wire import Event, EventType, Status, trace_id_of
 
 Json = dict[str, Any]
@@ -33,6 +34,8 @@ class GroupOutcome:
     ``retrying`` (the last attempt asked for a redelivery, or a redelivery is under way),
     ``failed`` (the last attempt finished with an error) or ``pending`` (received, not finished:
     not yet consumed).  ``last_status`` is the last attempt's status name (``PENDING`` while unfinished).
+    ``replayed_ms`` is when ``tracehook replay`` last re-delivered it to the group (0: never), with
+    ``replay_target`` (``topic:T`` or ``handler:module:function``).
     """
 
     outcome: str
@@ -40,6 +43,8 @@ class GroupOutcome:
     last_status: str
     error: str
     last_ms: int
+    replayed_ms: int = 0
+    replay_target: str = ""
 
     def to_json(self) -> Json:
         return asdict(self)
@@ -72,6 +77,8 @@ class MessageSummary:
     send_traced: bool = True
     groups: dict[str, GroupOutcome] = field(default_factory=dict)
     trace_id: str = ""
+    replayed: dict[str, int] = field(default_factory=dict)
+    """``{group: when tracehook replay last re-delivered it to that group}`` (ms)."""
 
     def to_json(self) -> Json:
         out = asdict(self)
@@ -126,10 +133,17 @@ class MessageTrace:
     tx: list[Json] = field(default_factory=list)
     dead: list[Json] = field(default_factory=list)
     events: list[Json] = field(default_factory=list)
+    replays: list[Json] = field(default_factory=list)
+    """REPLAY events (``tracehook replay`` re-delivered the message to one group), in time order."""
 
     @property
     def send_traced(self) -> bool:
         return self.send is not None
+
+    @property
+    def replayed(self) -> dict[str, int]:
+        """``{group: time of its last replay}`` (``tracehook replay``), for every group replayed to."""
+        return {group: ms for group, (ms, _) in last_replays(self.replays).items()}
 
     @property
     def never_stored(self) -> bool:
@@ -159,6 +173,7 @@ class MessageTrace:
             queue=self.queue, offset=self.offset, born_ms=self.born_ms, store_ms=self.store_ms,
             status=send.get("status", Status.UNKNOWN), time_ms=time_ms, group=group, error=error,
             send_traced=self.send is not None, groups=dict(self.outcomes), trace_id=self.trace_id,
+            replayed=self.replayed,
         )
 
     def dead_time(self, group: str) -> int | None:
@@ -222,6 +237,7 @@ def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | No
     dicts = {id(e): e.to_dict() for e in events}  # each event converted once, shared by every view below
     consumes = _attempts((e, dicts[id(e)]) for e in events if e.event.type in _CONSUME_TYPES)
     dead = [dicts[id(e)] for e in events if e.event.type == EventType.DEAD]
+    replays = [dicts[id(e)] for e in events if e.event.type == EventType.REPLAY]
     traced = (send or placing or events[0]).event
     return MessageTrace(
         msg_id=msg_id,
@@ -237,19 +253,26 @@ def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | No
         send=dicts[id(send)] if send else None,
         placed_ms=placed_ms,
         time_ms=placed_ms if placed_ms is not None else message_time(meta),
-        outcomes=group_outcomes(consumes, dead),
+        outcomes=group_outcomes(consumes, dead, replays),
         trace_id=trace_id_of(traced),
         span_id=traced.span_id or next((e.event.span_id for e in events if e.event.span_id), ""),
         consumes=consumes,
         tx=[dicts[id(e)] for e in events if e.event.type == EventType.END_TX],
         dead=dead,
         events=[dicts[id(e)] for e in events],
+        replays=replays,
     )
 
 
-def group_outcomes(consumes: dict[str, list[Json]], dead: list[Json]) -> dict[str, GroupOutcome]:
-    """Each consumer group's :class:`GroupOutcome` from its attempts and dead letters."""
+def group_outcomes(consumes: dict[str, list[Json]], dead: list[Json],
+                   replays: list[Json] | None = None) -> dict[str, GroupOutcome]:
+    """Each consumer group's :class:`GroupOutcome` from its attempts, dead letters and replays.
+
+    A replay alone does not make an outcome: a group that never received the message has none
+    (:attr:`MessageTrace.replayed` says whether it was replayed to).
+    """
     out: dict[str, GroupOutcome] = {}
+    replayed = last_replays(replays or [])
     for group in sorted(set(consumes) | {d["group"] for d in dead}):
         attempts = consumes.get(group, [])
         dead_letters = [d for d in dead if d["group"] == group]
@@ -257,7 +280,12 @@ def group_outcomes(consumes: dict[str, list[Json]], dead: list[Json]) -> dict[st
         last_status = last["status_name"] if last else "NOT_RECEIVED"
         error = (last["after"] or {}).get("error", "") if last else ""
         last_ms = max([a["time_ms"] for a in attempts] + [d["time_ms"] for d in dead_letters], default=0)
-        if dead_letters:
+        replay_ms, target = replayed.get(group, (0, ""))
+        # A dead letter is final, unless tracehook replay re-delivered the message after it and the
+        # group then consumed it.
+        revived = bool(dead_letters) and replay_ms > max(d["time_ms"] for d in dead_letters) and any(
+            a["status"] == Status.OK and a["time_ms"] >= replay_ms for a in attempts)
+        if dead_letters and not revived:
             outcome, error = DEAD, dead_letters[-1]["error"] or error
         elif any(a["status"] == Status.OK for a in attempts):
             outcome, error = CONSUMED, ""
@@ -267,8 +295,13 @@ def group_outcomes(consumes: dict[str, list[Json]], dead: list[Json]) -> dict[st
             outcome = RETRYING if last["retry"] > 0 else PENDING
         else:
             outcome = FAILED
-        out[group] = GroupOutcome(outcome, len(attempts), last_status, error, last_ms)
+        out[group] = GroupOutcome(outcome, len(attempts), last_status, error, last_ms, replay_ms, target)
     return out
+
+
+def last_replays(replays: Iterable[Json]) -> dict[str, tuple[int, str]]:
+    """``{group: (time ms, target)}`` of each group's last REPLAY event (event dicts in time order)."""
+    return {r["group"]: (r["time_ms"], (r.get("props") or {}).get(REPLAY_TARGET_PROP, "")) for r in replays}
 
 
 def _attempts(consume_events: Iterable[tuple[StoredEvent, Json]]) -> dict[str, list[Json]]:

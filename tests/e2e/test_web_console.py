@@ -227,6 +227,10 @@ def test_replay_page_lists_pages_and_downloads(site, page, artifacts_dir):
     statuses = dict(zip(shown, page.eval_on_selector_all("#replay-table tr.replay-item", "rs => rs.map(r => r.dataset.status)")))
     assert statuses["msg-unfinished"] == "PENDING" and statuses["msg-tx"] == "NOT_RECEIVED"
     assert "tracehook replay-list orders --group billing --format csv" in page.text_content("#rp-cli-command")
+    replay_command = page.text_content("#rp-replay-command")
+    assert replay_command.startswith("tracehook replay orders --group billing --bootstrap BROKER:9092 "
+                                     "--to-topic orders.billing-replay --collector http")
+    assert set(page.eval_on_selector_all("#replay-table td.replayed", "ts => ts.map(t => t.textContent)")) == {"–"}
     page.screenshot(path=str(artifacts_dir / "console-replay.png"), full_page=True)
     with page.expect_download() as jsonl:
         page.click("#rp-jsonl")

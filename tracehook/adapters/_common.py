@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import tracehook
 from tracehook.context import HEADER_MSG_ID, get_header
@@ -15,7 +15,45 @@ HEADER_KEYS = "tracehook-keys"
 HEADER_TAGS = "tracehook-tags"
 """Header carrying the message tags (both brokers)."""
 
+HEADER_REPLAY_OF = "tracehook-replay-of"
+"""On a record ``tracehook replay`` re-published: where the original is, ``topic/partition/offset``."""
+HEADER_REPLAY_RETRY = "tracehook-replay-retry"
+"""On a re-published record: the attempt number its consume carries (continuing the original's)."""
+HEADER_ORIGINAL_TIMESTAMP = "tracehook-original-timestamp"
+"""On a re-published record: the original record's timestamp (epoch ms)."""
+
 logger = logging.getLogger("tracehook.adapters")
+
+
+class Replayed(NamedTuple):
+    """Where a record re-published by ``tracehook replay`` came from."""
+
+    topic: str
+    partition: int
+    offset: int
+    retry: int
+    timestamp: int
+
+
+def replayed_from(headers: Any) -> Replayed | None:
+    """The original of a ``tracehook replay`` re-publication (its consume is then traced as the
+    original's: place, store time, retry count); None for other records or malformed headers."""
+    place = header_text(headers, HEADER_REPLAY_OF)
+    if not place:
+        return None
+    rest, _, offset = place.rpartition("/")
+    topic, _, partition = rest.rpartition("/")
+    try:
+        return Replayed(topic, int(partition), int(offset), int(header_text(headers, HEADER_REPLAY_RETRY) or 0),
+                        int(header_text(headers, HEADER_ORIGINAL_TIMESTAMP) or 0))
+    except ValueError:
+        return None
+    topic, _, rest = place.rpartition("/")
+    topic, _, partition = topic.rpartition("/")
+    try:
+        return topic, int(partition), int(rest), int(header_text(headers, HEADER_REPLAY_RETRY) or 0)
+    except ValueError:
+        return None
 
 
 def tracer_or_global(tracer: tracehook.Tracer | None) -> tracehook.Tracer:

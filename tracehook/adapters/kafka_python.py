@@ -31,6 +31,7 @@ from ._common import (
     body_len,
     guarded,
     header_text,
+    replayed_from,
     text,
     tracer_or_global,
 )
@@ -170,9 +171,12 @@ class ConsumeTracker:
     def _start(self, record: Any) -> ConsumeSpan:
         # Without a tracehook-msg-id header (an OpenTelemetry or untraced producer) the hook
         # records the message under derived_msg_id(topic, partition, offset).
+        # A record re-published by ``tracehook replay`` is consumed as its original (place, retry count).
+        topic, queue, offset, retry, store_ms = replayed_from(record.headers) or (
+            record.topic, record.partition, record.offset, 0, record.timestamp)
         return tracer_or_global(self.tracer).start_consume(
-            record.topic, None, self.group, keys=text(record.key), tags=header_text(record.headers, HEADER_TAGS),
-            broker=self.broker, queue=record.partition, offset=record.offset, store_ms=max(record.timestamp, 0),
+            topic, None, self.group, keys=text(record.key), tags=header_text(record.headers, HEADER_TAGS),
+            broker=self.broker, queue=queue, offset=offset, store_ms=max(store_ms, 0), retry=retry,
             body_len=max(getattr(record, "serialized_value_size", 0), 0), headers=record.headers or [],
         )
 

@@ -3,7 +3,7 @@
 // page live here; the router is console.js, the views search.js, message.js, backtrack.js.
 "use strict";
 
-const EVENT_NAMES = { 1: "send", 2: "received", 3: "finished", 4: "end transaction", 5: "dead letter" };
+const EVENT_NAMES = { 1: "send", 2: "received", 3: "finished", 4: "end transaction", 5: "dead letter", 6: "replayed" };
 const STATUS_NAMES = { 0: "ok", 1: "failed", 2: "timeout", 3: "exception", 4: "retry_later", 5: "unknown" };
 const $ = (id) => document.getElementById(id);
 
@@ -153,6 +153,7 @@ function barTitle(bar, row) {
   ];
   if (bar.broker) lines.push("broker: " + bar.broker + " queue " + bar.queue + " offset " + bar.offset);
   if (bar.error) lines.push("error: " + bar.error);
+  if (bar.replay_target) lines.push("replayed to: " + bar.replay_target + " (by " + (bar.app || "?") + ")");
   return lines.join("\n");
 }
 
@@ -167,7 +168,7 @@ function renderTimeline(timeline) {
     for (const bar of row.bars) {
       const left = ((bar.start_ms - start) / span) * 100;
       const width = Math.max(((bar.end_ms - bar.start_ms) / span) * 100, 0.5);
-      const label = bar.kind === "dead" ? "dead" : fmtCost(bar.cost_us) + (bar.retry ? " r" + bar.retry : "");
+      const label = bar.kind === "dead" || bar.kind === "replay" ? bar.kind : fmtCost(bar.cost_us) + (bar.retry ? " r" + bar.retry : "");
       const node = el("div", {
         class: "tl-bar " + bar.outcome + (bar.kind === "dead" ? " dead" : ""),
         "data-outcome": bar.outcome, "data-status": bar.status, "data-kind": bar.kind,
@@ -213,7 +214,7 @@ function renderAxis(start, span) {
 
 // Event order: time, then the event's own sequence (delivery attempt, then received < finished < dead),
 // so "received retry 1" never shows before "finished retry 0" when both carry the same millisecond.
-const EVENT_RANK = { 1: 0, 4: 1, 2: 2, 3: 3, 5: 4 };
+const EVENT_RANK = { 1: 0, 4: 1, 6: 2, 2: 3, 3: 4, 5: 5 };
 
 function eventOrder(a, b) {
   return (a.time_ms - b.time_ms) || ((a.retry || 0) - (b.retry || 0))
@@ -223,6 +224,7 @@ function eventOrder(a, b) {
 function eventStatus(e) {
   if (e.type === 2) return "";  // a receive has no outcome of its own
   if (e.type === 5) return "dead";
+  if (e.type === 6) return "replayed";
   return nameOf(STATUS_NAMES, e.status ?? 0);
 }
 

@@ -52,6 +52,16 @@ function resetCommand(plan) {
   return parts.map(shellQuote).join(" ");
 }
 
+// `tracehook replay` for the window and group: re-publish to a topic only the group reads.
+function replayCommand(topic, group, begin, end) {
+  const parts = ["tracehook", "replay", topic, "--group", group];
+  if (begin) parts.push("--begin=" + begin);
+  if (end) parts.push("--end=" + end);
+  parts.push("--bootstrap", "BROKER:9092", "--to-topic", topic + "." + group + "-replay",
+    "--collector", window.location.origin);
+  return parts.map(shellQuote).join(" ");
+}
+
 async function showOffsets(params) {
   const get = (name) => params.get(name) || "";
   $("off-topic").value = get("topic");
@@ -109,12 +119,26 @@ const replayForm = backtrackSection("replay-view", "Replay list: what a group ne
     el("button", { id: "rp-jsonl", type: "button", text: "JSON lines" }), " ",
     el("button", { id: "rp-csv", type: "button", text: "CSV" })),
   el("table", { id: "replay-table" }, el("thead", {}, el("tr", {},
-    ...["message id", "queue", "offset", "stored", "status", "attempts", "last attempt", "error"]
+    ...["message id", "queue", "offset", "stored", "status", "attempts", "last attempt", "replayed", "error"]
       .map((h) => el("th", { text: h })))), el("tbody")),
   el("a", { id: "rp-more", class: "button", hidden: "" }, "Next page"),
   el("div", { class: "cli" }, el("p", { text: "The same list from the CLI:" }),
     el("pre", {}, el("code", { id: "rp-cli-command" }))),
+  el("div", { class: "cli" },
+    el("p", {}, "Re-deliver exactly these messages to the group (Kafka; a dry run until you add ",
+      el("code", { text: "--apply" }), "; see docs/backtracking.md): ",
+      el("button", { id: "rp-replay-copy", type: "button", text: "Copy" })),
+    el("pre", {}, el("code", { id: "rp-replay-command" }))),
 ]);
+
+$("rp-replay-copy").addEventListener("click", async () => {
+  try {
+    await navigator.clipboard.writeText($("rp-replay-command").textContent);
+    setStatus("Copied the replay command.");
+  } catch (error) {
+    setStatus("Copy failed (" + error.message + "); select the command and copy it by hand.", true);
+  }
+});
 
 function replayState() {
   return { topic: $("rp-topic").value.trim(), group: $("rp-group").value.trim(),
@@ -140,6 +164,8 @@ async function showReplay(params) {
   if (get("end")) cli.push("--end=" + get("end"));
   $("rp-cli-command").textContent = cli.concat(["--format", "csv", "--collector", window.location.origin])
     .map(shellQuote).join(" ");
+  $("rp-replay-command").textContent = replayCommand(get("topic") || "TOPIC", get("group") || "GROUP",
+    get("begin"), get("end"));
   if (!ready) return setStatus(params.toString() ? "Enter a topic and a consumer group." : "");
   setStatus("Loading the replay list…");
   let page;
@@ -156,6 +182,7 @@ async function showReplay(params) {
       el("td", { text: String(item.queue) }), el("td", { text: String(item.offset) }),
       el("td", { text: fmtTime(item.time_ms) }), el("td", { text: item.status.toLowerCase() }),
       el("td", { text: String(item.attempts) }), el("td", { text: fmtTime(item.last_attempt_ms) }),
+      el("td", { class: "replayed", text: item.replayed_ms ? fmtTime(item.replayed_ms) : "–" }),
       el("td", { text: item.error || "" })), href));
   }
   if (page.next_cursor) {

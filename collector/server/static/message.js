@@ -15,14 +15,22 @@ async function loadConsoleConfig() {
 function renderMessageExtras(doc) {
   const tbody = $("group-outcomes").querySelector("tbody");
   tbody.replaceChildren();
-  const groups = Object.keys(doc.outcomes || {}).sort();
+  // tracehook replay re-deliveries per group (the last one); a group only replayed to has no outcome yet.
+  const replays = {};
+  for (const r of doc.replays || []) replays[r.group] = r;
+  const groups = [...new Set([...Object.keys(doc.outcomes || {}), ...Object.keys(replays)])].sort();
   for (const group of groups) {
-    const o = doc.outcomes[group];
-    tbody.append(el("tr", { class: "group-outcome", "data-group": group, "data-outcome": o.outcome },
+    const o = (doc.outcomes || {})[group] || { outcome: "pending", attempts: 0, last_status: "not received",
+      last_ms: 0, error: "" };
+    const replay = replays[group];
+    const error = (o.error || "") + (replay ? (o.error ? " · " : "") + "replayed " + fmtTime(replay.time_ms) +
+      " to " + ((replay.props || {})["replay.target"] || "?") + " by " + (replay.app || "?") : "");
+    tbody.append(el("tr", { class: "group-outcome", "data-group": group, "data-outcome": o.outcome,
+      "data-replayed": replay ? String(replay.time_ms) : "" },
       el("td", { text: group }),
       el("td", {}, el("span", { class: "outcome outcome-" + o.outcome, text: OUTCOME_LABELS[o.outcome] || o.outcome })),
       el("td", { text: String(o.attempts) }), el("td", { text: String(o.last_status || "").toLowerCase() }),
-      el("td", { text: fmtTime(o.last_ms) }), el("td", { text: o.error || "" })));
+      el("td", { text: fmtTime(o.last_ms) }), el("td", { text: error })));
   }
   if (groups.length === 0) {
     tbody.append(el("tr", { class: "no-groups" }, el("td", { colspan: "6", text: "no consumer group has received it yet" })));

@@ -63,3 +63,24 @@ def test_attempts_sharing_a_millisecond_keep_their_retry_order():
                                                    status=int(Status.EXCEPTION if retry == 0 else Status.OK), **MSG)))
     bars = timeline(records)["rows"][1]["bars"]
     assert [(b["retry"], b["status"]) for b in bars] == [(0, "exception"), (1, "ok")]
+
+
+def test_a_replay_is_a_mark_in_its_groups_row_and_not_a_second_message():
+    from tracehook.wire import BatchHeader, Event, EventType, make_event
+
+    replayer = BatchHeader("replay-client", 1, app="tracehook-replay", host="ops-1")
+    failed = consume(BILLING_HEADER, "billing", "m", T + 10, MSG, status=Status.FAILED)
+    replay = (replayer, Event._make(make_event(EventType.REPLAY, T + 5000, "billing", "orders", "m", retry=1,
+                                               props={"replay.target": "topic:orders.billing-replay"}, **MSG)))
+    again = consume(BILLING_HEADER, "billing", "m", T + 6000, MSG, retry=1)
+    stored = [StoredEvent(h.app, h.host, h.client_id, e) for h, e in [send("m", T, MSG), *failed, replay, *again]]
+    trace = build_trace("m", stored).to_json()
+    assert [(r["group"], r["app"], r["host"]) for r in trace["replays"]] == [("billing", "tracehook-replay", "ops-1")]
+    assert trace["outcomes"]["billing"]["outcome"] == "consumed"
+    assert trace["outcomes"]["billing"]["replayed_ms"] == T + 5000
+    rows = build_timeline(trace)["rows"]
+    assert [r["kind"] for r in rows] == ["producer", "consumer"]  # one message: its producer row and billing's
+    (billing,) = [r for r in rows if r["group"] == "billing"]
+    assert [(b["kind"], b["start_ms"]) for b in billing["bars"]] == [
+        ("consume", T + 10), ("replay", T + 5000), ("consume", T + 6000)]
+    assert billing["bars"][1]["replay_target"] == "topic:orders.billing-replay"

@@ -109,7 +109,9 @@ def replay_reference(records: list[Record], topic: str, group: str, begin_ms: in
     ``NOT_RECEIVED`` without any consume event of the group, else its last attempt's: ``PENDING``
     when unfinished, or the SUB_AFTER's status name and error. ``attempts`` counts the group's
     attempts (request ids), ``last_attempt_ms`` is the latest of their receive times and the dead
-    letters' times (0 when never received). Built for this module's traces: one send per message.
+    letters' times (0 when never received). ``replayed_ms`` is the group's latest REPLAY event's time
+    (0: never); when it is later than ``last_attempt_ms`` the status is ``REPLAYED``.
+    Built for this module's traces: one send per message.
     """
     by_msg: dict[str, list[Event]] = defaultdict(list)
     for _, event in records:
@@ -134,10 +136,14 @@ def replay_reference(records: list[Record], topic: str, group: str, begin_ms: in
             status, error = ("PENDING", "") if after is None else (Status(after.status).name, after.error)
         if dead_letters:
             status, error = "DEAD", dead_letters[-1].error
+        last_ms = max([*received.values(), *(d.time_ms for d in dead_letters)], default=0)
+        replayed_ms = max((e.time_ms for e in mine if e.type == EventType.REPLAY), default=0)
+        if replayed_ms > last_ms:
+            status = "REPLAYED"
         items.append({
             "msg_id": msg_id, "topic": topic, "keys": send.keys, "tags": send.tags, "queue": send.queue,
             "offset": send.offset, "born_ms": send.born_ms, "store_ms": send.store_ms, "time_ms": filed_ms,
             "status": status, "error": error, "attempts": len(received),
-            "last_attempt_ms": max([*received.values(), *(d.time_ms for d in dead_letters)], default=0),
+            "last_attempt_ms": last_ms, "replayed_ms": replayed_ms,
         })
     return sorted(items, key=lambda item: (item["time_ms"], item["msg_id"]))

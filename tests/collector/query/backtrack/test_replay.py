@@ -146,3 +146,40 @@ def test_offsets_by_queue_is_what_a_replayer_reads(query: TraceQuery) -> None:
     assert backtrack.offsets_by_queue(items) == {0: [0, 1, 2], 2: [0, 1]}
     # The JSON form (replay-list output, the API's items) gives the same positions.
     assert backtrack.offsets_by_queue([i.to_json() for i in items]) == {0: [0, 1, 2], 2: [0, 1]}
+
+
+def test_a_replayed_message_is_replayed_until_the_group_consumes_it(backend_query: TraceQuery) -> None:
+    from backtrack_helpers import CONSUMER, attempt, ev, pub, replay_reference
+
+    from tracehook.wire import EventType, Status
+
+    topic = new_topic("replayed")
+    ms = [message(0, i, BASE_MS + i * 1000) for i in range(4)]
+    ids = [f"{topic}-{i}" for i in range(4)]
+    records = [pub(topic, msg_id, m) for msg_id, m in zip(ids, ms)]
+    records += attempt(topic, GROUP, ids[0], ms[0], status=Status.FAILED)
+    records += attempt(topic, GROUP, ids[1], ms[1], status=Status.FAILED)
+    records += attempt(topic, OTHER_GROUP, ids[3], ms[3])
+
+    def replayed(i: int, at: int) -> Record:
+        return CONSUMER, ev(EventType.REPLAY, at, GROUP, topic, ids[i], retry=1, request_id="run-1",
+                            props={"replay.target": "topic:replays"}, **ms[i])
+
+    records += [replayed(0, BASE_MS + 5000), replayed(1, BASE_MS + 5000), replayed(2, BASE_MS + 5000)]
+    # Message 1 was replayed and then failed again: missed again, its own status; message 2 never received.
+    records += attempt(topic, GROUP, ids[1], ms[1], retry=50, status=Status.TIMEOUT)
+    index_records(backend_query.store, records)
+    items = list(backtrack.iter_replay(backend_query, topic, GROUP, 0, BASE_MS + 10**6))
+    got = {i.msg_id: (i.status, i.replayed_ms) for i in items}
+    assert got == {ids[0]: ("REPLAYED", BASE_MS + 5000), ids[1]: ("TIMEOUT", BASE_MS + 5000),
+                   ids[2]: ("REPLAYED", BASE_MS + 5000), ids[3]: ("NOT_RECEIVED", 0)}
+    assert [i.to_json() for i in items] == replay_reference(records, topic, GROUP, 0, BASE_MS + 10**6)
+    # The other group's list knows nothing of GROUP's replays; the replay is one message, not a second one.
+    assert {i.msg_id for i in backtrack.iter_replay(backend_query, topic, OTHER_GROUP, 0, BASE_MS + 10**6)} \
+        == set(ids[:3])
+    trace = backend_query.get_trace(ids[0])
+    assert trace is not None and [r["props"] for r in trace.replays] == [{"replay.target": "topic:replays"}]
+    assert trace.outcomes[GROUP].replay_target == "topic:replays" and trace.replayed == {GROUP: BASE_MS + 5000}
+    records += attempt(topic, GROUP, ids[0], ms[0], retry=60, status=Status.OK)
+    index_records(backend_query.store, records)
+    assert ids[0] not in {i.msg_id for i in backtrack.iter_replay(backend_query, topic, GROUP, 0, BASE_MS + 10**6)}
