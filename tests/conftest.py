@@ -6,8 +6,9 @@ import pathlib
 
 import pytest
 
-# Fixtures for real services, usable from every test package.
-pytest_plugins = ["fixtures.hbase", "fixtures.brokers", "fixtures.tls", "fixtures.spark_cluster"]
+# Fixtures for real services, usable from every test package; the skip guard; pytester for its test.
+pytest_plugins = ["fixtures.hbase", "fixtures.brokers", "fixtures.tls", "fixtures.spark_cluster", "fixtures.spark",
+                  "fixtures.skips", "pytester"]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
