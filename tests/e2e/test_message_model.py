@@ -37,7 +37,7 @@ from spark_jobs.index_job import index_once
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 HOUR, DAY = 3_600_000, 86_400_000
-EXAMPLES = {"local": 20, "hbase": 8}
+EXAMPLES = {"local": 8, "hbase": 4}
 GROUPS_AND_NOBODY = (*mm.GROUPS, "nobody")
 
 

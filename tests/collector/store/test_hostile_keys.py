@@ -131,7 +131,7 @@ def hostile_messages(draw: st.DrawFn) -> list[Msg]:
     ]
 
 
-EXAMPLES = {"local": 400, "hbase": 60}
+EXAMPLES = {"local": 400, "hbase": 40}
 """Examples per backend: SQLite answers in microseconds, each HBase example costs Thrift round trips."""
 
 

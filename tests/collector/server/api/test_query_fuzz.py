@@ -206,7 +206,7 @@ QMQ_REASONS = {"missing_field", "bad_type", "bad_value", "bad_time", "bad_window
 
 
 @pytest.mark.parametrize("path, param", QMQ_ROUTES)
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=changes)
 def test_qmq_garbage_fields_are_never_500(live_collector: LiveCollector, path: str, param: str,
                                           changes: dict) -> None:
@@ -227,7 +227,7 @@ bad_names = st.one_of(
 
 
 @pytest.mark.parametrize("path, param", QMQ_ROUTES)
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=changes, bad=bad_names)
 def test_qmq_a_bad_subject_or_message_id_is_400(live_collector: LiveCollector, path: str, param: str,
                                                 changes: dict, bad: dict) -> None:
