@@ -1,19 +1,26 @@
-"""Shared pytest configuration: where generated test artifacts go."""
+"""Shared pytest configuration: where generated test artifacts go, hypothesis' example database."""
 
 from __future__ import annotations
 
 import pathlib
 
 import pytest
+from hypothesis import settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
-# Fixtures for real services, usable from every test package.
+# Fixtures for real services, usable from every test package; the skip guard; pytester for its test.
 pytest_plugins = [
     "fixtures.hbase", "fixtures.brokers", "fixtures.tls", "fixtures.spark_cluster", "fixtures.stores",
-    "fixtures.collector_process", "fixtures.prometheus",
+    "fixtures.collector_process", "fixtures.prometheus", "fixtures.spark", "fixtures.skips", "pytester",
 ]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
+HYPOTHESIS_DB = ROOT / ".hypothesis" / "examples"
+"""Failing examples hypothesis found, replayed first on the next run (git-ignored; whatever the cwd)."""
+
+settings.register_profile("tracehook", database=DirectoryBasedExampleDatabase(str(HYPOTHESIS_DB)))
+settings.load_profile("tracehook")
 
 
 @pytest.fixture(scope="session")

@@ -42,6 +42,26 @@ Eight lets a time-range query scan all salt buckets at once."""
 
 _UNAVAILABLE = (TTransportException, OSError, EOFError)
 
+
+def _create_if_absent(conn: happybase.Connection, name: str, families: dict[str, dict[str, Any]]) -> None:
+    """Create table ``name`` unless another process (the collector, a parallel index task) made it first.
+
+    Thrift1 says so with AlreadyExists when the table was there before the call, and with an
+    IOError carrying TableExistsException when the other create was still in progress.
+    """
+    try:
+        conn.create_table(name, families)
+    except AlreadyExists:
+        pass
+    except HBaseIOError as exc:
+        if b"TableExistsException" not in _message_bytes(exc):
+            raise
+
+
+def _message_bytes(exc: Exception) -> bytes:
+    message = getattr(exc, "message", None) or b""
+    return message if isinstance(message, bytes) else str(message).encode()
+
 log = logging.getLogger(__name__)
 
 
@@ -113,8 +133,7 @@ class HBaseStore:
             if layout.META_TABLE not in existing:
                 if not create:  # an index task whose driver made the tables; nothing recorded to check
                     return self.options.salt_buckets or schema.DEFAULT_SALT_BUCKETS
-                with contextlib.suppress(AlreadyExists):  # another process made it first
-                    conn.create_table(layout.META_TABLE, {layout.META_FAMILY: dict(max_versions=1)})
+                _create_if_absent(conn, layout.META_TABLE, {layout.META_FAMILY: dict(max_versions=1)})
             buckets = layout.settle_salt_buckets(
                 self.url, self.options.salt_buckets, had_tables=schema.MESSAGES in existing,
                 read=lambda: self._recorded_salt_buckets(conn),
@@ -158,8 +177,7 @@ class HBaseStore:
         splits = layout.split_keys(table.name, buckets)
         if self._thrift2 is None or not splits:
             family = dict(max_versions=1, time_to_live=self.options.ttl_s)
-            with contextlib.suppress(AlreadyExists):  # another process (a parallel index task) created it first
-                conn.create_table(table.name, {f: family for f in table.families})
+            _create_if_absent(conn, table.name, {f: family for f in table.families})
             return
         host, port = self._thrift2
         try:

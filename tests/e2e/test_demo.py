@@ -121,6 +121,9 @@ def test_demo_keep_starts_fresh_serves_the_hints_and_stops_spark(first_run, tmp_
                 break
         assert "Ctrl-C stops it" in out, out + proc.stderr.read() if proc.poll() is not None else out
         jvms = java_descendants(proc.pid)
+        # The follower's Spark JVM is up once the demo printed its traces: none found means the
+        # search missed it, and "every JVM is the follower's" would hold of nothing.
+        assert jvms, "no JVM under the demo: the index follower's Spark is not running"
         assert all(under_index_follower(pid) for pid in jvms), jvms
         url = re.search(r"^collector: (http://127\.0\.0\.1:\d+) ", out, re.M).group(1)
         hints = HINT.findall(out)

@@ -14,7 +14,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("opentelemetry.sdk.trace", reason="the OpenTelemetry SDK is in the dev extra")
+from fixtures.deps import require
+
+require("opentelemetry.sdk.trace")  # the dev extra: a missing SDK fails the run
 
 from opentelemetry import trace as otel_trace  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402

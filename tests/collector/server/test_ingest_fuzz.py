@@ -1,8 +1,9 @@
-"""Fuzzing ``POST /v1/batches``: 100,000 hostile bodies in all, and never a 5xx.
+"""Fuzzing ``POST /v1/batches``: 10,000 hostile bodies in all, and never a 5xx.
 
-The bulk goes straight to ``check_body`` (what the handler runs on every body), a large
-share through the real app in process, and thousands over real HTTP to a collector
-subprocess, with valid batches mixed in. Afterwards the log holds exactly the valid
+The bulk is hypothesis' search straight into ``check_body`` (what the handler runs on every
+body): a failure shrinks to a small body and is kept in the example database.  Seeded bodies
+go to ``check_body`` too, some thousand through the real app in process and hundreds over real
+HTTP to a collector subprocess, with valid batches mixed in. Afterwards the log holds exactly the valid
 batches that were acknowledged, and every record decodes.
 """
 
@@ -27,11 +28,11 @@ from collector.server.ingest import check_body
 pytestmark = pytest.mark.slow
 
 MSGPACK = {"Content-Type": "application/msgpack"}
-HYPOTHESIS_CASES = 1_500
-DIRECT_CASES = 66_000
-IN_PROCESS_CASES = 27_500
-REAL_HTTP_CASES = 5_000
-assert HYPOTHESIS_CASES + DIRECT_CASES + IN_PROCESS_CASES + REAL_HTTP_CASES == 100_000
+HYPOTHESIS_CASES = 5_000
+DIRECT_CASES = 3_000
+IN_PROCESS_CASES = 1_500
+REAL_HTTP_CASES = 500
+assert HYPOTHESIS_CASES + DIRECT_CASES + IN_PROCESS_CASES + REAL_HTTP_CASES == 10_000
 VALID_EVERY = 10  # one valid batch after every this many hostile ones (not counted above)
 
 
@@ -49,7 +50,7 @@ def _check_verdict(case: Case) -> str | None:
     return result.reason
 
 
-@settings(max_examples=HYPOTHESIS_CASES, deadline=None, database=None,
+@settings(max_examples=HYPOTHESIS_CASES, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(hostile_bodies())
 def test_check_body_rejects_hypothesis_bodies_like_the_reference_decoder(case: Case) -> None:

@@ -13,6 +13,11 @@ PRODUCER = BatchHeader("prod-client", 1, app="shop", host="web-1")
 CONSUMER = BatchHeader("cons-client", 9, app="billing", host="bill-1")
 
 
+def backend_of(store_url: str) -> str:
+    """``"local"`` or ``"hbase"``: which of :data:`BACKENDS` a store URL names."""
+    return "local" if store_url.startswith("local:") else "hbase"
+
+
 def unique(prefix: str) -> str:
     """A name no other test uses (tests share one HBase namespace per module)."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"

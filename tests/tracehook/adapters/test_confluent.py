@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from fixtures.deps import require
 
 from tracehook import HEADER_MSG_ID, EventType, Status
 from tracehook.adapters import confluent
 
-confluent_kafka = pytest.importorskip("confluent_kafka")   # optional: a binary wheel, not on every platform
+confluent_kafka = require("confluent_kafka")  # the kafka extra: a missing wheel fails the run
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("opentelemetry.sdk.trace", reason="the OpenTelemetry SDK is in the dev extra")
+from fixtures.deps import require
+
+require("opentelemetry.sdk.trace")  # the dev extra: a missing SDK fails the run
 
 import pika  # noqa: E402
 from fixtures.brokers import drain  # noqa: E402
