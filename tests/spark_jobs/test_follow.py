@@ -178,7 +178,7 @@ def test_a_follower_started_before_its_collector_waits_then_indexes_and_sigterm_
     try:
         _until(lambda: "waiting for the trace log" in job.output(), "the follower says it waits", job)
         os.makedirs(data_dir)
-        collector = _Collector(data_dir, store_url, segment_age_s=3600)
+        collector = _collector(data_dir, store_url, segment_age_s=3600)
         ids = _send(collector.url, "early")
         _until(lambda: all(_get(f"{collector.url}/v1/messages/{m}") == 200 for m in ids), "indexed", job)
         _until(lambda: " index: " in job.output().split("waiting for the trace log")[1], "a progress line", job)
