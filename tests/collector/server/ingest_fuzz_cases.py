@@ -157,7 +157,7 @@ def bad_value(c: Chooser) -> Case:
     obj = batch(c)
     ev = c.choice(obj[7])
     ev.extend(wire.DEFAULTS[len(ev):])
-    field, value = c.choice([(0, 0), (0, 6), (1, -2), (1, 2**63), (9, -2), (10, -5), (11, 2**64 - 1),
+    field, value = c.choice([(0, 0), (0, 7), (1, -2), (1, 2**63), (9, -2), (10, -5), (11, 2**64 - 1),
                              (13, 2**63), (16, 2**64 - 1), (17, 2**63), (14, 9), (21, 7),
                              (18, {f"p{i}": "v" for i in range(wire.MAX_PROPS + 1)})])
     ev[field] = value

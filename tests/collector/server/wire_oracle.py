@@ -47,7 +47,7 @@ class Field(NamedTuple):
 
 # Event's fields in wire order (wire.Event): an event is an array of the first 5..25 of them.
 EVENT_FIELDS: tuple[Field, ...] = (
-    Field("type", int, bounds=ANY_INT, members=frozenset({1, 2, 3, 4, 5})),  # PUB .. DEAD
+    Field("type", int, bounds=ANY_INT, members=frozenset({1, 2, 3, 4, 5, 6})),  # PUB .. DEAD, REPLAY
     Field("time_ms", int, bounds=KEYED),
     Field("group", str),
     Field("topic", str, required=True),
