@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import time
 from typing import Any
 
 import pytest
@@ -37,8 +38,16 @@ def _write_log(log_dir: str, batches: list[list[bytes]]) -> None:
         for payloads in batches:
             log.append([(T0, "client-1", i, p) for i, p in enumerate(payloads)])
             log.roll()
+            _next_millisecond()  # retention tells segments apart by seal time: no two in one ms
     finally:
         log.close()
+
+
+def _next_millisecond() -> None:
+    """Return once the wall clock's millisecond has moved on."""
+    start = time.time_ns() // 1_000_000
+    while time.time_ns() // 1_000_000 == start:
+        time.sleep(0.0002)
 
 
 def _store_rows(path: str) -> list[Any]:
