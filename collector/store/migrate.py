@@ -43,7 +43,7 @@ from collector.store.errors import StoreError
 from collector.store.indexer import finish_batch, index_records
 from tracehook.wire import BatchHeader, Event
 
-DEFAULT_CHUNK = 5000
+DEFAULT_CHUNK = 20_000
 """Old message rows per step: indexed, finished and recorded as done together."""
 TIMESTAMP_STEP_MS = 3_600_000
 """Copies are written with their oldest original cell's write time rounded down to this (an hour)."""
