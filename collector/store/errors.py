@@ -69,3 +69,9 @@ class OldLayoutError(LayoutVersionError):
     ``tracehook migrate-store``, never answered from."""
 
     reason = "old_layout"
+
+
+class MigrationError(StoreError):
+    """A migration that cannot run as asked: its old store is not in layout 1, or is the new store."""
+
+    reason = "bad_migration"

@@ -39,7 +39,7 @@ import msgpack
 
 from collector.store import absolute_store_url, layout_v1, local_path, open_store, resolve_store_url, schema
 from collector.store.base import Columns, Row, Store
-from collector.store.errors import StoreError
+from collector.store.errors import MigrationError
 from collector.store.indexer import finish_batch, index_records
 from tracehook.wire import BatchHeader, Event
 
@@ -49,12 +49,6 @@ TIMESTAMP_STEP_MS = 3_600_000
 """Copies are written with their oldest original cell's write time rounded down to this (an hour)."""
 PROGRESS_PREFIX = b"m:migrated_from "
 """The new store's meta column recording a migration's progress: this prefix and the old store's URL."""
-
-
-class MigrationError(StoreError):
-    """A migration that cannot run as asked (the old store is not layout 1, or is the new store)."""
-
-    reason = "bad_migration"
 
 
 @dataclass
