@@ -228,3 +228,6 @@ class _Dated:
 
     def close(self) -> None:
         """The new store stays open: the migration closes it."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)  # any other primitive the indexer may use, undated
