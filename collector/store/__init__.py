@@ -37,7 +37,8 @@ from collector.store.errors import (
     StoreUnavailableError,
 )
 
-__all__ = ["LayoutVersionError", "OldLayoutError", "QueryError", "SaltBucketsMismatchError", "Store", "StoreError", "StoreOptions", "StoreUnavailableError",
+__all__ = ["LayoutVersionError", "OldLayoutError", "QueryError", "SaltBucketsMismatchError", "Store", "StoreError",
+           "StoreOptions", "StoreUnavailableError",
            "check_store_url", "open_store", "resolve_store_url", "local_path", "absolute_store_url"]
 
 INDEX_FILE = "index.sqlite3"

@@ -266,7 +266,9 @@ class HBaseStore:
                 rows.close()  # closes the server-side scanner
         return out
 
-    def scan_cells(self, table: str, start: bytes, *, limit: int) -> list[tuple[bytes, dict[bytes, tuple[bytes, int]]]]:
+    def scan_cells(
+        self, table: str, start: bytes, *, limit: int
+    ) -> list[tuple[bytes, dict[bytes, tuple[bytes, int]]]]:
         """Up to ``limit`` rows from ``start`` (inclusive), each cell with its write timestamp (ms).
 
         Only the migration reads timestamps (:mod:`collector.store.layout_v1`): its copies must

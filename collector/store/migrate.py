@@ -106,8 +106,9 @@ def recorded_progress(store: Store, old_url: str) -> Progress:
 
 
 def migrate_store(
-    old_url: str, new_url: str, *, chunk: int = DEFAULT_CHUNK, on_chunk: Callable[[Progress, float], None] | None = None,
-    max_chunks: int | None = None, clock: Callable[[], float] = time.monotonic,
+    old_url: str, new_url: str, *, chunk: int = DEFAULT_CHUNK,
+    on_chunk: Callable[[Progress, float], None] | None = None, max_chunks: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> MigrationReport:
     """Move every live event of the layout-1 store at ``old_url`` into the store at ``new_url``.
 

@@ -40,7 +40,8 @@ def config(tmp_path: pathlib.Path) -> CollectorConfig:
 
 async def test_queries_answer_503_naming_the_migration_while_ingest_goes_on(aiohttp_client, config) -> None:
     client = await aiohttp_client(create_app(config))
-    posted = await client.post("/v1/batches", data=make_batch("c", 1), headers={"Content-Type": "application/msgpack"})
+    posted = await client.post("/v1/batches", data=make_batch("c", 1),
+                               headers={"Content-Type": "application/msgpack"})
     assert posted.status == 200, await posted.text()
     for route in QUERY_ROUTES:
         answer = await client.get(route)

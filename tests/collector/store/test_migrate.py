@@ -231,7 +231,8 @@ def test_the_command_prints_progress_and_a_final_line(old_local, tmp_path: pathl
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr
     n = len({e.msg_id for _, e in records})
-    assert done.stdout.strip().splitlines()[-1].startswith(f"migrate-store: done: {n} messages, {len(records)} events in ")
+    final = done.stdout.strip().splitlines()[-1]
+    assert final.startswith(f"migrate-store: done: {n} messages, {len(records)} events in "), final
     again = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert again.returncode == 0 and "already" in again.stdout and again.stderr == ""
     bad = subprocess.run(argv[:-4] + ["--to", url], capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
