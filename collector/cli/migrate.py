@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from collector.store.migrate import DEFAULT_CHUNK
 
     parser.add_argument("--from", dest="old", required=True, metavar="OLD_URL",
-                        help="the layout-1 store (local:PATH or hbase://HOST:PORT?namespace=NS); only read")
+                        help="the layout-1 store (local:PATH or hbase://HOST:PORT?namespace=NS), only read; "
+                             "a local: one with the ttl_days it was used with (its expired cells stay behind)")
     parser.add_argument("--to", dest="new", required=True, metavar="NEW_URL",
                         help="the store to fill, new or one this release already writes (created if absent)")
     parser.add_argument("--chunk", type=int, default=DEFAULT_CHUNK, metavar="N",
