@@ -209,6 +209,20 @@ def test_the_copies_expire_no_later_than_the_originals(old_local, tmp_path: path
     assert newest <= max(e.time_ms for _, e in records) + 1_500
 
 
+def test_cells_the_old_store_had_expired_stay_behind(tmp_path: pathlib.Path) -> None:
+    topic = unique("exp")
+    gone, kept = message(topic, "gone", NOW - 40 * 24 * HOUR), message(topic, "kept", NOW - 2 * 24 * HOUR)
+    old = tmp_path / "old.sqlite3"
+    v1_store.write_local(str(old), with_write_times(gone + kept))
+    report = migrate_store(f"local:{old}?ttl_days=30", f"local:{tmp_path / 'new.sqlite3'}")
+    assert (report.messages, report.events) == (1, 1)
+    new = open_store(f"local:{tmp_path / 'new.sqlite3'}")
+    try:
+        assert TraceQuery(new).get_trace("kept") is not None and TraceQuery(new).get_trace("gone") is None
+    finally:
+        new.close()
+
+
 def test_the_migration_refuses_a_store_that_is_not_layout_1(old_local, tmp_path: pathlib.Path) -> None:
     url, _, _ = old_local
     new_url = f"local:{tmp_path / 'new.sqlite3'}"
