@@ -3,14 +3,17 @@ line naming ``tracehook migrate-store``, /healthz says why, /metrics leaves the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pathlib
 
 import pytest
 from collector_service_helpers import make_batch
 
+from collector.cli.query import HttpSource
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig
+from collector.store import OldLayoutError
 from tests.collector.store.v1_store import write_local
 
 QUERY_ROUTES = [
@@ -55,6 +58,9 @@ async def test_queries_answer_503_naming_the_migration_while_ingest_goes_on(aioh
     health = await (await client.get("/healthz")).json()
     assert health["status"] == "ok" and health["store"] == "unavailable"
     assert "tracehook migrate-store" in health["store_error"]
+    source = HttpSource(str(client.make_url("/")))  # the CLI through this collector: the same line, exit 5
+    with pytest.raises(OldLayoutError, match="tracehook migrate-store"):
+        await asyncio.to_thread(source.trace, "m-1")
     metrics = await client.get("/metrics")
     assert metrics.status == 200
     text = await metrics.text()
