@@ -25,7 +25,7 @@ from collector.store.indexer import finish_batch, index_records
 from collector.store.local import LocalStore
 from collector.store.migrate import TIMESTAMP_STEP_MS, MigrationError, migrate_store, recorded_progress
 from collector.store.reader import TraceQuery
-from tracehook.wire import BatchHeader, Event, EventType, Status
+from tracehook.wire import BatchHeader, Event, EventType, Status, trace_id_of
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 HOUR = 3_600_000
@@ -89,9 +89,12 @@ def answers(store: Store, topic: str, records: list[Record]) -> dict[str, Any]:
         "records": {m: q.consume_records(m) for m in ids},
         "keys": {k: pages(lambda c, k=k: q.by_key(topic, k, lo, hi, 3, c)) for k in keys_},
         "time": pages(lambda c: q.by_time(topic, lo, hi, 4, c)),
+        "trace": {t: pages(lambda c, t=t: q.by_trace(t, 2, c)) for t in sorted({trace_id_of(e) for _, e in records})},
         "dead": {g: pages(lambda c, g=g: q.dead_letters(topic, g, lo, hi, 2, c)) for g in (None, "audit")},
         "unconsumed": {g: pages(lambda c, g=g: q.unconsumed(topic, g, lo, hi, 5, c)) for g in ("billing", "audit")},
         "offsets": {t: q.offsets_at(topic, t) for t in (lo, T0 + 5 * HOUR, hi)},
+        "sequence": {o: q.by_sequence(topic, "b1", o) for o in sorted({e.offset for _, e in records})},
+        "groups": q.groups(topic),
         "overview": overview(store, NOW - 24 * HOUR, NOW, now_ms=NOW).to_json(),
         "overview_2d": overview(store, NOW - 48 * HOUR, NOW, now_ms=NOW, topic=topic).to_json(),
     }
