@@ -133,12 +133,12 @@ class HBaseStore:
             existing = self._existing_tables(conn)
             if layout.META_TABLE not in existing:
                 if not create:  # an index task whose driver made the tables; nothing recorded to check
-                    old = schema.MESSAGES in existing  # tables from before anything was recorded
+                    old = layout.has_index_tables(existing)  # tables from before anything was recorded
                     return (self.options.salt_buckets or schema.DEFAULT_SALT_BUCKETS,
                             layout.OLDEST_LAYOUT if old else layout.LAYOUT_VERSION)
                 _create_if_absent(conn, layout.META_TABLE, {layout.META_FAMILY: dict(max_versions=1)})
             buckets, version = layout.settle_layout(
-                self.url, self.options.salt_buckets, had_tables=schema.MESSAGES in existing,
+                self.url, self.options.salt_buckets, had_tables=layout.has_index_tables(existing),
                 read=lambda column: self._read_meta(conn, column),
                 record_if_absent=lambda column, value: self._record_meta_if_absent(conn, column, value))
         if not create or version != layout.LAYOUT_VERSION:  # an older store is only read, by the migration

@@ -23,9 +23,9 @@ primitives (read the record, write it if absent), so the rule lives here once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
-from collector.store import keys, schema
+from collector.store import keys, layout_v1, schema
 from collector.store.errors import BadStoreUrlError, LayoutVersionError, OldLayoutError, SaltBucketsMismatchError
 
 LAYOUT_VERSION = 2
@@ -65,6 +65,12 @@ def encode_count(n: int) -> bytes:
 
 def decode_count(value: bytes) -> int:
     return int(value.decode("ascii"))
+
+
+def has_index_tables(table_names: Collection[str]) -> bool:
+    """Whether a store holding tables ``table_names`` (logical names) has its index tables already:
+    this layout's message table, or layout 1's (in case this layout names it otherwise)."""
+    return schema.MESSAGES in table_names or layout_v1.MESSAGES in table_names
 
 
 def settle_layout(

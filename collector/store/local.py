@@ -45,8 +45,8 @@ class LocalStore:
             # One write transaction from the check to the record: a process opening the file at the
             # same time sees either no tables or the tables with their layout recorded.
             self._db.execute("BEGIN IMMEDIATE")
-            had_tables = self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                                          (schema.MESSAGES,)).fetchone() is not None
+            had_tables = layout.has_index_tables(
+                {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")})
             # The layout record (same shape as the other tables, HBase's <ns>_meta) is outside
             # schema.TABLES, so no TTL applies to it and purges never touch it.
             self._create_table(layout.META_TABLE)
