@@ -30,6 +30,8 @@ DEFAULT_PURGE_EVERY_S = 3600.0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_BAD_INPUT = 3
+EXIT_OLD_LAYOUT = 5
+"""The store is in an older layout (docs/exit-codes.md): ``tracehook migrate-store`` moves it across."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -209,18 +211,21 @@ def run(args: argparse.Namespace) -> int:
 
     Exit codes: 0 done, or stopped by SIGTERM; 1 indexing failed (retry later), 2 bad arguments,
     3 bad input (not a trace log, a checkpoint of another log or store, records deleted before
-    they were indexed), 130 interrupted (SIGINT, Ctrl-C).  A follower started before its
+    they were indexed), 5 a store in an older layout, 130 interrupted (SIGINT, Ctrl-C).  A follower started before its
     collector waits for the trace log to appear.
     """
     lines = Lines(getattr(args, "log_format", "text"))
     if lines.json:  # warnings of the job's own modules (damaged frames, retention records) as JSON too
         configure_logging("WARNING", "json")
     # Refused before Spark starts: bad numbers, a log dir with no trace log, a cluster master with a local: store.
-    from collector.store.errors import BadStoreUrlError, SaltBucketsMismatchError
+    from collector.store.errors import BadStoreUrlError, LayoutVersionError, SaltBucketsMismatchError
 
     try:
         check_arguments(args)
         check_store(absolute_store_url(args.store))
+    except LayoutVersionError as exc:  # an old store: the line names the command that moves it across
+        lines.error(f"index: {exc}")
+        return EXIT_OLD_LAYOUT
     except (IndexJobError, ValueError, BadStoreUrlError, SaltBucketsMismatchError) as exc:
         lines.error(f"index: {exc}")
         return EXIT_USAGE

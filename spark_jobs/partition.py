@@ -97,8 +97,9 @@ def purge_expired(store_url: str) -> int | None:
 
 def check_store(store_url: str) -> None:
     """Refuse, before Spark starts, a store URL that names no store or tables of another layout
-    (``BadStoreUrlError``, ``SaltBucketsMismatchError``).  A store that does not answer now is
-    left to the run: it may by the first batch, and the run reports it if not."""
+    (``BadStoreUrlError``, ``SaltBucketsMismatchError``, ``OldLayoutError``: one line naming
+    ``tracehook migrate-store``).  A store that does not answer now is left to the run: it may by
+    the first batch, and the run reports it if not."""
     from collector.store import StoreUnavailableError, open_store
 
     try:
@@ -108,11 +109,14 @@ def check_store(store_url: str) -> None:
 
 
 def prepare_store(store_url: str) -> None:
-    """Open the store once on the driver: its tables get created here, not by racing tasks."""
-    from collector.store import StoreError, open_store
+    """Open the store once on the driver: its tables get created here, not by racing tasks.
+    A store in another layout is refused as it is (``OldLayoutError``), never indexed into."""
+    from collector.store import LayoutVersionError, StoreError, open_store
 
     try:
         open_store(store_url).close()
+    except LayoutVersionError:
+        raise
     except (StoreError, OSError) as exc:
         raise IndexJobError(f"store {store_url} unavailable; checkpoint not advanced: {exc}") from exc
 

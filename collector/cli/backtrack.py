@@ -26,7 +26,7 @@ import urllib.parse
 from collections.abc import Iterator
 from typing import Any, Protocol, TextIO
 
-from collector.cli.errors import USER_ERRORS
+from collector.cli.errors import USER_ERRORS, report
 from collector.cli.query import (
     EXIT_ERROR,
     EXIT_NOT_FOUND,
@@ -172,8 +172,7 @@ def run_offsets(args: argparse.Namespace) -> int:
         finally:
             source.close()
     except FAILURES as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return report(exc)
     print(json.dumps(doc, indent=2) if args.json else format_offsets(doc))
     return EXIT_OK if doc["queues"] else EXIT_NOT_FOUND
 
@@ -195,7 +194,6 @@ def run_replay_list(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
     except FAILURES as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return report(exc)
     print(f"{count} message(s) to replay for {args.group}", file=sys.stderr)
     return EXIT_OK

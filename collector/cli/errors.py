@@ -2,14 +2,22 @@
 
 Every error in :data:`USER_ERRORS` is the user's to fix (a bad argument, time, URL, an
 unreachable collector or store): the command prints ``error: ...`` and exits 2
-(docs/exit-codes.md). Anything else is a bug and keeps its traceback.
+(docs/exit-codes.md), or 5 for a store in an older layout (:func:`report`). Anything else is a
+bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
+import sys
+
 from collector.log.errors import LogError
 from collector.query.errors import QueryInputError
-from collector.store.errors import StoreError
+from collector.store.errors import LayoutVersionError, StoreError
+
+EXIT_ERROR = 2
+"""A user's error: bad arguments, paths, URLs, an unreachable source."""
+EXIT_OLD_LAYOUT = 5
+"""The index store is in another layout than this release's: ``tracehook migrate-store`` moves it across."""
 
 
 class CommandError(Exception):
@@ -40,3 +48,9 @@ class ReplayError(CommandError):
 
 USER_ERRORS: tuple[type[BaseException], ...] = (QueryFailed, QueryInputError, StoreError, LogError)
 """What a query or backtracking command reports as ``error: ...`` with exit status 2."""
+
+
+def report(exc: BaseException) -> int:
+    """Print ``error: ...`` (one line) for a user's error; its exit status (5: a store in another layout)."""
+    print(f"error: {exc}", file=sys.stderr)
+    return EXIT_OLD_LAYOUT if isinstance(exc, LayoutVersionError) else EXIT_ERROR

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from collector.cli.errors import GroupActiveError
+from collector.cli.errors import GroupActiveError, report
 
 __all__ = [
     "BrokerOffsets", "GroupActiveError", "apply_plan", "broker_offsets", "committed_offsets", "reconcile_targets",
@@ -262,8 +262,7 @@ def run_kafka_reset(args: argparse.Namespace) -> int:
         print(f"committed {len(plan.changes())} partition offsets for group {args.group}", file=sys.stderr)
         return 0
     except (*FAILURES, GroupActiveError, ValueError, ConnectionError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return report(exc)
     except ImportError as exc:
         print(f"error: kafka-python is not installed ({exc}); pip install 'tracehook[kafka]'", file=sys.stderr)
         return 2

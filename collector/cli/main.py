@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "kafka-reset": ("collector.cli.kafka_reset", "commit a reset plan's offsets on a real Kafka"),
     "kafka-topic": ("collector.cli.kafka_topic", "create the Kafka trace topic with a chosen partition count"),
     "replay": ("collector.cli.replay", "re-deliver to one group exactly the Kafka records it missed"),
+    "migrate-store": ("collector.cli.migrate", "move an index of layout 1 into a new store of this layout"),
     "demo": ("collector.cli.demo", "run a collector, traffic and the index job on the embedded store"),
 }
 
@@ -60,16 +61,19 @@ EXIT_CODES = """\
 exit status (every command; docs/exit-codes.md):
   0   done (found, answered, indexed, stopped cleanly)
   1   nothing found (query, offsets), or the run itself failed (index job, demo,
-      a collector that could not start), a Kafka topic that exists with another
-      partition count (kafka-topic create), some deliveries failed (replay)
+      migrate-store: rerun to resume, a collector that could not start), a
+      Kafka topic that exists with another partition count (kafka-topic
+      create), some deliveries failed (replay)
   2   bad arguments, bad paths or URLs, an unknown consumer group (replay-list),
       an unreachable collector, store or broker
   3   bad input to the index job (not a trace log, a checkpoint of another log or
       store, records deleted before they were indexed): a retry does not help
   4   replay: done, but some records could not be replayed (gone from the
       broker, no partition/offset in the trace, a different message id there)
-  130 interrupted (Ctrl-C; replay prints how far it got and the command that
-      resumes); a stop by SIGTERM is 0
+  5   the index store is in an older layout (made by an earlier release):
+      the line names `tracehook migrate-store`, which moves it across
+  130 interrupted (Ctrl-C; replay and migrate-store print how to resume);
+      a stop by SIGTERM is 0
 Every error is one line on stderr."""
 
 

@@ -12,7 +12,8 @@ against an index store (``--store local:PATH`` or ``--store hbase://...``)::
 
 Tables by default; ``--json`` prints the API's JSON documents for scripts.
 ``--json``, ``--collector``, ``--store`` and ``--token`` go before or after WHAT.
-Exit status: 0 found, 1 nothing found, 2 bad query or unreachable source (docs/exit-codes.md).
+Exit status: 0 found, 1 nothing found, 2 bad query or unreachable source, 5 a store in an older layout
+(docs/exit-codes.md).
 ``--store local:DIR`` also takes a data directory holding ``index.sqlite3``.
 """
 
@@ -29,10 +30,11 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from collector.cli.errors import USER_ERRORS, QueryFailed
+from collector.cli.errors import USER_ERRORS, QueryFailed, report
 from collector.query.params import ParamError, page_size, time_param, time_window
 from collector.query.timeline import status_name
 from collector.query.timeparse import current_ms, parse_duration
+from collector.store.errors import OldLayoutError
 
 ENV_COLLECTOR = "TRACEHOOK_QUERY_URL"
 ENV_TOKEN = "TRACEHOOK_QUERY_TOKEN"
@@ -84,6 +86,8 @@ class HttpSource:
             if exc.code == 404:
                 self.not_found_detail = str(body.get("detail") or "")
                 return None
+            if exc.code == 503 and body.get("error") == OldLayoutError.reason:  # the same line and exit as --store
+                raise OldLayoutError(f"the collector at {self.base_url} answers: {body.get('detail')}") from None
             raise QueryFailed(f"HTTP {exc.code}: {text}") from None
         except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: a URL urllib cannot use
             raise QueryFailed(f"cannot reach {self.base_url}: {getattr(exc, 'reason', exc)}") from None
@@ -331,7 +335,6 @@ def run(args: argparse.Namespace) -> int:
         finally:
             source.close()
     except USER_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return report(exc)
     print(json.dumps(page, indent=2) if args.json else format_page(page))
     return EXIT_OK if page["items"] else EXIT_NOT_FOUND

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from collector.cli.backtrack import FAILURES, open_source
-from collector.cli.errors import ReplayError
+from collector.cli.errors import ReplayError, report
 from collector.cli.kafka_reset import ENV_BOOTSTRAP, _kafka_errors, check_reachable
 from collector.cli.query import add_source_arguments, table
 from collector.cli.replay_journal import Entry, Journal, default_path
@@ -295,8 +295,7 @@ def run_replay(args: argparse.Namespace) -> int:
             return _dry_run(args, plan, bounds, begin, end, now)
         return _apply(args, plan, bounds, journal, apply_command(args, begin, end))
     except (*FAILURES, ReplayError, ValueError, ConnectionError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return report(exc)
     except ImportError as exc:
         print(f"error: kafka-python is not installed ({exc}); pip install 'tracehook[kafka]'", file=sys.stderr)
         return EXIT_ERROR

@@ -15,6 +15,7 @@ from collector.log.errors import DiskFull, LogError, LogUnavailable, StorageErro
 from collector.query.errors import QueryInputError, UnknownGroupError
 from collector.store.errors import (
     BadStoreUrlError,
+    LayoutVersionError,
     QueryError,
     SaltBucketsMismatchError,
     StoreError,
@@ -132,6 +133,7 @@ _LAYER_STATUS: tuple[tuple[type[BaseException], int], ...] = (  # first match wi
     (QueryError, 400),
     (BadStoreUrlError, 400),
     (SaltBucketsMismatchError, 409),
+    (LayoutVersionError, 503),  # an old store: its one line names the migration; ingest goes on
     (StoreError, 500),
     (UnknownGroupError, 404),
     (QueryInputError, 400),

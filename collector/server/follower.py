@@ -4,7 +4,7 @@ For the embedded deployment (one machine, the local store): the collector starts
 ``tracehook index --follow`` as a child process once its trace log is open, and stops it
 (SIGTERM, then SIGKILL after :data:`STOP_TIMEOUT_S`) before it closes the log.  A follower
 that fails (exit 1: the store was unavailable) is started again after
-:data:`RESTART_DELAY_S`; one refused for bad input (exit 2 or 3) is not.
+:data:`RESTART_DELAY_S`; one refused for bad input (exit 2 or 3) or an old store (exit 5) is not.
 
 ::
 

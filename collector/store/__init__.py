@@ -29,13 +29,16 @@ from urllib.parse import parse_qs, urlsplit
 from collector.store.base import Store, StoreOptions
 from collector.store.errors import (
     BadStoreUrlError,
+    LayoutVersionError,
+    OldLayoutError,
     QueryError,
     SaltBucketsMismatchError,
     StoreError,
     StoreUnavailableError,
 )
 
-__all__ = ["QueryError", "SaltBucketsMismatchError", "Store", "StoreError", "StoreOptions", "StoreUnavailableError",
+__all__ = ["LayoutVersionError", "OldLayoutError", "QueryError", "SaltBucketsMismatchError", "Store", "StoreError",
+           "StoreOptions", "StoreUnavailableError",
            "check_store_url", "open_store", "resolve_store_url", "local_path", "absolute_store_url"]
 
 INDEX_FILE = "index.sqlite3"
@@ -138,12 +141,27 @@ def check_store_url(url: str) -> None:
     _parse(url)
 
 
-def open_store(url: str, *, create_tables: bool = True) -> Store:
+def open_store(url: str, *, create_tables: bool = True, any_layout: bool = False) -> Store:
     """Open (and create on first use) the store a URL names.
 
     ``create_tables=False`` skips the HBase table check and creation (index tasks: the
     driver created them); the SQLite store's ``CREATE TABLE IF NOT EXISTS`` costs nothing.
+    A store in another layout than this release's is refused (:class:`OldLayoutError`, one
+    line naming ``tracehook migrate-store``) unless ``any_layout`` (the migration reads one).
     """
+    store = _open(url, create_tables)
+    if not any_layout:
+        from collector.store.layout import check_layout
+
+        try:
+            check_layout(url, store.layout_version)
+        except LayoutVersionError:
+            store.close()
+            raise
+    return store
+
+
+def _open(url: str, create_tables: bool) -> Store:
     kind, args = _parse(url)
     if kind == "local":
         from collector.store.local import LocalStore

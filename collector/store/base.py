@@ -44,12 +44,17 @@ class Store(Protocol):
     url: str
     options: StoreOptions
     concurrent_reads: bool
+    """True when reads from several threads overlap (HBase); the SQLite store serialises them."""
     salt_buckets: int
     """The salt bucket count recorded with the store's tables (what the indexer and queries use)."""
-    """True when reads from several threads overlap (HBase); the SQLite store serialises them."""
+    layout_version: int
+    """The layout recorded with the store's tables (:mod:`collector.store.layout`)."""
 
-    def put_rows(self, table: str, rows: Sequence[Row]) -> None:
-        """Write the given columns of each row (other columns of the row stay)."""
+    def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
+        """Write the given columns of each row (other columns of the row stay).
+
+        ``ts`` (epoch ms) is the cells' write time, which their TTL counts from: now when None.
+        """
 
     def get_row(self, table: str, row: bytes) -> Columns:
         """All live columns of one row; ``{}`` when it has none."""

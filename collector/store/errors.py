@@ -56,3 +56,22 @@ class SaltBucketsMismatchError(StoreError):
     """
 
     reason = "salt_buckets_mismatch"
+
+
+class LayoutVersionError(StoreError):
+    """A store whose tables are in another layout than this release's (a newer one: upgrade tracehook)."""
+
+    reason = "layout_version"
+
+
+class OldLayoutError(LayoutVersionError):
+    """A store in an older layout (:mod:`collector.store.layout`): refused with one line naming
+    ``tracehook migrate-store``, never answered from."""
+
+    reason = "old_layout"
+
+
+class MigrationError(StoreError):
+    """A migration that cannot run as asked: its old store is not in layout 1, or is the new store."""
+
+    reason = "bad_migration"

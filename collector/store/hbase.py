@@ -88,7 +88,7 @@ class HBaseStore:
         self._closed = False
         self._thrift2 = thrift2
         self._timeout_ms = timeout_ms
-        self.salt_buckets = self._open_tables(create_tables)
+        self.salt_buckets, self.layout_version = self._open_tables(create_tables)
 
     @contextlib.contextmanager
     def _connection(self) -> Iterator[happybase.Connection]:
@@ -126,20 +126,23 @@ class HBaseStore:
     def _existing_tables(self, conn: happybase.Connection) -> set[str]:
         return {name.decode() for name in conn.tables()}
 
-    def _open_tables(self, create: bool) -> int:
-        """Check (and with ``create``, record) the salt bucket count, create missing tables; the count."""
+    def _open_tables(self, create: bool) -> tuple[int, int]:
+        """Check (and with ``create``, record) the salt bucket count and layout version, create missing
+        tables of a store in this release's layout; ``(salt buckets, layout version)``."""
         with self._connection() as conn:
             existing = self._existing_tables(conn)
             if layout.META_TABLE not in existing:
                 if not create:  # an index task whose driver made the tables; nothing recorded to check
-                    return self.options.salt_buckets or schema.DEFAULT_SALT_BUCKETS
+                    old = layout.has_index_tables(existing)  # tables from before anything was recorded
+                    return (self.options.salt_buckets or schema.DEFAULT_SALT_BUCKETS,
+                            layout.OLDEST_LAYOUT if old else layout.LAYOUT_VERSION)
                 _create_if_absent(conn, layout.META_TABLE, {layout.META_FAMILY: dict(max_versions=1)})
-            buckets = layout.settle_salt_buckets(
-                self.url, self.options.salt_buckets, had_tables=schema.MESSAGES in existing,
-                read=lambda: self._recorded_salt_buckets(conn),
-                record_if_absent=lambda n: self._record_salt_buckets(conn, n))
-        if not create:
-            return buckets
+            buckets, version = layout.settle_layout(
+                self.url, self.options.salt_buckets, had_tables=layout.has_index_tables(existing),
+                read=lambda column: self._read_meta(conn, column),
+                record_if_absent=lambda column, value: self._record_meta_if_absent(conn, column, value))
+        if not create or version != layout.LAYOUT_VERSION:  # an older store is only read, by the migration
+            return buckets, version
         missing = [t for t in schema.TABLES if t.name not in existing]
         self._create_tables(missing, buckets)  # each on a pooled connection of its own
         if missing and buckets > 1 and self._thrift2 is None:
@@ -149,17 +152,16 @@ class HBaseStore:
                         "Thrift2 gateway) in the store URL to create them pre-split by salt bucket", self.namespace)
         with self._connection() as conn:
             self._warn_other_ttl(conn, [t.name for t in schema.TABLES if t.name in existing])
-        return buckets
+        return buckets, version
 
-    def _recorded_salt_buckets(self, conn: happybase.Connection) -> int | None:
-        value = conn.table(layout.META_TABLE).row(layout.META_ROW).get(layout.SALT_BUCKETS_COLUMN)
-        return None if value is None else layout.decode_count(value)
+    def _read_meta(self, conn: happybase.Connection, column: bytes) -> bytes | None:
+        return conn.table(layout.META_TABLE).row(layout.META_ROW, columns=[column]).get(column)
 
-    def _record_salt_buckets(self, conn: happybase.Connection, n: int) -> None:
+    def _record_meta_if_absent(self, conn: happybase.Connection, column: bytes, value: bytes) -> None:
         # checkAndPut with no expected value: written only if absent, so racing first opens agree.
         conn.client.checkAndPut(
-            conn.table(layout.META_TABLE).name, layout.META_ROW, layout.SALT_BUCKETS_COLUMN, None,
-            Mutation(isDelete=False, column=layout.SALT_BUCKETS_COLUMN, value=layout.encode_count(n)), {})
+            conn.table(layout.META_TABLE).name, layout.META_ROW, column, None,
+            Mutation(isDelete=False, column=column, value=value), {})
 
     def _create_tables(self, tables: list[schema.Table], buckets: int) -> None:
         """Create ``tables`` side by side (HBase runs the create procedures in parallel: 11 tables
@@ -206,8 +208,9 @@ class HBaseStore:
                         "the existing TTL applies until altered in the HBase shell", self.options.ttl_s,
                         ", ".join(f"{name} {ttl} s" for name, ttl in other))
 
-    def put_rows(self, table: str, rows: Sequence[Row]) -> None:
-        with self._connection() as conn, conn.table(table).batch() as batch:  # one mutateRows call for all rows
+    def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
+        # One mutateRows call for all rows (mutateRowsTs with an explicit timestamp).
+        with self._connection() as conn, conn.table(table).batch(timestamp=ts) as batch:
             for row, columns in rows:
                 batch.put(row, columns)
 
@@ -263,6 +266,21 @@ class HBaseStore:
                 rows.close()  # closes the server-side scanner
         return out
 
+    def scan_cells(
+        self, table: str, start: bytes, *, limit: int
+    ) -> list[tuple[bytes, dict[bytes, tuple[bytes, int]]]]:
+        """Up to ``limit`` rows from ``start`` (inclusive), each cell with its write timestamp (ms).
+
+        Only the migration reads timestamps (:mod:`collector.store.layout_v1`): its copies must
+        not outlive the cells they copy.
+        """
+        with self._connection() as conn:
+            rows = conn.table(table).scan(row_start=start, limit=limit, batch_size=limit, include_timestamp=True)
+            try:
+                return [(row, dict(columns)) for row, columns in rows]
+            finally:
+                rows.close()
+
     def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
         with self._connection() as conn, conn.table(table).batch() as batch:
             for row in rows:
@@ -280,7 +298,7 @@ class HBaseStore:
 
     def get_meta(self, column: bytes) -> bytes | None:
         with self._connection() as conn:
-            return conn.table(layout.META_TABLE).row(layout.META_ROW, columns=[column]).get(column)
+            return self._read_meta(conn, column)
 
     def put_meta(self, column: bytes, value: bytes) -> None:
         with self._connection() as conn:

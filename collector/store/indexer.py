@@ -23,7 +23,6 @@ from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
 from collector.store.model import build_trace, could_place
 from collector.store.rollup import MessageParts, refresh_rollups
-from collector.store.rollup_upgrade import upgrade_rollups
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event, EventType, trace_id_of
 
@@ -191,8 +190,7 @@ def finish_batch(
     own time.  Dead letters whose send is still unknown stay pending up to
     :data:`PENDING_MAX_AGE_MS`.  Then it recomputes the rollups of the minutes the batch
     touched (:func:`collector.store.rollup.refresh_rollups`): those of the marked messages and
-    of ``parts``, the parts the batch's writers read back (``index_records(touched=...)``), after
-    bringing rollups of an older format up to date once (:func:`collector.store.rollup_upgrade.upgrade_rollups`).
+    of ``parts``, the parts the batch's writers read back (``index_records(touched=...)``).
     Idempotent; returns the dead letters it placed.
     """
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -225,7 +223,6 @@ def finish_batch(
             store.delete_rows(schema.DEAD, stale)
         if done:
             store.delete_rows(schema.PENDING, done)
-    upgrade_rollups(store)
     refresh_rollups(store, read=parts)
     return placed
 

@@ -1,4 +1,11 @@
-"""What a store records about its own layout: the salt bucket count, set once when its tables are made.
+"""What a store records about its own layout: its layout version and salt bucket count, set when its tables are made.
+
+The **layout version** (:data:`LAYOUT_VERSION`) names the row keys, columns and values the
+store's tables hold.  A new store records it when its tables are created; a store whose
+tables exist without the record was made by an older release: layout 1.  Opening a store of
+another layout is refused (:func:`check_layout`, from :func:`collector.store.open_store`) with
+one line naming ``tracehook migrate-store``, the command that moves it across
+(:mod:`collector.store.migrate`), so nothing is ever answered from rows read the wrong way.
 
 The time index starts every row with ``salt(msg_id) % buckets``; readers scan every
 bucket and the indexer files each message under one.  A reader or writer that used
@@ -16,18 +23,23 @@ primitives (read the record, write it if absent), so the rule lives here once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
-from collector.store import keys, schema
-from collector.store.errors import BadStoreUrlError, SaltBucketsMismatchError
+from collector.store import keys, layout_v1, schema
+from collector.store.errors import BadStoreUrlError, LayoutVersionError, OldLayoutError, SaltBucketsMismatchError
+
+LAYOUT_VERSION = 2
+"""The layout this release reads and writes (issue 27's lean index; rollups of format 3 folded in)."""
+OLDEST_LAYOUT = 1
+"""The layout of a store whose tables exist without a recorded version."""
 
 META_TABLE = "meta"
 """The store's own table (no TTL, never purged): one row of layout settings."""
 META_FAMILY = "m"
 META_ROW = b"layout"
 SALT_BUCKETS_COLUMN = b"m:salt_buckets"
-ROLLUP_FORMAT_COLUMN = b"m:rollup_format"
-"""The format the store's rollups are written in (:mod:`collector.store.rollup_upgrade`); absent: format 1."""
+LAYOUT_VERSION_COLUMN = b"m:layout_version"
+"""The store's layout version; absent from a store whose tables exist: layout 1."""
 MAX_SALT_BUCKETS = 1024
 """Upper bound of ``salt_buckets``: each bucket is one scan per time-range page and one region per table."""
 HASH_SPLIT_TABLES = (schema.MESSAGES, schema.PENDING)
@@ -53,6 +65,60 @@ def encode_count(n: int) -> bytes:
 
 def decode_count(value: bytes) -> int:
     return int(value.decode("ascii"))
+
+
+def has_index_tables(table_names: Collection[str]) -> bool:
+    """Whether a store holding tables ``table_names`` (logical names) has its index tables already:
+    this layout's message table, or layout 1's (in case this layout names it otherwise)."""
+    return schema.MESSAGES in table_names or layout_v1.MESSAGES in table_names
+
+
+def settle_layout(
+    url: str, asked: int | None, *, read: Callable[[bytes], bytes | None],
+    record_if_absent: Callable[[bytes, bytes], None], had_tables: bool,
+) -> tuple[int, int]:
+    """``(salt buckets, layout version)`` of a store opened at ``url``; records both on its first open.
+
+    ``read(column)`` returns a recorded value of the meta row (None when there is none) and
+    ``record_if_absent(column, value)`` writes one unless another process already did (the
+    first writer wins).  ``had_tables``: the store's tables existed before this open.  An
+    adapter calls this before it creates missing tables, so a process racing it through the
+    first open finds the version recorded already.  The version is only read here; refusing
+    another one is :func:`check_layout`'s (the migration opens an old store on purpose).
+    """
+    buckets = settle_salt_buckets(
+        url, asked, had_tables=had_tables,
+        read=lambda: _decoded(read(SALT_BUCKETS_COLUMN)),
+        record_if_absent=lambda n: record_if_absent(SALT_BUCKETS_COLUMN, encode_count(n)))
+    version = _decoded(read(LAYOUT_VERSION_COLUMN))
+    if version is None and not had_tables:
+        record_if_absent(LAYOUT_VERSION_COLUMN, encode_count(LAYOUT_VERSION))
+        version = _decoded(read(LAYOUT_VERSION_COLUMN))
+    return buckets, OLDEST_LAYOUT if version is None else version
+
+
+def _decoded(value: bytes | None) -> int | None:
+    return None if value is None else decode_count(value)
+
+
+def check_layout(url: str, version: int) -> None:
+    """Refuse a store whose tables are in another layout than :data:`LAYOUT_VERSION`.
+
+    Raises :class:`OldLayoutError` (an older layout: the line names the migration command) or
+    :class:`LayoutVersionError` (a newer one: written by a later release).
+    """
+    if version < LAYOUT_VERSION:
+        raise OldLayoutError(old_layout_line(url, version))
+    if version > LAYOUT_VERSION:
+        raise LayoutVersionError(f"{url} is an index in layout {version}, newer than the layout {LAYOUT_VERSION} "
+                                 "this release reads: upgrade tracehook")
+
+
+def old_layout_line(url: str, version: int) -> str:
+    """The one line every refusal of an old store prints (CLI, index job, collector's 503)."""
+    return (f"{url} is an index in layout {version}; this release reads layout {LAYOUT_VERSION}: move it across "
+            f"with `tracehook migrate-store --from {url} --to NEW_STORE_URL`, or rebuild it from the trace log "
+            "(docs/index-store.md, Upgrading from layout 1)")
 
 
 def settle_salt_buckets(

@@ -8,7 +8,9 @@ ingesting.  :class:`StoreLink` is the :class:`~collector.store.Store` the query 
   (the query API answers ``503 store_unavailable`` with ``Retry-After``) instead of
   waiting for a Thrift timeout per query;
 - :func:`keep_connected` (an app background task) reopens it every ``retry_s`` seconds
-  while it is down, so queries work again by themselves once it answers.
+  while it is down, so queries work again by themselves once it answers;
+- a store in another layout (:class:`~collector.store.OldLayoutError`) is never opened: every
+  call raises that error again (``503 old_layout`` with the line naming the migration command).
 
 ::
 
@@ -25,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from collector.store import Store, StoreOptions, StoreUnavailableError, open_store
+from collector.store import LayoutVersionError, Store, StoreOptions, StoreUnavailableError, open_store
 from collector.store.base import DEFAULT_OPTIONS, Columns, Row
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,7 @@ class StoreLink:
         self._store: Store | None = None
         self._down = False
         self._error: str | None = None
+        self._refused: LayoutVersionError | None = None  # the store is in another layout
         self._attempted = threading.Event()  # set once the first open attempt has finished
         self._retired: list[Store] = []  # replaced stores: in-flight calls may still use them
         self._closed = False
@@ -76,6 +79,7 @@ class StoreLink:
         try:
             store = self._opener(self.url)
         except Exception as exc:  # noqa: BLE001 - whatever it is, ingest goes on and queries answer 503
+            self._refused = exc if isinstance(exc, LayoutVersionError) else None
             self._mark_down(None, exc)
             self._attempted.set()
             return False
@@ -86,14 +90,15 @@ class StoreLink:
             was_down = self._down
             if self._store is not None:
                 self._retired.append(self._store)
-            self._store, self._down, self._error = store, False, None
+            self._store, self._down, self._error, self._refused = store, False, None, None
         self._attempted.set()
         if was_down:
             log.warning("index store %s answers again; queries are served", self.url)
         return True
 
     def _mark_down(self, store: Store | None, exc: BaseException) -> None:
-        detail = f"{exc}" if isinstance(exc, StoreUnavailableError) else f"{type(exc).__name__}: {exc}"
+        plain = isinstance(exc, (StoreUnavailableError, LayoutVersionError))
+        detail = f"{exc}" if plain else f"{type(exc).__name__}: {exc}"
         detail = detail.splitlines()[0] if detail else type(exc).__name__
         with self._lock:
             if store is not None and store is not self._store:
@@ -105,7 +110,9 @@ class StoreLink:
 
     def _current(self) -> Store:
         self._attempted.wait()  # a query arriving during start-up waits for the first attempt
-        store = self._store
+        store, refused = self._store, self._refused
+        if refused is not None:
+            raise type(refused)(str(refused))
         if store is None or self._down:
             raise StoreUnavailableError(self._error or "the index store is not open")
         return store
@@ -131,12 +138,17 @@ class StoreLink:
         return bool(store is not None and store.concurrent_reads)
 
     @property
+    def layout_version(self) -> int:  # type: ignore[override]
+        """The open store's layout (only this release's is ever opened)."""
+        return self._current().layout_version
+
+    @property
     def salt_buckets(self) -> int:  # type: ignore[override]
         """The open store's recorded count; ``StoreUnavailableError`` while it is down."""
         return self._current().salt_buckets
 
-    def put_rows(self, table: str, rows: Sequence[Row]) -> None:
-        self._call("put_rows", table, rows)
+    def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
+        self._call("put_rows", table, rows, ts=ts)
 
     def get_row(self, table: str, row: bytes) -> Columns:
         return self._call("get_row", table, row)  # type: ignore[no-any-return]

@@ -41,38 +41,45 @@ class LocalStore:
         # WAL lets the collector read while the index job writes from another process.
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        had_tables = self._db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (schema.MESSAGES,)).fetchone() is not None
-        # The layout record (same shape as the other tables, HBase's <ns>_meta) is outside
-        # schema.TABLES, so no TTL applies to it and purges never touch it.
-        for name in [layout.META_TABLE] + [t.name for t in schema.TABLES]:
-            self._db.execute(
-                f'CREATE TABLE IF NOT EXISTS "{name}" '
-                "(row BLOB NOT NULL, col BLOB NOT NULL, ts INTEGER NOT NULL, value BLOB NOT NULL, "
-                "PRIMARY KEY (row, col)) WITHOUT ROWID"
-            )
         try:
-            self.salt_buckets = layout.settle_salt_buckets(
-                self.url, options.salt_buckets, read=self._recorded_salt_buckets,
-                record_if_absent=self._record_salt_buckets, had_tables=had_tables)
+            # One write transaction from the check to the record: a process opening the file at the
+            # same time sees either no tables or the tables with their layout recorded.
+            self._db.execute("BEGIN IMMEDIATE")
+            had_tables = layout.has_index_tables(
+                {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")})
+            # The layout record (same shape as the other tables, HBase's <ns>_meta) is outside
+            # schema.TABLES, so no TTL applies to it and purges never touch it.
+            self._create_table(layout.META_TABLE)
+            self.salt_buckets, self.layout_version = layout.settle_layout(
+                self.url, options.salt_buckets, read=self._read_meta,
+                record_if_absent=self._record_meta_if_absent, had_tables=had_tables)
+            if self.layout_version == layout.LAYOUT_VERSION:  # an older store is only read, by the migration
+                for table in schema.TABLES:
+                    self._create_table(table.name)
+            self._db.execute("COMMIT")
         except BaseException:
             self._db.close()
             raise
 
-    def _recorded_salt_buckets(self) -> int | None:
-        found = self._db.execute(f'SELECT value FROM "{layout.META_TABLE}" WHERE row = ? AND col = ?',
-                                 (layout.META_ROW, layout.SALT_BUCKETS_COLUMN)).fetchone()
-        return None if found is None else layout.decode_count(bytes(found[0]))
+    def _create_table(self, name: str) -> None:
+        self._db.execute(
+            f'CREATE TABLE IF NOT EXISTS "{name}" '
+            "(row BLOB NOT NULL, col BLOB NOT NULL, ts INTEGER NOT NULL, value BLOB NOT NULL, "
+            "PRIMARY KEY (row, col)) WITHOUT ROWID"
+        )
 
-    def _record_salt_buckets(self, n: int) -> None:
+    def _read_meta(self, column: bytes) -> bytes | None:
+        found = self._db.execute(f'SELECT value FROM "{layout.META_TABLE}" WHERE row = ? AND col = ?',
+                                 (layout.META_ROW, column)).fetchone()
+        return None if found is None else bytes(found[0])
+
+    def _record_meta_if_absent(self, column: bytes, value: bytes) -> None:
         self._db.execute(f'INSERT OR IGNORE INTO "{layout.META_TABLE}" (row, col, ts, value) VALUES (?, ?, ?, ?)',
-                         (layout.META_ROW, layout.SALT_BUCKETS_COLUMN, self._clock(), layout.encode_count(n)))
+                         (layout.META_ROW, column, self._clock(), value))
 
     def get_meta(self, column: bytes) -> bytes | None:
         with self._lock:
-            found = self._db.execute(f'SELECT value FROM "{layout.META_TABLE}" WHERE row = ? AND col = ?',
-                                     (layout.META_ROW, column)).fetchone()
-        return None if found is None else bytes(found[0])
+            return self._read_meta(column)
 
     def put_meta(self, column: bytes, value: bytes) -> None:
         with self._lock:
@@ -83,8 +90,8 @@ class LocalStore:
     def _oldest_live_ms(self) -> int:
         return self._clock() - self.options.ttl_s * 1000
 
-    def put_rows(self, table: str, rows: Sequence[Row]) -> None:
-        ts = self._clock()
+    def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
+        ts = self._clock() if ts is None else ts
         cells = [(row, col, ts, value) for row, columns in rows for col, value in columns.items()]
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")

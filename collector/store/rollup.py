@@ -28,9 +28,8 @@ A message counts in the minute it is placed at (its send's store time, as the ti
 index files it); messages whose send was never traced and that carry no store time
 are in no rollup.  A failed send (:attr:`collector.store.model.MessageTrace.never_stored`:
 the broker never stored it) counts in ``failed_sends``, never in ``sent`` nor in any
-group's backlog: no group can consume it.  Rollups written before that distinction
-(format 1) are brought up to :data:`ROLLUP_FORMAT` once, by
-:mod:`collector.store.rollup_upgrade`.
+group's backlog: no group can consume it.  A store in layout 2 (:mod:`collector.store.layout`)
+only ever holds rollups of the current format; older stores are migrated, never upgraded in place.
 """
 
 from __future__ import annotations

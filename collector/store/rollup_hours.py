@@ -3,9 +3,8 @@
 A problems-first overview needs every topic's totals for the window; 500 topics over 24 hours are
 720,000 minute rows, but 12,000 hour rows.  An hour row is a function of the hour's minute rows
 (never an incremented counter): :func:`rewrite_hours` re-merges an hour from its minute rows
-whenever :mod:`collector.store.rollup` rewrites one of them (the same code path on every store),
-and :mod:`collector.store.rollup_upgrade` builds them once for a store rolled up before they
-existed (rollup format 3).  :func:`read_buckets` covers a range with whole hours from the hour
+whenever :mod:`collector.store.rollup` rewrites one of them (the same code path on every store).
+:func:`read_buckets` covers a range with whole hours from the hour
 rows and the ragged edges from minute rows.
 
 An hour bucket's fields mean what a minute's do over the hour: counts and latency histograms add

@@ -1,6 +1,6 @@
-"""Hourly rollups: each hour row is its minutes merged, written by the batch that writes the minutes,
-rebuilt once for a store rolled up before they existed; the overview over hours and ragged minute
-edges gives the counts and lag a reference worked out from the messages gives."""
+"""Hourly rollups: each hour row is its minutes merged, written by the batch that writes the minutes;
+the overview over hours and ragged minute edges gives the counts and lag a reference worked out
+from the messages gives."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ from index_helpers import consumed, message, unique
 from rollup_reference import expected_minutes
 
 from collector.query.overview import overview
-from collector.store import Store, keys, layout, schema
+from collector.store import Store, keys, schema
 from collector.store.indexer import finish_batch, index_records
-from collector.store.rollup import ROLLUP_FORMAT
 from collector.store.rollup_hours import read_buckets
-from collector.store.rollup_upgrade import recorded_format
 from tracehook.wire import Status
 
 HOUR = 3_600_000
@@ -108,21 +106,3 @@ def test_overview_over_hours_and_ragged_edges_matches_the_reference(store: Store
     for begin, end in [(H0, NOW), (H0 + 25 * MINUTE, NOW - 1), (H0 + HOUR + 1, H0 + 3 * HOUR + 10 * MINUTE),
                        (H0 + 40 * MINUTE, H0 + 50 * MINUTE), (H0 + 2 * HOUR, H0 + 3 * HOUR - 1)]:
         assert observed(store, topic, begin, end) == reference(begin, end), (begin - H0, end - H0)
-
-
-def test_a_store_without_hour_rows_gets_them_on_the_rollup_upgrade(store: Store) -> None:
-    topic = unique("hu")
-    first, second = batches(topic)
-    index_records(store, first + second)
-    finish_batch(store, now_ms=NOW)
-    assert recorded_format(store) == ROLLUP_FORMAT == 3
-    rows = hour_rows(store, topic)
-    assert len(rows) == 4
-    # What the previous release left: the same minutes, no hour rows, format 2 recorded.
-    start, stop = keys.prefix_range((schema.ROLLUP_HOUR,))
-    store.delete_rows(schema.ROLLUPS, [row for row, _ in store.scan(schema.ROLLUPS, start, stop)])
-    store.put_meta(layout.ROLLUP_FORMAT_COLUMN, layout.encode_count(2))
-    finish_batch(store, now_ms=NOW)  # the next batch, with nothing new
-    assert hour_rows(store, topic) == rows
-    assert recorded_format(store) == 3
-    assert observed(store, topic, H0, NOW) == reference(H0, NOW)

@@ -1,0 +1,234 @@
+"""Store-to-store migration: a layout-1 index into a new store of this release's layout.
+
+No trace log is needed (it is kept 7 days by default, the index 30): the old store's
+``messages`` table holds every indexed event (:mod:`collector.store.layout_v1`), and the
+events are indexed into the new store through the normal indexer, chunk by chunk
+(:func:`~collector.store.indexer.index_records`, then :func:`~collector.store.indexer.finish_batch`),
+so every index row and rollup is the one a fresh index job writes.
+
+- **Resumable**: after each chunk, the last old message row done is recorded in the new
+  store's ``meta`` table (one record per old store); a rerun continues after it, and a rerun
+  after the end changes nothing.  A chunk cut short is redone whole (re-indexing rewrites
+  identical cells).
+- **Retention**: the copies must not outlive the originals.  Each message is written with
+  the write time of its oldest cell in the old store, rounded down to
+  :data:`TIMESTAMP_STEP_MS` (the events of one step are indexed together), so every copied
+  cell expires no later than the cell it copies, at most one step earlier.  The old cells'
+  write times, not the events' own times, because an event's time is the app's clock (skewed,
+  or long before it was indexed) while the cell's is when the index wrote it.  Rollups are
+  the exception: aggregates over many messages, rewritten as messages arrive, they are written
+  at migration time as the index job writes them (HBase would hide a rollup rewritten with an
+  older timestamp than its previous version).
+
+Example::
+
+    report = migrate_store("local:/data/old.sqlite3", "local:/data/index.sqlite3")
+    print(report.messages, report.events, report.seconds)
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, urlsplit
+
+import msgpack
+
+from collector.store import absolute_store_url, layout_v1, local_path, open_store, resolve_store_url, schema
+from collector.store.base import Columns, Row, Store
+from collector.store.errors import MigrationError
+from collector.store.indexer import finish_batch, index_records
+from tracehook.wire import BatchHeader, Event
+
+DEFAULT_CHUNK = 20_000
+"""Old message rows per step: indexed, finished and recorded as done together."""
+TIMESTAMP_STEP_MS = 3_600_000
+"""Copies are written with their oldest original cell's write time rounded down to this (an hour)."""
+PROGRESS_PREFIX = b"m:migrated_from "
+"""The new store's meta column recording a migration's progress: this prefix and the old store's URL."""
+
+
+@dataclass
+class Progress:
+    """How far a migration got: recorded in the new store after every chunk."""
+
+    after: bytes | None = None
+    """The last old message row done (None: none yet)."""
+    messages: int = 0
+    events: int = 0
+    done: bool = False
+    bad: int = 0
+    """Old cells that did not decode (left out)."""
+
+    def encode(self) -> bytes:
+        return msgpack.packb([self.after, self.messages, self.events, self.done, self.bad], use_bin_type=True)
+
+    @classmethod
+    def decode(cls, value: bytes) -> Progress:
+        return cls(*msgpack.unpackb(value, raw=False))
+
+
+@dataclass(frozen=True)
+class MigrationReport:
+    """A migration's outcome: totals over every run of it, and this run's share."""
+
+    messages: int
+    events: int
+    seconds: float
+    """This run's wall time."""
+    resumed_at: int = 0
+    """Messages done by earlier runs when this one started."""
+    already_done: bool = False
+    """The migration had finished before this run: nothing was written."""
+    bad: int = 0
+
+
+@dataclass
+class _Chunk:
+    """One chunk's events, grouped by the timestamp their copies are written with."""
+
+    by_ts: dict[int, list[tuple[BatchHeader, Event]]] = field(default_factory=dict)
+    events: int = 0
+    bad: int = 0
+
+
+def progress_column(old_url: str) -> bytes:
+    return PROGRESS_PREFIX + absolute_store_url(old_url).encode("utf-8")
+
+
+def recorded_progress(store: Store, old_url: str) -> Progress:
+    """The progress of migrating ``old_url`` into ``store`` (an empty one when it never started)."""
+    value = store.get_meta(progress_column(old_url))
+    return Progress() if value is None else Progress.decode(value)
+
+
+def migrate_store(
+    old_url: str, new_url: str, *, chunk: int = DEFAULT_CHUNK,
+    on_chunk: Callable[[Progress, float], None] | None = None, max_chunks: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> MigrationReport:
+    """Move every live event of the layout-1 store at ``old_url`` into the store at ``new_url``.
+
+    ``on_chunk(progress, fraction)`` is called after each chunk (``fraction``: about how far
+    through the old store).  ``max_chunks`` stops after that many chunks (as an interruption
+    would; a rerun resumes).  Raises :class:`MigrationError` for an old store that is not in
+    layout 1, :class:`~collector.store.OldLayoutError` for a new one that is not this release's,
+    and the stores' errors when one fails (the progress of the chunks done stays recorded).
+    """
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, not {chunk}")
+    if _identity(old_url) == _identity(new_url):
+        raise MigrationError(f"--from and --to name the same store ({old_url}): migrate into a new one")
+    started = clock()
+    old = open_store(resolve_store_url(old_url, must_exist=True), create_tables=False, any_layout=True)
+    try:
+        if old.layout_version != layout_v1.VERSION:
+            raise MigrationError(f"{old_url} is in layout {old.layout_version}, not {layout_v1.VERSION} "
+                                 "(or holds no index): nothing to migrate")
+        new = open_store(new_url)
+        try:
+            return _run(old, new, old_url, chunk, on_chunk, max_chunks, clock, started)
+        finally:
+            new.close()
+    finally:
+        old.close()
+
+
+def _identity(url: str) -> tuple[str, ...]:
+    """What names a store's tables: a ``local:`` file, or an HBase address and namespace (options aside)."""
+    path = local_path(url)
+    if path is not None:
+        return ("local", os.path.realpath(path))
+    parts = urlsplit(url)
+    return ("hbase", parts.netloc, *parse_qs(parts.query).get("namespace", []))
+
+
+def _run(old: Store, new: Store, old_url: str, chunk: int, on_chunk: Callable[[Progress, float], None] | None,
+         max_chunks: int | None, clock: Callable[[], float], started: float) -> MigrationReport:
+    column = progress_column(old_url)
+    progress = recorded_progress(new, old_url)
+    resumed_at = progress.messages
+    if progress.done:
+        return MigrationReport(progress.messages, progress.events, clock() - started, resumed_at, True, progress.bad)
+    read = layout_v1.message_reader(old)
+    for _ in itertools.count() if max_chunks is None else range(max_chunks):
+        rows = read(progress.after, chunk)
+        if rows:
+            batch = _decode(rows)
+            for ts in sorted(batch.by_ts):
+                dated = _Dated(new, ts)
+                index_records(dated, batch.by_ts[ts])
+                finish_batch(dated)
+            progress.after = rows[-1][0]
+            progress.messages += len(rows)
+            progress.events += batch.events
+            progress.bad += batch.bad
+        progress.done = len(rows) < chunk
+        new.put_meta(column, progress.encode())
+        if on_chunk is not None:
+            on_chunk(progress, 1.0 if progress.done else layout_v1.row_hash_fraction(rows[-1][0]))
+        if progress.done:
+            break
+    return MigrationReport(progress.messages, progress.events, clock() - started, resumed_at, False, progress.bad)
+
+
+def _decode(rows: Sequence[layout_v1.MessageRow]) -> _Chunk:
+    """The events of ``rows``, each message's under its oldest cell's write time rounded down."""
+    out = _Chunk()
+    for _, cells in rows:
+        events: list[tuple[BatchHeader, Event]] = []
+        for value, _ts in cells:
+            try:
+                stored = layout_v1.decode_event(value)
+            except Exception:  # noqa: BLE001 - a damaged cell is counted and left out, as the indexer does
+                out.bad += 1
+                continue
+            events.append((stored.header, stored.event))
+        if events:
+            oldest = min(ts for _, ts in cells)
+            out.by_ts.setdefault(oldest - oldest % TIMESTAMP_STEP_MS, []).extend(events)
+            out.events += len(events)
+    return out
+
+
+class _Dated:
+    """The new store, writing every cell but the rollups' with write time ``ts``."""
+
+    def __init__(self, store: Store, ts: int) -> None:
+        self._store, self._ts = store, ts
+        self.url, self.options, self.concurrent_reads = store.url, store.options, store.concurrent_reads
+        self.salt_buckets, self.layout_version = store.salt_buckets, store.layout_version
+
+    def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
+        self._store.put_rows(table, rows, ts=None if table == schema.ROLLUPS else self._ts if ts is None else ts)
+
+    def get_row(self, table: str, row: bytes) -> Columns:
+        return self._store.get_row(table, row)
+
+    def get_rows(self, table: str, rows: Sequence[bytes]) -> list[Columns]:
+        return self._store.get_rows(table, rows)
+
+    def scan(self, table: str, start: bytes, stop: bytes, *, limit: int | None = None,
+             reverse: bool = False) -> Iterator[Row]:
+        return self._store.scan(table, start, stop, limit=limit, reverse=reverse)
+
+    def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
+        self._store.delete_rows(table, rows)
+
+    def purge_expired(self) -> int:
+        return self._store.purge_expired()
+
+    def get_meta(self, column: bytes) -> bytes | None:
+        return self._store.get_meta(column)
+
+    def put_meta(self, column: bytes, value: bytes) -> None:
+        self._store.put_meta(column, value)
+
+    def close(self) -> None:
+        """The new store stays open: the migration closes it."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)  # any other primitive the indexer may use, undated
