@@ -16,7 +16,9 @@ Store URLs: ``local:PATH`` (embedded SQLite, the default) and
 named ``NS_messages`` and so on).  Both take ``ttl_days=N`` (retention, default 30)
 and ``salt_buckets=N`` (time-index buckets, recorded with the tables and checked on
 every open: :mod:`collector.store.layout`).  HBase takes ``thrift2=HOST:PORT``, an HBase
-Thrift2 gateway through which new tables are created pre-split (Thrift1 cannot).
+Thrift2 gateway through which new tables are created pre-split and encoded (Thrift1
+cannot), and ``compression=`` / ``block_encoding=`` for new tables
+(:mod:`collector.store.hbase_admin`).
 """
 
 from __future__ import annotations
@@ -77,13 +79,18 @@ def _parse(url: str) -> tuple[str, dict[str, Any]]:
         return "local", {"path": path, "options": _store_options(opts)}
     if url.startswith("hbase://"):
         parts = urlsplit(url)
-        opts = _options(parse_qs(parts.query), {"ttl_days", "namespace", "salt_buckets", "thrift2"})
+        opts = _options(parse_qs(parts.query),
+                        {"ttl_days", "namespace", "salt_buckets", "thrift2", "compression", "block_encoding"})
         try:
             port = parts.port or 9090
         except ValueError:
             raise BadStoreUrlError(f"bad port in {url!r}") from None
+        from collector.store.hbase_admin import family_storage
+
+        thrift2 = _address(opts.get("thrift2"), url)
         return "hbase", {"host": parts.hostname or "127.0.0.1", "port": port, "namespace": opts.get("namespace"),
-                         "options": _store_options(opts), "thrift2": _address(opts.get("thrift2"), url)}
+                         "options": _store_options(opts), "thrift2": thrift2,
+                         "storage": family_storage(opts, thrift2=thrift2 is not None)}
     raise BadStoreUrlError(f"unknown store URL {url!r}: use local:PATH or hbase://HOST:PORT?namespace=NS")
 
 
@@ -174,4 +181,4 @@ def _open(url: str, create_tables: bool) -> Store:
 
     namespace = DEFAULT_NAMESPACE if args["namespace"] is None else args["namespace"]
     return HBaseStore(args["host"], args["port"], namespace, args["options"], create_tables=create_tables,
-                      thrift2=args["thrift2"])
+                      thrift2=args["thrift2"], storage=args["storage"])

@@ -8,9 +8,12 @@ written (HBase's column-family TTL, applied on read and purged by compactions).
 
 The salt bucket count is recorded in ``<namespace>_meta`` (no TTL) and checked on
 every open (:mod:`collector.store.layout`).  Given ``thrift2=(host, port)``, an HBase
-Thrift2 gateway, new tables are created pre-split there (:mod:`collector.store.hbase_admin`):
-the time index one region per salt bucket, the message and pending tables as many
-regions evenly over their 4-byte hash prefix.  Without it they start as one region.
+Thrift2 gateway, new tables are created there (:mod:`collector.store.hbase_admin`):
+pre-split (the time index one region per salt bucket, the message and pending tables
+as many regions evenly over their 4-byte hash prefix) and with their families'
+``storage``, a compression codec and a data block encoding (GZ and FAST_DIFF unless
+the URL says otherwise).  Without it they start as one region, compressed but not
+encoded (Thrift1 cannot set an encoding).
 """
 
 from __future__ import annotations
@@ -73,7 +76,7 @@ class HBaseStore:
     def __init__(
         self, host: str, port: int, namespace: str = DEFAULT_NAMESPACE, options: StoreOptions = DEFAULT_OPTIONS,
         *, timeout_ms: int = DEFAULT_TIMEOUT_MS, pool_size: int = DEFAULT_POOL_SIZE, create_tables: bool = True,
-        thrift2: tuple[str, int] | None = None,
+        thrift2: tuple[str, int] | None = None, storage: hbase_admin.FamilyStorage | None = None,
     ) -> None:
         if not namespace:
             raise ValueError("namespace must not be empty")
@@ -87,6 +90,7 @@ class HBaseStore:
         self._slots = threading.BoundedSemaphore(pool_size)
         self._closed = False
         self._thrift2 = thrift2
+        self.storage = storage or hbase_admin.family_storage({}, thrift2=thrift2 is not None)
         self._timeout_ms = timeout_ms
         self.salt_buckets, self.layout_version = self._open_tables(create_tables)
 
@@ -145,11 +149,12 @@ class HBaseStore:
             return buckets, version
         missing = [t for t in schema.TABLES if t.name not in existing]
         self._create_tables(missing, buckets)  # each on a pooled connection of its own
-        if missing and buckets > 1 and self._thrift2 is None:
+        if missing and self._thrift2 is None:
             # A warning when the URL chose a bucket count (the user is sizing for volume).
-            level = logging.INFO if self.options.salt_buckets is None else logging.WARNING
-            log.log(level, "created HBase tables %s_* as one region each: pass thrift2=HOST:PORT (an HBase "
-                        "Thrift2 gateway) in the store URL to create them pre-split by salt bucket", self.namespace)
+            level = logging.INFO if self.options.salt_buckets is None or buckets == 1 else logging.WARNING
+            log.log(level, "created HBase tables %s_* as one region each and without a data block encoding: pass "
+                        "thrift2=HOST:PORT (an HBase Thrift2 gateway) in the store URL to create them pre-split by "
+                        "salt bucket and FAST_DIFF-encoded", self.namespace)
         with self._connection() as conn:
             self._warn_other_ttl(conn, [t.name for t in schema.TABLES if t.name in existing])
         return buckets, version
@@ -176,16 +181,17 @@ class HBaseStore:
                     future.result()  # the first error, after every create has finished
 
     def _create_table(self, conn: happybase.Connection, table: schema.Table, buckets: int) -> None:
-        splits = layout.split_keys(table.name, buckets)
-        if self._thrift2 is None or not splits:
-            family = dict(max_versions=1, time_to_live=self.options.ttl_s)
+        if self._thrift2 is None:  # compression only: Thrift1's ColumnDescriptor has no encoding
+            compression = self.storage.compression.upper()
+            family = dict(max_versions=1, time_to_live=self.options.ttl_s, compression=compression)
             _create_if_absent(conn, table.name, {f: family for f in table.families})
             return
         host, port = self._thrift2
         try:
             hbase_admin.create_table(
                 host, port, f"{self.namespace}_{table.name}", table.families, max_versions=1,
-                ttl_s=self.options.ttl_s, split_keys=splits, timeout_ms=self._timeout_ms)
+                ttl_s=self.options.ttl_s, split_keys=layout.split_keys(table.name, buckets),
+                timeout_ms=self._timeout_ms, storage=self.storage)
         except hbase_admin.TIOError as exc:
             if "TableExistsException" not in (exc.message or ""):
                 raise StoreError(f"HBase Thrift2 at {host}:{port} could not create {table.name}: {exc.message}") from exc

@@ -74,6 +74,10 @@ def test_check_runs_on_tracehook_python_when_path_has_another(hbase_port: int, p
     assert result.returncode == 1 and "happybase is not importable by" in result.stderr
 
 
+FETCHED_9_9_9 = "/jars/a.jar:/jars/hbase-compression-aircompressor-9.9.9.jar\n"
+"""The classpath of a complete fetch of (made-up) HBase 9.9.9: the codec jar is the newest one fetch adds."""
+
+
 def test_jar_cache_dir_comes_from_hbase_cache_dir(tmp_path: pathlib.Path) -> None:
     # A copy of the script in a fresh "repo", so its default cache (<repo>/.cache/hbase) is empty.
     repo = tmp_path / "repo"
@@ -82,16 +86,40 @@ def test_jar_cache_dir_comes_from_hbase_cache_dir(tmp_path: pathlib.Path) -> Non
     shutil.copy(SCRIPT, script)
     cache = tmp_path / "shared-cache"
     (cache / "9.9.9").mkdir(parents=True)
-    (cache / "9.9.9" / "classpath.txt").write_text("/jars/a.jar\n")
+    (cache / "9.9.9" / "classpath.txt").write_text(FETCHED_9_9_9)
     env = _env(HBASE_VERSION="9.9.9", HBASE_CACHE_DIR=str(cache))
     result = _run(script, "fetch", env)
     assert (result.returncode, result.stdout) == (0, f"HBase 9.9.9 already fetched: {cache}/9.9.9\n")
     assert not (repo / ".cache").exists()
 
     (repo / ".cache" / "hbase" / "9.9.9").mkdir(parents=True)  # the default, without the variable
-    (repo / ".cache" / "hbase" / "9.9.9" / "classpath.txt").write_text("/jars/a.jar\n")
+    (repo / ".cache" / "hbase" / "9.9.9" / "classpath.txt").write_text(FETCHED_9_9_9)
     result = _run(script, "fetch", _env(HBASE_VERSION="9.9.9"))
     assert result.stdout == f"HBase 9.9.9 already fetched: {repo}/.cache/hbase/9.9.9\n"
+
+
+def test_a_cache_fetched_before_the_codec_jars_is_fetched_again(tmp_path: pathlib.Path) -> None:
+    # A stand-in mvn that "resolves" two jars and records that it ran; the cache holds an older fetch.
+    bin_dir, cache = tmp_path / "bin", tmp_path / "cache"
+    bin_dir.mkdir()
+    (bin_dir / "mvn").write_text(
+        '#!/bin/sh\nfor a; do case "$a" in -DoutputDirectory=*) out=${a#-DoutputDirectory=};; esac; done\n'
+        'mkdir -p "$out" && touch "$out/hbase-server-9.9.9.jar" "$out/hbase-compression-aircompressor-9.9.9.jar"\n'
+        f'echo ran >>{tmp_path}/mvn-runs\n')
+    (bin_dir / "mvn").chmod(0o755)
+    (cache / "9.9.9").mkdir(parents=True)
+    (cache / "9.9.9" / "classpath.txt").write_text("/jars/hbase-server-9.9.9.jar\n")
+    env = _env(HBASE_VERSION="9.9.9", HBASE_CACHE_DIR=str(cache), PATH=f"{bin_dir}:{SYSTEM_PATH}")
+    result = _run(SCRIPT, "fetch", env)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "mvn-runs").read_text() == "ran\n"
+    pom = (cache / "9.9.9" / "pom.xml").read_text()
+    assert "<artifactId>hbase-compression-aircompressor</artifactId><version>9.9.9</version>" in pom
+    assert (cache / "9.9.9" / "classpath.txt").read_text().split(":") == [
+        f"{cache}/9.9.9/lib/hbase-compression-aircompressor-9.9.9.jar", f"{cache}/9.9.9/lib/hbase-server-9.9.9.jar\n"]
+    result = _run(SCRIPT, "fetch", env)  # now complete: not fetched a third time
+    assert result.stdout == f"HBase 9.9.9 already fetched: {cache}/9.9.9\n"
+    assert (tmp_path / "mvn-runs").read_text() == "ran\n"
 
 
 def test_clean_deletes_the_data_and_keeps_the_logs(tmp_path: pathlib.Path) -> None:
