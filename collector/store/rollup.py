@@ -44,7 +44,21 @@ import msgpack
 
 from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
-from collector.store.model import CONSUMED, DEAD, FAILED, PENDING, RETRYING, MessageTrace, build_trace, could_place
+from collector.store.model import (
+    CONSUMED,
+    DEAD,
+    FAILED,
+    PENDING,
+    RETRYING,
+    MessageTrace,
+    build_trace,
+    could_place,
+    outcome_of,
+    pair_attempts,
+    placing_event,
+    send_of,
+    sort_events,
+)
 from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the rollups' public names live here
     _VERSION,
     LATENCY_BOUNDS_MS,
@@ -55,7 +69,7 @@ from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the r
 )
 from collector.store.rollup_hours import hour_of, rewrite_hours
 from collector.store.schema import StoredEvent
-from tracehook.wire import Status
+from tracehook.wire import Event, EventType, Status
 
 DEFAULT_CHUNK = 1000
 """Message rows read per round trip while recomputing."""
@@ -226,17 +240,60 @@ def _part_values(msg_id: str, stored: list[StoredEvent]) -> dict[Minute, bytes]:
     """The part of a message with these stored events in the minute it is placed in, and
     :data:`MOVED` in every other minute it could have been placed in by an earlier batch."""
     values: dict[Minute, bytes] = {}
-    trace = build_trace(msg_id, stored)
+    placed = part_of(msg_id, stored)
     here: Minute | None = None
-    if trace is not None and trace.placed_ms is not None:
-        here = (trace.topic, schema.minute_of(trace.placed_ms))
-        values[here] = Part.of(trace).encode()
+    if placed is not None:
+        topic, part = placed
+        here = (topic, schema.minute_of(part.placed_ms))
+        values[here] = part.encode()
     for e in stored:
         if could_place(e.event):
             there = (e.event.topic, schema.minute_of(schema.message_time(e.event)))
             if there != here:
                 values[there] = MOVED
     return values
+
+
+def part_of(msg_id: str, stored: Iterable[StoredEvent]) -> tuple[str, Part] | None:
+    """The topic and :class:`Part` of a message from its stored events; None while unplaced.
+
+    What ``Part.of(build_trace(msg_id, stored))`` gives (and the topic of that trace), without
+    building the trace's dicts: the rollups read every touched message back after each batch.
+    """
+    events = sort_events(stored)
+    send = send_of(events)
+    placing = placing_event(events, send)
+    if placing is None:
+        return None
+    placed_ms = schema.message_time(placing.event)
+    consumes: list[tuple[Event, Event]] = []
+    dead_ms: dict[str, list[int]] = {}
+    replay_ms: dict[str, int] = {}
+    for e in events:
+        event = e.event
+        kind = event.type
+        if kind == EventType.SUB_BEFORE or kind == EventType.SUB_AFTER:
+            consumes.append((event, event))
+        elif kind == EventType.DEAD:
+            dead_ms.setdefault(event.group, []).append(event.time_ms)
+        elif kind == EventType.REPLAY:
+            replay_ms[event.group] = event.time_ms  # the group's last replay wins
+    attempts_by_group = pair_attempts(consumes)
+    groups: dict[str, tuple[str, bool, int | None]] = {}
+    for group in sorted(attempts_by_group.keys() | dead_ms.keys()):
+        # (time of the attempt's first event, status or None while unfinished, retry, its SUB_AFTER)
+        attempts = sorted(((first.time_ms, after.status if after else None, first.retry, after)
+                           for first, after in ((a["before"] or a["after"], a["after"])
+                                                for a in attempts_by_group.get(group, ()))),
+                          key=lambda a: a[0])
+        outcome = outcome_of([a[:3] for a in attempts], dead_ms.get(group, []), replay_ms.get(group, 0))
+        latency = None
+        if outcome == CONSUMED:
+            latency = next((max(0, after.time_ms - placed_ms) for _, status, _, after in attempts
+                            if status == Status.OK and after is not None), None)
+        groups[group] = (outcome, len(attempts) > 1 or outcome == RETRYING, latency)
+    never_stored = send is not None and send.event.status != Status.OK and not (consumes or dead_ms)
+    return placing.event.topic, Part(msg_id, placed_ms, groups, stored=not never_stored)
 
 
 def marked_messages(store: Store) -> list[str]:
