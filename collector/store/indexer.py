@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import weakref
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -127,9 +128,11 @@ def index_records(
     """Write every index row for ``records``; returns the number of events indexed.
 
     Rows :func:`rows_for` leaves out are counted in ``dropped`` by reason when given.
-    Each event also marks its message for the rollups (:func:`finish_batch` rebuilds its part);
-    with ``touched`` given, no marker is written and the msg ids are added to ``touched``
-    instead: the caller then reads their parts back itself (the index job's tasks do,
+    Each event's msg id is kept for the rollups: :func:`finish_batch` on the same ``store``
+    object reads those messages back and rebuilds their parts (in memory, no marker rows: a
+    process that dies before :func:`finish_batch` indexes its batch again, as the index job
+    replays an uncommitted batch).  With ``touched`` given the msg ids go there instead: the
+    caller reads their parts back itself (the index job's tasks do, on their own connections,
     :func:`collector.store.rollup.read_parts`) and hands them to :func:`finish_batch`.
     Each writer thread uses one store connection at a time, so ``writers=1`` writes over
     a single connection while the calling thread builds the next batch.
@@ -143,14 +146,14 @@ def index_records(
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
     if writers < 1:
         raise ValueError(f"writers must be >= 1, not {writers}")
-    counted = _Counted(records, touched)
+    counted = _Counted(records, _unfinished(store) if touched is None else touched)
     with ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index") as pool:
         in_flight: deque[Future[None]] = deque()
         try:
             # The count recorded with the store's tables: the one its queries scan.
             buckets = getattr(store, "salt_buckets", schema.DEFAULT_SALT_BUCKETS)
             for table, rows in batched_rows(counted, batch_size, dropped=dropped, salt_buckets=buckets,
-                                            mark=touched is None):
+                                            mark=False):
                 in_flight.append(pool.submit(store.put_rows, table, rows))
                 # Bound memory: at most a couple of batches per writer wait to be written.
                 while len(in_flight) > 2 * writers:
@@ -163,20 +166,27 @@ def index_records(
     return counted.count
 
 
-class _Counted:
-    """Iterates ``records``, counts them and adds their msg ids to ``touched`` (when given)."""
+_UNFINISHED: weakref.WeakKeyDictionary[Store, set[str]] = weakref.WeakKeyDictionary()
+"""Per store object: the msg ids :func:`index_records` wrote since :func:`finish_batch` last refreshed them."""
 
-    def __init__(self, records: Iterable[tuple[BatchHeader, Event]], touched: set[str] | None = None) -> None:
+
+def _unfinished(store: Store) -> set[str]:
+    return _UNFINISHED.setdefault(store, set())
+
+
+class _Counted:
+    """Iterates ``records``, counts them and adds their msg ids to ``touched``."""
+
+    def __init__(self, records: Iterable[tuple[BatchHeader, Event]], touched: set[str]) -> None:
         self._records = records
         self._touched = touched
         self.count = 0
 
     def __iter__(self) -> Iterator[tuple[BatchHeader, Event]]:
-        touched = self._touched
+        add = self._touched.add
         for record in self._records:
             self.count += 1
-            if touched is not None:
-                touched.add(record[1].msg_id)
+            add(record[1].msg_id)
             yield record
 
 
@@ -190,8 +200,9 @@ def finish_batch(
     indexed (by another partition, or a later batch), and removes the rows it had under its
     own time.  Dead letters whose send is still unknown stay pending up to
     :data:`PENDING_MAX_AGE_MS`.  Then it recomputes the rollups of the minutes the batch
-    touched (:func:`collector.store.rollup.refresh_rollups`): those of the marked messages and
-    of ``parts``, the parts the batch's writers read back (``index_records(touched=...)``), after
+    touched (:func:`collector.store.rollup.refresh_rollups`): those of the messages
+    :func:`index_records` wrote through this ``store`` object since the last call, and of
+    ``parts``, the parts the batch's writers read back (``index_records(touched=...)``), after
     bringing rollups of an older format up to date once (:func:`collector.store.rollup_upgrade.upgrade_rollups`).
     Idempotent; returns the dead letters it placed.
     """
@@ -226,7 +237,12 @@ def finish_batch(
         if done:
             store.delete_rows(schema.PENDING, done)
     upgrade_rollups(store)
-    refresh_rollups(store, read=parts)
+    touched = _UNFINISHED.pop(store, set())  # ids written from now on go to a new set, for the next call
+    try:
+        refresh_rollups(store, read=parts, touched=touched)
+    except BaseException:
+        _unfinished(store).update(touched)  # not refreshed: the next call does them
+        raise
     return placed
 
 

@@ -302,20 +302,23 @@ def marked_messages(store: Store) -> list[str]:
     return [str(keys.unpack(row)[-1]) for row, _ in store.scan(schema.ROLLUPS, start, stop)]
 
 
-def refresh_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK, read: MessageParts | None = None) -> int:
-    """Bring the rollups of the messages in ``read`` and of every message the markers name up
-    to date, then drop the markers.
+def refresh_rollups(
+    store: Store, *, chunk: int = DEFAULT_CHUNK, read: MessageParts | None = None, touched: Iterable[str] = (),
+) -> int:
+    """Bring the rollups of the messages in ``read`` and ``touched`` and of every message the
+    markers name up to date, then drop the markers.
 
     Returns the minutes rewritten.  ``read`` holds parts the caller read back already (the
-    index job's tasks, :func:`read_parts`); each marked message's :class:`Part` is rebuilt
-    from its message row now, which wins over ``read`` as the later read.  The parts are
+    index job's tasks, :func:`read_parts`); each message of ``touched`` (the in-process indexer's,
+    :func:`collector.store.indexer.index_records`) and each marked one has its :class:`Part`
+    rebuilt from its message row now, which wins over ``read`` as the later read.  The parts are
     merged into their minutes' parts rows, and each touched minute is then aggregated from
     its parts row alone.
     Idempotent, and safe to interrupt: markers go only after their minutes are written.
     """
     found = dict(read or {})
     marked = marked_messages(store)
-    found.update(read_parts(store, marked, chunk=chunk))
+    found.update(read_parts(store, [*marked, *touched], chunk=chunk))
     done = [schema.rollup_dirty_msg_row(m) for m in marked]
     # Minutes marked whole: by an indexer older than the parts rows (its sends marked minutes).
     full: set[Minute] = set()
@@ -325,9 +328,10 @@ def refresh_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK, read: MessagePa
         full.add((str(topic), int(minute_ms)))
         done.append(row)
     written = write_parts(store, found, full, chunk=chunk)
-    # The markers go last, over a few connections at once (one delete per ``chunk`` rows).
-    with ThreadPoolExecutor(max_workers=DELETE_WRITERS, thread_name_prefix="tracehook-rollup") as pool:
-        list(pool.map(lambda i: store.delete_rows(schema.ROLLUPS, done[i:i + chunk]), range(0, len(done), chunk)))
+    if done:  # the markers go last, over a few connections at once (one delete per ``chunk`` rows)
+        with ThreadPoolExecutor(max_workers=DELETE_WRITERS, thread_name_prefix="tracehook-rollup") as pool:
+            list(pool.map(lambda i: store.delete_rows(schema.ROLLUPS, done[i:i + chunk]),
+                          range(0, len(done), chunk)))
     return written
 
 
