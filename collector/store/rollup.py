@@ -130,29 +130,89 @@ def aggregate(topic: str, minute_ms: int, parts: Iterable[Part]) -> MinuteBucket
     """The rollup of one minute from the parts of the messages placed in it (pure).
 
     Failed sends are only counted: no group can consume them, so they make no backlog."""
-    placed = sorted(parts, key=lambda p: (p.placed_ms, p.msg_id))
-    stored = [p for p in placed if p.stored]
-    out = MinuteBucket(topic, minute_ms, sent=len(stored), first_ms=stored[0].placed_ms if stored else None,
-                       failed_sends=len(placed) - len(stored))
-    for group in sorted({g for p in stored for g in p.groups}):
-        bucket = out.groups[group] = GroupBucket()
-        for part in stored:
-            outcome = part.groups.get(group)
-            if outcome is not None and bucket.first_ms is None:
-                bucket.first_ms = part.placed_ms
-            if outcome is None or outcome[0] in OPEN_OUTCOMES:
-                if bucket.oldest_open_ms is None:
-                    bucket.oldest_open_ms = part.placed_ms
-                if bucket.first_ms is not None and bucket.oldest_open_after_first_ms is None:
-                    bucket.oldest_open_after_first_ms = part.placed_ms
-            if outcome is None:
-                continue
-            name, retried, latency = outcome
-            setattr(bucket, name, getattr(bucket, name) + 1)
-            bucket.retried += retried
-            if latency is not None:
-                bucket.latency[bisect.bisect_left(LATENCY_BOUNDS_MS, latency)] += 1
-                bucket.latency_sum_ms += latency
+    entries: list[_Entry] = []
+    for p in parts:
+        flat: list[object] = []
+        for group, (outcome, retried, latency) in p.groups.items():
+            flat += [group, _OUTCOME_CODES[outcome], retried, latency]
+        entries.append((p.placed_ms, p.msg_id, p.stored, flat, 0))
+    return _aggregate(topic, minute_ms, entries)
+
+
+def aggregate_cells(topic: str, minute_ms: int, cells: Columns) -> MinuteBucket:
+    """:func:`aggregate` of a minute's parts row as stored (its :data:`MOVED` cells left out),
+    read straight from the encoded parts: a touched minute is re-aggregated after every batch."""
+    entries: list[_Entry] = []
+    for column, value in cells.items():
+        if value == MOVED:
+            continue
+        flat = msgpack.unpackb(value)
+        if flat[0] >= 2:
+            entries.append((flat[1], column, bool(flat[2]), flat, 3))
+        else:  # format 1 had no stored flag
+            entries.append((flat[1], column, True, flat, 2))
+    return _aggregate(topic, minute_ms, entries)
+
+
+_Entry = tuple[int, object, bool, list, int]
+"""A part as :func:`_aggregate` reads it: (placed ms, its msg id or parts column: the tie-break,
+stored, a flat list holding (group, outcome code, retried, latency) from the given index on)."""
+_CONSUMED_CODE, _RETRYING_CODE, _PENDING_CODE = 0, 1, 4  # indexes in _OUTCOMES
+
+
+def _aggregate(topic: str, minute_ms: int, entries: list[_Entry]) -> MinuteBucket:
+    """One pass over the minute's parts in (placed ms, msg id) order (UTF-8 bytes of msg ids sort
+    as the strings do).  A group a stored message never reached counts as open for that message."""
+    entries.sort(key=lambda e: (e[0], e[1]))
+    stored = [e for e in entries if e[2]]
+    out = MinuteBucket(topic, minute_ms, sent=len(stored), first_ms=stored[0][0] if stored else None,
+                       failed_sends=len(entries) - len(stored))
+    counts: dict[str, list[int]] = {}  # consumed, retrying, failed, dead, pending (outcome codes), retried
+    latency: dict[str, list[int]] = {}
+    latency_sum: dict[str, int] = {}
+    first: dict[str, int] = {}  # per group: the index (in ``stored``) of the first part it has,
+    last: dict[str, int] = {}  # of the last one it has,
+    open_at: dict[str, int] = {}  # of the first part it has open,
+    missing: dict[str, int] = {}  # of the first part it does not have,
+    missing_after: dict[str, int] = {}  # and of the first such after its first part
+    for i, (_, _, _, flat, start) in enumerate(stored):
+        for j in range(start, len(flat), 4):
+            group, code, retried, ms = flat[j], flat[j + 1], flat[j + 2], flat[j + 3]
+            seen = last.get(group)
+            if seen is None:
+                first[group] = i
+                counts[group] = [0, 0, 0, 0, 0, 0]
+                latency[group] = [0] * (len(LATENCY_BOUNDS_MS) + 1)
+                latency_sum[group] = 0
+                if i > 0:
+                    missing[group] = 0
+            elif seen != i - 1:
+                missing.setdefault(group, seen + 1)
+                missing_after.setdefault(group, seen + 1)
+            last[group] = i
+            c = counts[group]
+            c[code] += 1
+            c[5] += retried
+            if (code == _RETRYING_CODE or code == _PENDING_CODE) and group not in open_at:
+                open_at[group] = i
+            if ms is not None:
+                latency[group][bisect.bisect_left(LATENCY_BOUNDS_MS, ms)] += 1
+                latency_sum[group] += ms
+    end = len(stored) - 1
+    for group in sorted(counts):
+        c = counts[group]
+        if last[group] != end:
+            missing.setdefault(group, last[group] + 1)
+            missing_after.setdefault(group, last[group] + 1)
+        oldest = min(open_at.get(group, end + 1), missing.get(group, end + 1))
+        oldest_after = min(open_at.get(group, end + 1), missing_after.get(group, end + 1))
+        out.groups[group] = GroupBucket(
+            consumed=c[0], retrying=c[1], failed=c[2], dead=c[3], pending=c[4], retried=c[5],
+            first_ms=stored[first[group]][0],
+            oldest_open_ms=stored[oldest][0] if oldest <= end else None,
+            oldest_open_after_first_ms=stored[oldest_after][0] if oldest_after <= end else None,
+            latency_sum_ms=latency_sum[group], latency=latency[group],
+        )
     return out
 
 
@@ -376,8 +436,7 @@ def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Colu
         if new:
             part_puts.append((row, new))
         merged = cells | new
-        bucket = aggregate(topic, minute_ms, [
-            Part.decode(schema.rollup_part_msg_id(c), v) for c, v in merged.items() if v != MOVED])
+        bucket = aggregate_cells(topic, minute_ms, merged)
         columns = bucket.columns()
         if rollup and (not bucket.placed or not rollup.keys() <= columns.keys()):
             # Emptied, or a group left with a message placed elsewhere now: the old row goes first.

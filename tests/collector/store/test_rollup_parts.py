@@ -1,15 +1,19 @@
-"""The rollups' lean read-back (``part_of``) gives what the full trace gives (``Part.of(build_trace(...))``)
-for any set of stored events of one message: the rollups read every touched message back after each
-batch, so they take the short path, and this keeps it equal to the one the queries take."""
+"""The rollups' short paths, against what they must equal: the lean read-back (``part_of``) gives what
+the full trace gives (``Part.of(build_trace(...))``) for any set of stored events of one message, and a
+minute aggregated in one pass over its parts (``aggregate``, ``aggregate_cells``) holds what the
+bucket's definitions say, worked out here by brute force."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from index_helpers import ev
 
+from collector.store import schema
 from collector.store.model import build_trace
-from collector.store.rollup import Part, part_of
+from collector.store.rollup import MOVED, Part, aggregate, aggregate_cells, part_of
 from collector.store.schema import StoredEvent
 from tracehook.hooks import REPLAY_TARGET_PROP
 from tracehook.wire import EventType, Status
@@ -56,3 +60,45 @@ def test_a_dead_letter_replayed_then_consumed_counts_as_consumed() -> None:
         stored(EventType.SUB_AFTER, T0 + 35, request_id="b", retry=1),
     ]
     assert part_of("m", events) == ("t", Part("m", T0, {"g1": ("consumed", True, 35)}))
+
+
+# --- aggregating a minute's parts -------------------------------------------------------------
+
+_parts = st.lists(st.builds(
+    lambda n, placed, stored, groups: Part(f"m{n}", T0 + placed, groups if stored else {}, stored=stored),
+    st.integers(0, 30), st.integers(0, 5), st.booleans(),
+    st.dictionaries(st.sampled_from(["g1", "g2", "g3"]), st.tuples(
+        st.sampled_from(["consumed", "retrying", "failed", "dead", "pending"]), st.booleans(),
+        st.none() | st.sampled_from([0, 5, 6, 1_800_000, 1_800_001])), max_size=3),
+), max_size=12, unique_by=lambda p: p.msg_id)
+
+
+def expected_groups(parts: list[Part]) -> dict[str, tuple[Any, ...]]:
+    """Per group, from the definitions (GroupBucket's docstring): the outcome counts, retried, the
+    latency sum, the first message it received, the oldest it has not consumed (received or not),
+    and the oldest such at or after that first one (messages in (time, msg id) order)."""
+    stored = sorted((p for p in parts if p.stored), key=lambda p: (p.placed_ms, p.msg_id))
+    out: dict[str, tuple[Any, ...]] = {}
+    for group in {g for p in stored for g in p.groups}:
+        received = [i for i, p in enumerate(stored) if group in p.groups]
+        open_ = [i for i, p in enumerate(stored) if group not in p.groups or p.groups[group][0] in ("retrying", "pending")]
+        after = [i for i in open_ if i >= received[0]]
+        fates = [p.groups[group] for p in stored if group in p.groups]
+        out[group] = (
+            tuple(sum(f[0] == o for f in fates) for o in ("consumed", "retrying", "failed", "dead", "pending")),
+            sum(f[1] for f in fates), sum(f[2] or 0 for f in fates), stored[received[0]].placed_ms,
+            stored[open_[0]].placed_ms if open_ else None, stored[after[0]].placed_ms if after else None,
+        )
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=_parts, moved=st.lists(st.integers(31, 40), max_size=3))
+def test_a_minute_aggregates_its_parts_as_defined(parts: list[Part], moved: list[int]) -> None:
+    cells = {schema.rollup_part_column(p.msg_id): p.encode() for p in parts}
+    cells |= {schema.rollup_part_column(f"m{n}"): MOVED for n in moved}  # placed elsewhere now
+    for bucket in (aggregate("t", T0, parts), aggregate_cells("t", T0, cells)):
+        assert (bucket.sent, bucket.failed_sends) == (sum(p.stored for p in parts), sum(not p.stored for p in parts))
+        assert {g: ((b.consumed, b.retrying, b.failed, b.dead, b.pending), b.retried, b.latency_sum_ms, b.first_ms,
+                    b.oldest_open_ms, b.oldest_open_after_first_ms)
+                for g, b in bucket.groups.items()} == expected_groups(parts)
