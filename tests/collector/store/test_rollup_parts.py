@@ -13,7 +13,7 @@ from index_helpers import ev
 
 from collector.store import schema
 from collector.store.model import build_trace
-from collector.store.rollup import MOVED, Part, aggregate, aggregate_cells, part_of
+from collector.store.rollup_parts import MOVED, Part, aggregate, aggregate_cells, part_of
 from collector.store.schema import StoredEvent
 from tracehook.hooks import REPLAY_TARGET_PROP
 from tracehook.wire import EventType, Status
