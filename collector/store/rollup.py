@@ -215,8 +215,8 @@ def write_parts(store: Store, found: MessageParts, full: Iterable[Minute] = (), 
 def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Columns], full: set[Minute]) -> None:
     """Merge the new part cells into each minute's parts row and rewrite the minute's rollup (and its hour's)."""
     part_rows = [schema.rollup_parts_row(t, m) for t, m in minutes]
-    existing = store.get_rows(schema.ROLLUPS, part_rows)
-    rollups = store.get_rows(schema.ROLLUPS, [schema.rollup_row(t, m) for t, m in minutes])
+    both = store.get_rows(schema.ROLLUPS, part_rows + [schema.rollup_row(t, m) for t, m in minutes])
+    existing, rollups = both[:len(minutes)], both[len(minutes):]
     part_puts: list[Row] = []
     topics = sorted({t for t, _ in minutes})
     rollup_puts: list[Row] = [(schema.rollup_topic_row(t), {schema.ROLLUP_COLUMN: b"1"}) for t in topics]
@@ -240,13 +240,11 @@ def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Colu
         if rollup and (not bucket.placed or not rollup.keys() <= columns.keys()):
             # Emptied, or a group left with a message placed elsewhere now: the old row goes first.
             stale.append(schema.rollup_row(topic, minute_ms))
-        if bucket.placed:
+        if bucket.placed and columns != rollup:  # an unchanged rollup row is not written again
             rollup_puts.append((schema.rollup_row(topic, minute_ms), columns))
-    if part_puts:
-        store.put_rows(schema.ROLLUPS, part_puts)
     if stale:
         store.delete_rows(schema.ROLLUPS, stale)
-    store.put_rows(schema.ROLLUPS, rollup_puts)
+    store.put_rows(schema.ROLLUPS, part_puts + rollup_puts)
     rewrite_hours(store, {(t, hour_of(m)) for t, m in minutes})  # the hours merge the minutes just written
 
 
