@@ -147,7 +147,9 @@ def index_records(
     if writers < 1:
         raise ValueError(f"writers must be >= 1, not {writers}")
     counted = _Counted(records, _unfinished(store) if touched is None else touched)
-    with ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index") as pool:
+    # The rows of a batch are many small containers and form no cycles: a collector pass every
+    # 700 of them, walking the waiting rows, cost about a tenth of the CPU (measured).
+    with wire.no_gc(), ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index") as pool:
         in_flight: deque[Future[None]] = deque()
         try:
             # The count recorded with the store's tables: the one its queries scan.
@@ -206,6 +208,11 @@ def finish_batch(
     bringing rollups of an older format up to date once (:func:`collector.store.rollup_upgrade.upgrade_rollups`).
     Idempotent; returns the dead letters it placed.
     """
+    with wire.no_gc():  # the read-back decodes every touched message's events: no cycles, many containers
+        return _finish_batch(store, now_ms=now_ms, chunk=chunk, parts=parts)
+
+
+def _finish_batch(store: Store, *, now_ms: int | None, chunk: int, parts: MessageParts | None) -> int:
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     placed = 0
     start, stop = keys.prefix_range(())

@@ -55,6 +55,7 @@ from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the r
 from collector.store.rollup_hours import hour_of, rewrite_hours
 from collector.store.rollup_parts import MOVED, Part, aggregate, aggregate_cells, part_of  # noqa: F401 -- re-exported too
 from collector.store.schema import StoredEvent
+from tracehook import wire
 
 DEFAULT_CHUNK = 1000
 """Message rows read per round trip while recomputing."""
@@ -120,12 +121,13 @@ def read_parts(store: Store, msg_ids: Iterable[str], *, chunk: int = DEFAULT_CHU
     """
     ordered = sorted(set(msg_ids))
     out: MessageParts = {}
-    for i in range(0, len(ordered), chunk):
-        ids = ordered[i:i + chunk]
-        rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in ids])
-        for msg_id, columns in zip(ids, rows, strict=True):
-            stored = [schema.decode_event_value(v) for v in columns.values()]
-            out[msg_id] = (len(stored), _part_values(msg_id, stored))
+    with wire.no_gc():  # every event decoded is a few containers, none in a cycle
+        for i in range(0, len(ordered), chunk):
+            ids = ordered[i:i + chunk]
+            rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in ids])
+            for msg_id, columns in zip(ids, rows, strict=True):
+                stored = [schema.decode_event_value(v) for v in columns.values()]
+                out[msg_id] = (len(stored), _part_values(msg_id, stored))
     return out
 
 
