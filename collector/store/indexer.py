@@ -17,7 +17,7 @@ import itertools
 import time
 import weakref
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from collector.store import keys, schema
@@ -131,7 +131,8 @@ def index_records(
     Each event's msg id is kept for the rollups: :func:`finish_batch` on the same ``store``
     object reads those messages back and rebuilds their parts (in memory, no marker rows: a
     process that dies before :func:`finish_batch` indexes its batch again, as the index job
-    replays an uncommitted batch).  With ``touched`` given the msg ids go there instead: the
+    replays an uncommitted batch; past :data:`MAX_UNFINISHED` ids they go to marker rows).
+    With ``touched`` given the msg ids go there instead: the
     caller reads their parts back itself (the index job's tasks do, on their own connections,
     :func:`collector.store.rollup.read_parts`) and hands them to :func:`finish_batch`.
     Each writer thread uses one store connection at a time, so ``writers=1`` writes over
@@ -146,7 +147,10 @@ def index_records(
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
     if writers < 1:
         raise ValueError(f"writers must be >= 1, not {writers}")
-    counted = _Counted(records, _unfinished(store) if touched is None else touched)
+    if touched is None:
+        counted = _Counted(records, _unfinished(store), spill=lambda ids: _write_markers(store, ids))
+    else:
+        counted = _Counted(records, touched)
     # The rows of a batch are many small containers and form no cycles: a collector pass every
     # 700 of them, walking the waiting rows, cost about a tenth of the CPU (measured).
     with wire.no_gc(), ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index") as pool:
@@ -170,25 +174,41 @@ def index_records(
 
 _UNFINISHED: weakref.WeakKeyDictionary[Store, set[str]] = weakref.WeakKeyDictionary()
 """Per store object: the msg ids :func:`index_records` wrote since :func:`finish_batch` last refreshed them."""
+MAX_UNFINISHED = 100_000
+"""Msg ids kept in memory for :func:`finish_batch` at most (about 10 MB); past that they are
+written as marker rows (``rollups`` DIRTY_MSG), which it reads too: a caller that indexes
+millions of messages and never finishes (a bulk load for query benchmarks) stays bounded."""
 
 
 def _unfinished(store: Store) -> set[str]:
     return _UNFINISHED.setdefault(store, set())
 
 
-class _Counted:
-    """Iterates ``records``, counts them and adds their msg ids to ``touched``."""
+def _write_markers(store: Store, msg_ids: set[str]) -> None:
+    """Move ``msg_ids`` from memory to marker rows (one put), for :func:`finish_batch` to read."""
+    store.put_rows(schema.ROLLUPS, [(schema.rollup_dirty_msg_row(m), _MARK) for m in msg_ids])
+    msg_ids.clear()
 
-    def __init__(self, records: Iterable[tuple[BatchHeader, Event]], touched: set[str]) -> None:
+
+class _Counted:
+    """Iterates ``records``, counts them and adds their msg ids to ``touched``; when ``spill`` is
+    given, hands ``touched`` to it whenever it holds more than :data:`MAX_UNFINISHED` ids."""
+
+    def __init__(self, records: Iterable[tuple[BatchHeader, Event]], touched: set[str],
+                 spill: Callable[[set[str]], None] | None = None) -> None:
         self._records = records
         self._touched = touched
+        self._spill = spill
         self.count = 0
 
     def __iter__(self) -> Iterator[tuple[BatchHeader, Event]]:
-        add = self._touched.add
+        touched, spill = self._touched, self._spill
+        add = touched.add
         for record in self._records:
             self.count += 1
             add(record[1].msg_id)
+            if spill is not None and len(touched) > MAX_UNFINISHED:
+                spill(touched)
             yield record
 
 
