@@ -67,10 +67,7 @@ class Part:
         }, stored=not trace.never_stored)
 
     def encode(self) -> bytes:
-        flat: list[object] = [_VERSION, self.placed_ms, self.stored]
-        for group, (outcome, retried, latency) in self.groups.items():
-            flat += [group, _OUTCOME_CODES[outcome], retried, latency]
-        return msgpack.packb(flat)
+        return msgpack.packb([_VERSION, self.placed_ms, self.stored, *_flat_groups(self.groups)])
 
     @classmethod
     def decode(cls, msg_id: str, value: bytes) -> Part:
@@ -87,17 +84,19 @@ MOVED = b""
 """The part value of a message that was placed in this minute once and is placed elsewhere now."""
 
 
+def _flat_groups(groups: dict[str, tuple[str, bool, int | None]]) -> list[object]:
+    """A part's groups as its encoding lists them: group, outcome code, retried, latency, for each."""
+    flat: list[object] = []
+    for group, (outcome, retried, latency) in groups.items():
+        flat += [group, _OUTCOME_CODES[outcome], retried, latency]
+    return flat
+
 
 def aggregate(topic: str, minute_ms: int, parts: Iterable[Part]) -> MinuteBucket:
     """The rollup of one minute from the parts of the messages placed in it (pure).
 
     Failed sends are only counted: no group can consume them, so they make no backlog."""
-    entries: list[_Entry] = []
-    for p in parts:
-        flat: list[object] = []
-        for group, (outcome, retried, latency) in p.groups.items():
-            flat += [group, _OUTCOME_CODES[outcome], retried, latency]
-        entries.append((p.placed_ms, p.msg_id, p.stored, flat, 0))
+    entries: list[_Entry] = [(p.placed_ms, p.msg_id, p.stored, _flat_groups(p.groups), 0) for p in parts]
     return _aggregate(topic, minute_ms, entries)
 
 
@@ -119,7 +118,7 @@ def aggregate_cells(topic: str, minute_ms: int, cells: Columns) -> MinuteBucket:
 _Entry = tuple[int, object, bool, list, int]
 """A part as :func:`_aggregate` reads it: (placed ms, its msg id or parts column: the tie-break,
 stored, a flat list holding (group, outcome code, retried, latency) from the given index on)."""
-_CONSUMED_CODE, _RETRYING_CODE, _PENDING_CODE = 0, 1, 4  # indexes in _OUTCOMES
+_RETRYING_CODE, _PENDING_CODE = _OUTCOME_CODES[RETRYING], _OUTCOME_CODES[PENDING]
 
 
 def _aggregate(topic: str, minute_ms: int, entries: list[_Entry]) -> MinuteBucket:
