@@ -231,7 +231,7 @@ def encode_batch_packed(header: BatchHeader, packed_events: Sequence[bytes]) -> 
 
 
 @contextmanager
-def _no_gc() -> Iterator[None]:
+def no_gc() -> Iterator[None]:
     """Hold the cyclic garbage collector off while a body is turned into objects.
 
     Unpacking allocates one container per container header, and a hostile body can hold
@@ -252,7 +252,7 @@ def _no_gc() -> Iterator[None]:
 
 def decode_batch(data: bytes) -> Batch:
     """Decode and validate a batch; raise :class:`WireError` naming the first problem."""
-    with _no_gc():
+    with no_gc():
         try:
             return _decode_batch(data)
         except WireError as exc:
@@ -274,7 +274,7 @@ def check_batch(data: bytes) -> tuple[BatchHeader, int]:
     """Validate a batch exactly as :func:`decode_batch` does, without building events;
     return its header and event count (the collector's ingest path, whose C validator
     answers "valid" faster and falls back to this for the reason)."""
-    with _no_gc():
+    with no_gc():
         try:
             return _check_unpacked(data)
         except WireError as exc:

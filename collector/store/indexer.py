@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import itertools
 import time
+import weakref
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from collector.store import keys, schema
@@ -126,9 +127,12 @@ def index_records(
     """Write every index row for ``records``; returns the number of events indexed.
 
     Rows :func:`rows_for` leaves out are counted in ``dropped`` by reason when given.
-    Each event also marks its message for the rollups (:func:`finish_batch` rebuilds its part);
-    with ``touched`` given, no marker is written and the msg ids are added to ``touched``
-    instead: the caller then reads their parts back itself (the index job's tasks do,
+    Each event's msg id is kept for the rollups: :func:`finish_batch` on the same ``store``
+    object reads those messages back and rebuilds their parts (in memory, no marker rows: a
+    process that dies before :func:`finish_batch` indexes its batch again, as the index job
+    replays an uncommitted batch; past :data:`MAX_UNFINISHED` ids they go to marker rows).
+    With ``touched`` given the msg ids go there instead: the
+    caller reads their parts back itself (the index job's tasks do, on their own connections,
     :func:`collector.store.rollup.read_parts`) and hands them to :func:`finish_batch`.
     Each writer thread uses one store connection at a time, so ``writers=1`` writes over
     a single connection while the calling thread builds the next batch.
@@ -142,14 +146,19 @@ def index_records(
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
     if writers < 1:
         raise ValueError(f"writers must be >= 1, not {writers}")
-    counted = _Counted(records, touched)
-    with ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index") as pool:
+    if touched is None:
+        counted = _Counted(records, _unfinished(store), spill=lambda ids: _write_markers(store, ids))
+    else:
+        counted = _Counted(records, touched)
+    # The rows of a batch are many small containers and form no cycles: a collector pass every
+    # 700 of them, walking the waiting rows, cost about a tenth of the CPU (measured).
+    with wire.no_gc(), ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index") as pool:
         in_flight: deque[Future[None]] = deque()
         try:
             # The count recorded with the store's tables: the one its queries scan.
             buckets = getattr(store, "salt_buckets", schema.DEFAULT_SALT_BUCKETS)
             for table, rows in batched_rows(counted, batch_size, dropped=dropped, salt_buckets=buckets,
-                                            mark=touched is None):
+                                            mark=False):
                 in_flight.append(pool.submit(store.put_rows, table, rows))
                 # Bound memory: at most a couple of batches per writer wait to be written.
                 while len(in_flight) > 2 * writers:
@@ -162,20 +171,43 @@ def index_records(
     return counted.count
 
 
-class _Counted:
-    """Iterates ``records``, counts them and adds their msg ids to ``touched`` (when given)."""
+_UNFINISHED: weakref.WeakKeyDictionary[Store, set[str]] = weakref.WeakKeyDictionary()
+"""Per store object: the msg ids :func:`index_records` wrote since :func:`finish_batch` last refreshed them."""
+MAX_UNFINISHED = 100_000
+"""Msg ids kept in memory for :func:`finish_batch` at most (about 10 MB); past that they are
+written as marker rows (``rollups`` DIRTY_MSG), which it reads too: a caller that indexes
+millions of messages and never finishes (a bulk load for query benchmarks) stays bounded."""
 
-    def __init__(self, records: Iterable[tuple[BatchHeader, Event]], touched: set[str] | None = None) -> None:
+
+def _unfinished(store: Store) -> set[str]:
+    return _UNFINISHED.setdefault(store, set())
+
+
+def _write_markers(store: Store, msg_ids: set[str]) -> None:
+    """Move ``msg_ids`` from memory to marker rows (one put), for :func:`finish_batch` to read."""
+    store.put_rows(schema.ROLLUPS, [(schema.rollup_dirty_msg_row(m), _MARK) for m in msg_ids])
+    msg_ids.clear()
+
+
+class _Counted:
+    """Iterates ``records``, counts them and adds their msg ids to ``touched``; when ``spill`` is
+    given, hands ``touched`` to it whenever it holds more than :data:`MAX_UNFINISHED` ids."""
+
+    def __init__(self, records: Iterable[tuple[BatchHeader, Event]], touched: set[str],
+                 spill: Callable[[set[str]], None] | None = None) -> None:
         self._records = records
         self._touched = touched
+        self._spill = spill
         self.count = 0
 
     def __iter__(self) -> Iterator[tuple[BatchHeader, Event]]:
-        touched = self._touched
+        touched, spill = self._touched, self._spill
+        add = touched.add
         for record in self._records:
             self.count += 1
-            if touched is not None:
-                touched.add(record[1].msg_id)
+            add(record[1].msg_id)
+            if spill is not None and len(touched) > MAX_UNFINISHED:
+                spill(touched)
             yield record
 
 
@@ -189,10 +221,16 @@ def finish_batch(
     indexed (by another partition, or a later batch), and removes the rows it had under its
     own time.  Dead letters whose send is still unknown stay pending up to
     :data:`PENDING_MAX_AGE_MS`.  Then it recomputes the rollups of the minutes the batch
-    touched (:func:`collector.store.rollup.refresh_rollups`): those of the marked messages and
-    of ``parts``, the parts the batch's writers read back (``index_records(touched=...)``).
+    touched (:func:`collector.store.rollup.refresh_rollups`): those of the messages
+    :func:`index_records` wrote through this ``store`` object since the last call, and of
+    ``parts``, the parts the batch's writers read back (``index_records(touched=...)``).
     Idempotent; returns the dead letters it placed.
     """
+    with wire.no_gc():  # the read-back decodes every touched message's events: no cycles, many containers
+        return _finish_batch(store, now_ms=now_ms, chunk=chunk, parts=parts)
+
+
+def _finish_batch(store: Store, *, now_ms: int | None, chunk: int, parts: MessageParts | None) -> int:
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     placed = 0
     start, stop = keys.prefix_range(())
@@ -223,7 +261,12 @@ def finish_batch(
             store.delete_rows(schema.DEAD, stale)
         if done:
             store.delete_rows(schema.PENDING, done)
-    refresh_rollups(store, read=parts)
+    touched = _UNFINISHED.pop(store, set())  # ids written from now on go to a new set, for the next call
+    try:
+        refresh_rollups(store, read=parts, touched=touched)
+    except BaseException:
+        _unfinished(store).update(touched)  # not refreshed: the next call does them
+        raise
     return placed
 
 

@@ -193,7 +193,7 @@ def _sort_key(ev: StoredEvent) -> tuple[int, int, str]:
     return (ev.event.time_ms, ev.event.type, ev.event.request_id)
 
 
-def _send_of(events: list[StoredEvent]) -> StoredEvent | None:
+def send_of(events: list[StoredEvent]) -> StoredEvent | None:
     """The send of a message: its first successful PUB, else its last PUB (events in time order)."""
     pubs = [e for e in events if e.event.type == EventType.PUB]
     ok_pubs = [e for e in pubs if e.event.status == Status.OK]
@@ -212,7 +212,7 @@ def placing_event(events: list[StoredEvent], send: StoredEvent | None = None) ->
     Only the send places a message; without one, a consume or dead event that knew the
     broker's store time does (an adapter read it from the record), never a consume time.
     """
-    send = send or _send_of(events)
+    send = send or send_of(events)
     return send or next((e for e in events if could_place(e.event)), None)
 
 
@@ -226,7 +226,7 @@ def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | No
     events = sorted(stored, key=_sort_key)
     if not events:
         return None
-    send = _send_of(events)
+    send = send_of(events)
     filing = [e for e in events if e.event.type in _FILING_TYPES]
     placing = placing_event(events, send)
     # Unplaced, it is known by its first event that carries keys: its key rows are filed under that
@@ -281,22 +281,39 @@ def group_outcomes(consumes: dict[str, list[Json]], dead: list[Json],
         error = (last["after"] or {}).get("error", "") if last else ""
         last_ms = max([a["time_ms"] for a in attempts] + [d["time_ms"] for d in dead_letters], default=0)
         replay_ms, target = replayed.get(group, (0, ""))
-        # A dead letter is final, unless tracehook replay re-delivered the message after it and the
-        # group then consumed it.
-        revived = bool(dead_letters) and replay_ms > max(d["time_ms"] for d in dead_letters) and any(
-            a["status"] == Status.OK and a["time_ms"] >= replay_ms for a in attempts)
-        if dead_letters and not revived:
-            outcome, error = DEAD, dead_letters[-1]["error"] or error
-        elif any(a["status"] == Status.OK for a in attempts):
-            outcome, error = CONSUMED, ""
-        elif last is not None and last["status"] == Status.RETRY_LATER:
-            outcome = RETRYING
-        elif last is not None and last["status"] is None:
-            outcome = RETRYING if last["retry"] > 0 else PENDING
-        else:
-            outcome = FAILED
+        outcome = outcome_of([(a["time_ms"], a["status"], a["retry"]) for a in attempts],
+                             [d["time_ms"] for d in dead_letters], replay_ms)
+        if outcome == DEAD:
+            error = dead_letters[-1]["error"] or error
+        elif outcome == CONSUMED:
+            error = ""
         out[group] = GroupOutcome(outcome, len(attempts), last_status, error, last_ms, replay_ms, target)
     return out
+
+
+Attempt = tuple[int, "int | None", int]
+"""An attempt as :func:`outcome_of` reads it: (time ms, status or None while unfinished, retry)."""
+
+
+def outcome_of(attempts: list[Attempt], dead_ms: list[int], replay_ms: int) -> str:
+    """One group's outcome (:class:`GroupOutcome`) from its attempts in time order, the times of
+    its dead letters and the time of its last replay (0: never)."""
+    # A dead letter is final, unless tracehook replay re-delivered the message after it and the
+    # group then consumed it.
+    revived = bool(dead_ms) and replay_ms > max(dead_ms) and any(
+        status == Status.OK and time_ms >= replay_ms for time_ms, status, _ in attempts)
+    if dead_ms and not revived:
+        return DEAD
+    if any(status == Status.OK for _, status, _ in attempts):
+        return CONSUMED
+    if not attempts:
+        return FAILED
+    _, status, retry = attempts[-1]
+    if status == Status.RETRY_LATER:
+        return RETRYING
+    if status is None:
+        return RETRYING if retry > 0 else PENDING
+    return FAILED
 
 
 def last_replays(replays: Iterable[Json]) -> dict[str, tuple[int, str]]:
@@ -307,19 +324,26 @@ def last_replays(replays: Iterable[Json]) -> dict[str, tuple[int, str]]:
 def _attempts(consume_events: Iterable[tuple[StoredEvent, Json]]) -> dict[str, list[Json]]:
     """Pair SUB_BEFORE with SUB_AFTER per group by request id (in time order when ids are absent);
     each event comes with its :meth:`StoredEvent.to_dict`."""
-    by_group: dict[str, list[Json]] = {}
-    for ev, as_dict in consume_events:
-        attempts = by_group.setdefault(ev.event.group, [])
-        side = "before" if ev.event.type == EventType.SUB_BEFORE else "after"
-        attempt = _open_attempt(attempts, ev.event.request_id, side)
-        if attempt is None:
-            attempt = {"request_id": ev.event.request_id, "before": None, "after": None}
-            attempts.append(attempt)
-        attempt[side] = as_dict
+    by_group = pair_attempts((ev.event, as_dict) for ev, as_dict in consume_events)
     for attempts in by_group.values():
         for attempt in attempts:
             _fill_attempt(attempt)
         attempts.sort(key=lambda a: a["time_ms"])
+    return by_group
+
+
+def pair_attempts(consume_events: Iterable[tuple[Event, Any]]) -> dict[str, list[Json]]:
+    """Each group's attempts (``request_id``, ``before`` and ``after``: what came with its SUB_BEFORE
+    and SUB_AFTER event, None when missing), consume events in time order, attempts in order seen."""
+    by_group: dict[str, list[Json]] = {}
+    for event, payload in consume_events:
+        attempts = by_group.setdefault(event.group, [])
+        side = "before" if event.type == EventType.SUB_BEFORE else "after"
+        attempt = _open_attempt(attempts, event.request_id, side)
+        if attempt is None:
+            attempt = {"request_id": event.request_id, "before": None, "after": None}
+            attempts.append(attempt)
+        attempt[side] = payload
     return by_group
 
 

@@ -8,14 +8,17 @@ After a batch, :func:`refresh_rollups` writes the part of every message the batc
 into its minute (and :data:`MOVED` into a minute it was placed in before), aggregates each
 touched minute from its parts row and overwrites the minute's rollup row (then re-merges its
 hour: :mod:`collector.store.rollup_hours`).  The parts come
-from reading each touched message back (:func:`read_parts`, then
-:func:`collector.store.model.build_trace`): the index job's tasks do that right after their
-writes and hand the parts over (:func:`merge_parts` picks, per message, the read that saw
-the most events); any other indexer marks the messages (``rollups`` rows of kind
-DIRTY_MSG) and :func:`refresh_rollups` reads the marked ones back, then removes the
-markers.  A crash before that leaves the markers (or an uncommitted Spark batch), so the
-work is redone.  A batch costs one read per touched message plus one parts row per touched
-minute, never the touched minutes' other messages.
+from reading each touched message back (:func:`read_parts`, then :func:`part_of`, which
+computes a part from the stored events without building the whole trace): the index job's
+tasks do that right after their writes and hand the parts over (:func:`merge_parts` picks,
+per message, the read that saw the most events); an in-process indexer hands
+:func:`refresh_rollups` the msg ids it wrote (:func:`collector.store.indexer.index_records`
+keeps them with the store object) and it reads them back.  A crash before that leaves an
+uncommitted Spark batch, or an in-process batch to index again, so the work is redone.
+``rollups`` rows of kind DIRTY_MSG (markers of older indexers) are still read back and
+removed.  A batch costs one read per touched message plus one parts row per touched minute,
+never the touched minutes' other messages; each touched minute is re-aggregated from its
+parts row in one pass (:func:`aggregate_cells`).
 
 Example::
 
@@ -34,16 +37,12 @@ only ever holds rollups of the current format; older stores are migrated, never 
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-
-import msgpack
 
 from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
-from collector.store.model import CONSUMED, DEAD, FAILED, PENDING, RETRYING, MessageTrace, build_trace, could_place
+from collector.store.model import MessageTrace, build_trace, could_place
 from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the rollups' public names live here
     _VERSION,
     LATENCY_BOUNDS_MS,
@@ -53,100 +52,17 @@ from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the r
     MinuteBucket,
 )
 from collector.store.rollup_hours import hour_of, rewrite_hours
+from collector.store.rollup_parts import MOVED, Part, aggregate, aggregate_cells, part_of  # noqa: F401 -- re-exported too
 from collector.store.schema import StoredEvent
-from tracehook.wire import Status
+from tracehook import wire
 
 DEFAULT_CHUNK = 1000
 """Message rows read per round trip while recomputing."""
 
 
-@dataclass(frozen=True, slots=True)
-class Part:
-    """What one message adds to its minute's rollup: when it is placed, and each group's outcome.
-
-    ``groups`` maps a group to ``(outcome, retried, latency_ms)``: ``retried`` when the group
-    needed more than one attempt (or is retrying), ``latency_ms`` from the message's time to the
-    end of the group's first successful attempt (None unless consumed).  ``stored`` is False for
-    a failed send (no group received it, so its ``groups`` is empty).
-    """
-
-    msg_id: str
-    placed_ms: int
-    groups: dict[str, tuple[str, bool, int | None]]
-    stored: bool = True
-
-    @classmethod
-    def of(cls, trace: MessageTrace) -> Part:
-        """The part of a placed message (``trace.placed_ms`` is not None)."""
-        assert trace.placed_ms is not None
-        return cls(trace.msg_id, trace.placed_ms, {
-            group: (o.outcome, o.attempts > 1 or o.outcome == RETRYING,
-                    _latency_ms(trace, group) if o.outcome == CONSUMED else None)
-            for group, o in sorted(trace.outcomes.items())
-        }, stored=not trace.never_stored)
-
-    def encode(self) -> bytes:
-        flat: list[object] = [_VERSION, self.placed_ms, self.stored]
-        for group, (outcome, retried, latency) in self.groups.items():
-            flat += [group, _OUTCOME_CODES[outcome], retried, latency]
-        return msgpack.packb(flat)
-
-    @classmethod
-    def decode(cls, msg_id: str, value: bytes) -> Part:
-        flat = msgpack.unpackb(value)
-        # Format 1 had no stored flag; its parts of failed sends are rewritten on upgrade.
-        first = 3 if flat[0] >= 2 else 2
-        groups = {flat[i]: (_OUTCOMES[flat[i + 1]], flat[i + 2], flat[i + 3]) for i in range(first, len(flat), 4)}
-        return cls(msg_id, flat[1], groups, stored=bool(flat[2]) if first == 3 else True)
-
-
-_OUTCOMES = (CONSUMED, RETRYING, FAILED, DEAD, PENDING)
-_OUTCOME_CODES = {name: code for code, name in enumerate(_OUTCOMES)}
-MOVED = b""
-"""The part value of a message that was placed in this minute once and is placed elsewhere now."""
-
-
 def compute_bucket(topic: str, minute_ms: int, traces: Iterable[MessageTrace]) -> MinuteBucket:
     """The rollup of the messages placed in one minute (pure: tested without a store)."""
     return aggregate(topic, minute_ms, [Part.of(t) for t in traces if t.placed_ms is not None])
-
-
-def aggregate(topic: str, minute_ms: int, parts: Iterable[Part]) -> MinuteBucket:
-    """The rollup of one minute from the parts of the messages placed in it (pure).
-
-    Failed sends are only counted: no group can consume them, so they make no backlog."""
-    placed = sorted(parts, key=lambda p: (p.placed_ms, p.msg_id))
-    stored = [p for p in placed if p.stored]
-    out = MinuteBucket(topic, minute_ms, sent=len(stored), first_ms=stored[0].placed_ms if stored else None,
-                       failed_sends=len(placed) - len(stored))
-    for group in sorted({g for p in stored for g in p.groups}):
-        bucket = out.groups[group] = GroupBucket()
-        for part in stored:
-            outcome = part.groups.get(group)
-            if outcome is not None and bucket.first_ms is None:
-                bucket.first_ms = part.placed_ms
-            if outcome is None or outcome[0] in OPEN_OUTCOMES:
-                if bucket.oldest_open_ms is None:
-                    bucket.oldest_open_ms = part.placed_ms
-                if bucket.first_ms is not None and bucket.oldest_open_after_first_ms is None:
-                    bucket.oldest_open_after_first_ms = part.placed_ms
-            if outcome is None:
-                continue
-            name, retried, latency = outcome
-            setattr(bucket, name, getattr(bucket, name) + 1)
-            bucket.retried += retried
-            if latency is not None:
-                bucket.latency[bisect.bisect_left(LATENCY_BOUNDS_MS, latency)] += 1
-                bucket.latency_sum_ms += latency
-    return out
-
-
-def _latency_ms(trace: MessageTrace, group: str) -> int | None:
-    """From the message's time to the end of the group's first successful attempt."""
-    for attempt in trace.consumes.get(group, []):
-        if attempt["status"] == Status.OK and attempt["after"] is not None and trace.placed_ms is not None:
-            return max(0, attempt["after"]["time_ms"] - trace.placed_ms)
-    return None
 
 
 # --- writing ---------------------------------------------------------------
@@ -204,12 +120,13 @@ def read_parts(store: Store, msg_ids: Iterable[str], *, chunk: int = DEFAULT_CHU
     """
     ordered = sorted(set(msg_ids))
     out: MessageParts = {}
-    for i in range(0, len(ordered), chunk):
-        ids = ordered[i:i + chunk]
-        rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in ids])
-        for msg_id, columns in zip(ids, rows, strict=True):
-            stored = [schema.decode_event_value(v) for v in columns.values()]
-            out[msg_id] = (len(stored), _part_values(msg_id, stored))
+    with wire.no_gc():  # every event decoded is a few containers, none in a cycle
+        for i in range(0, len(ordered), chunk):
+            ids = ordered[i:i + chunk]
+            rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in ids])
+            for msg_id, columns in zip(ids, rows, strict=True):
+                stored = [schema.decode_event_value(v) for v in columns.values()]
+                out[msg_id] = (len(stored), _part_values(msg_id, stored))
     return out
 
 
@@ -225,11 +142,12 @@ def _part_values(msg_id: str, stored: list[StoredEvent]) -> dict[Minute, bytes]:
     """The part of a message with these stored events in the minute it is placed in, and
     :data:`MOVED` in every other minute it could have been placed in by an earlier batch."""
     values: dict[Minute, bytes] = {}
-    trace = build_trace(msg_id, stored)
+    placed = part_of(msg_id, stored)
     here: Minute | None = None
-    if trace is not None and trace.placed_ms is not None:
-        here = (trace.topic, schema.minute_of(trace.placed_ms))
-        values[here] = Part.of(trace).encode()
+    if placed is not None:
+        topic, part = placed
+        here = (topic, schema.minute_of(part.placed_ms))
+        values[here] = part.encode()
     for e in stored:
         if could_place(e.event):
             there = (e.event.topic, schema.minute_of(schema.message_time(e.event)))
@@ -244,20 +162,23 @@ def marked_messages(store: Store) -> list[str]:
     return [str(keys.unpack(row)[-1]) for row, _ in store.scan(schema.ROLLUPS, start, stop)]
 
 
-def refresh_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK, read: MessageParts | None = None) -> int:
-    """Bring the rollups of the messages in ``read`` and of every message the markers name up
-    to date, then drop the markers.
+def refresh_rollups(
+    store: Store, *, chunk: int = DEFAULT_CHUNK, read: MessageParts | None = None, touched: Iterable[str] = (),
+) -> int:
+    """Bring the rollups of the messages in ``read`` and ``touched`` and of every message the
+    markers name up to date, then drop the markers.
 
     Returns the minutes rewritten.  ``read`` holds parts the caller read back already (the
-    index job's tasks, :func:`read_parts`); each marked message's :class:`Part` is rebuilt
-    from its message row now, which wins over ``read`` as the later read.  The parts are
+    index job's tasks, :func:`read_parts`); each message of ``touched`` (the in-process indexer's,
+    :func:`collector.store.indexer.index_records`) and each marked one has its :class:`Part`
+    rebuilt from its message row now, which wins over ``read`` as the later read.  The parts are
     merged into their minutes' parts rows, and each touched minute is then aggregated from
     its parts row alone.
     Idempotent, and safe to interrupt: markers go only after their minutes are written.
     """
     found = dict(read or {})
     marked = marked_messages(store)
-    found.update(read_parts(store, marked, chunk=chunk))
+    found.update(read_parts(store, [*marked, *touched], chunk=chunk))
     done = [schema.rollup_dirty_msg_row(m) for m in marked]
     # Minutes marked whole: by an indexer older than the parts rows (its sends marked minutes).
     full: set[Minute] = set()
@@ -267,9 +188,10 @@ def refresh_rollups(store: Store, *, chunk: int = DEFAULT_CHUNK, read: MessagePa
         full.add((str(topic), int(minute_ms)))
         done.append(row)
     written = write_parts(store, found, full, chunk=chunk)
-    # The markers go last, over a few connections at once (one delete per ``chunk`` rows).
-    with ThreadPoolExecutor(max_workers=DELETE_WRITERS, thread_name_prefix="tracehook-rollup") as pool:
-        list(pool.map(lambda i: store.delete_rows(schema.ROLLUPS, done[i:i + chunk]), range(0, len(done), chunk)))
+    if done:  # the markers go last, over a few connections at once (one delete per ``chunk`` rows)
+        with ThreadPoolExecutor(max_workers=DELETE_WRITERS, thread_name_prefix="tracehook-rollup") as pool:
+            list(pool.map(lambda i: store.delete_rows(schema.ROLLUPS, done[i:i + chunk]),
+                          range(0, len(done), chunk)))
     return written
 
 
@@ -294,8 +216,8 @@ def write_parts(store: Store, found: MessageParts, full: Iterable[Minute] = (), 
 def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Columns], full: set[Minute]) -> None:
     """Merge the new part cells into each minute's parts row and rewrite the minute's rollup (and its hour's)."""
     part_rows = [schema.rollup_parts_row(t, m) for t, m in minutes]
-    existing = store.get_rows(schema.ROLLUPS, part_rows)
-    rollups = store.get_rows(schema.ROLLUPS, [schema.rollup_row(t, m) for t, m in minutes])
+    both = store.get_rows(schema.ROLLUPS, part_rows + [schema.rollup_row(t, m) for t, m in minutes])
+    existing, rollups = both[:len(minutes)], both[len(minutes):]
     part_puts: list[Row] = []
     topics = sorted({t for t, _ in minutes})
     rollup_puts: list[Row] = [(schema.rollup_topic_row(t), {schema.ROLLUP_COLUMN: b"1"}) for t in topics]
@@ -314,19 +236,16 @@ def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Colu
         if new:
             part_puts.append((row, new))
         merged = cells | new
-        bucket = aggregate(topic, minute_ms, [
-            Part.decode(schema.rollup_part_msg_id(c), v) for c, v in merged.items() if v != MOVED])
+        bucket = aggregate_cells(topic, minute_ms, merged)
         columns = bucket.columns()
         if rollup and (not bucket.placed or not rollup.keys() <= columns.keys()):
             # Emptied, or a group left with a message placed elsewhere now: the old row goes first.
             stale.append(schema.rollup_row(topic, minute_ms))
-        if bucket.placed:
+        if bucket.placed and columns != rollup:  # an unchanged rollup row is not written again
             rollup_puts.append((schema.rollup_row(topic, minute_ms), columns))
-    if part_puts:
-        store.put_rows(schema.ROLLUPS, part_puts)
     if stale:
         store.delete_rows(schema.ROLLUPS, stale)
-    store.put_rows(schema.ROLLUPS, rollup_puts)
+    store.put_rows(schema.ROLLUPS, part_puts + rollup_puts)
     rewrite_hours(store, {(t, hour_of(m)) for t, m in minutes})  # the hours merge the minutes just written
 
 

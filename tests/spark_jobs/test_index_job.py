@@ -261,7 +261,7 @@ def test_bad_input_is_refused_with_nothing_written(spark: Any, tmp_path: Any, ca
 def test_rollups_read_back_by_tasks_equal_the_in_process_index(spark: Any, tmp_path: Any) -> None:
     """The job's tasks read their messages' rollup parts back themselves (no markers), sends and
     consumes of one message in different partitions: every cell, rollups and their parts rows
-    included, is what indexing in process (with markers) writes, and no marker is left."""
+    included, is what indexing in process writes, and no marker is left."""
     from collector.store.indexer import finish_batch, index_payloads
     from tests.fixtures.sample import bulk
 

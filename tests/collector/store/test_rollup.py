@@ -153,3 +153,20 @@ def test_group_lag_in_time_from_rollups_only(store: Store) -> None:
     (n,) = narrow.topics
     assert n.sent == 2 and {g.group: g.counts["consumed"] for g in n.groups} == {"g1": 1, "g2": 1}
     assert {g.group: g.lag_ms for g in n.groups} == {"g1": groups["g1"].lag_ms, "g2": groups["g2"].lag_ms}
+
+
+def test_ids_past_the_in_memory_bound_are_kept_as_markers(store: Store, monkeypatch: Any) -> None:
+    """An in-process indexer keeps the msg ids it wrote in memory for finish_batch, up to a bound;
+    past it they go to marker rows, and finish_batch rolls both up (then no marker is left)."""
+    from collector.store import indexer
+
+    monkeypatch.setattr(indexer, "MAX_UNFINISHED", 3)
+    topic = unique("spill")
+    first, second = events(topic)
+    index_records(store, first)
+    index_records(store, second)
+    start, stop = keys.prefix_range((schema.ROLLUP_DIRTY_MSG,))
+    assert list(store.scan(schema.ROLLUPS, start, stop)), "ids were spilled to marker rows"
+    finish_batch(store, now_ms=T0)
+    assert observed(store, topic) == reference(topic)
+    assert not list(store.scan(schema.ROLLUPS, start, stop))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from api_helpers import QUERY_TOKEN, fill_store
+from api_helpers import QUERY_TOKEN
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 
 from collector.query import overview as ov
@@ -14,17 +14,17 @@ from collector.server.app import create_app
 from collector.server.config import CollectorConfig
 from collector.store import open_store
 from collector.server.overview_routes import ROLLUP_METRICS_KEY, RollupMetrics
-from collector.store.indexer import finish_batch
+from collector.store.indexer import finish_batch, index_records
 from collector.store.rollup import LATENCY_BOUNDS_MS
 from tests.fixtures.prometheus import check_metrics, samples, value
-from tests.fixtures.sample import DEAD_GROUP, TOPIC
+from tests.fixtures.sample import DEAD_GROUP, TOPIC, scenario
 
 
 def index_with_rollups(store_url: str, now_ms: int) -> None:
-    fill_store(store_url, now_ms)
     store = open_store(store_url)
     try:
-        finish_batch(store)
+        index_records(store, scenario(now_ms)[1])
+        finish_batch(store)  # on the store object that indexed: it knows the messages to roll up
     finally:
         store.close()
 

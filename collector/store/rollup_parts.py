@@ -1,0 +1,227 @@
+"""A message's *part* of its minute's rollup, and a minute's rollup aggregated from its parts (pure: no store).
+
+:mod:`collector.store.rollup` keeps one parts row per (topic, minute), one cell per message
+placed in it, and rewrites the minute's rollup row from that row after every batch that
+touches it.  Both paths here are the hot ones of that refresh, so each has a reference it is
+tested against (tests/collector/store/test_rollup_parts.py): :func:`part_of` against
+``Part.of(build_trace(...))``, :func:`aggregate` against the bucket's definitions.
+
+Example::
+
+    from collector.store.rollup_parts import aggregate, part_of
+    topic, part = part_of(msg_id, stored_events)
+    bucket = aggregate(topic, minute_ms, [part])
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import msgpack
+
+from collector.store import schema
+from collector.store.base import Columns
+from collector.store.model import (
+    CONSUMED,
+    DEAD,
+    FAILED,
+    PENDING,
+    RETRYING,
+    MessageTrace,
+    outcome_of,
+    pair_attempts,
+    placing_event,
+    send_of,
+    sort_events,
+)
+from collector.store.rollup_buckets import _VERSION, LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
+from collector.store.schema import StoredEvent
+from tracehook.wire import Event, EventType, Status
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """What one message adds to its minute's rollup: when it is placed, and each group's outcome.
+
+    ``groups`` maps a group to ``(outcome, retried, latency_ms)``: ``retried`` when the group
+    needed more than one attempt (or is retrying), ``latency_ms`` from the message's time to the
+    end of the group's first successful attempt (None unless consumed).  ``stored`` is False for
+    a failed send (no group received it, so its ``groups`` is empty).
+    """
+
+    msg_id: str
+    placed_ms: int
+    groups: dict[str, tuple[str, bool, int | None]]
+    stored: bool = True
+
+    @classmethod
+    def of(cls, trace: MessageTrace) -> Part:
+        """The part of a placed message (``trace.placed_ms`` is not None)."""
+        assert trace.placed_ms is not None
+        return cls(trace.msg_id, trace.placed_ms, {
+            group: (o.outcome, o.attempts > 1 or o.outcome == RETRYING,
+                    _latency_ms(trace, group) if o.outcome == CONSUMED else None)
+            for group, o in sorted(trace.outcomes.items())
+        }, stored=not trace.never_stored)
+
+    def encode(self) -> bytes:
+        return msgpack.packb([_VERSION, self.placed_ms, self.stored, *_flat_groups(self.groups)])
+
+    @classmethod
+    def decode(cls, msg_id: str, value: bytes) -> Part:
+        flat = msgpack.unpackb(value)
+        # Format 1 had no stored flag; its parts of failed sends are rewritten on upgrade.
+        first = 3 if flat[0] >= 2 else 2
+        groups = {flat[i]: (_OUTCOMES[flat[i + 1]], flat[i + 2], flat[i + 3]) for i in range(first, len(flat), 4)}
+        return cls(msg_id, flat[1], groups, stored=bool(flat[2]) if first == 3 else True)
+
+
+_OUTCOMES = (CONSUMED, RETRYING, FAILED, DEAD, PENDING)
+_OUTCOME_CODES = {name: code for code, name in enumerate(_OUTCOMES)}
+MOVED = b""
+"""The part value of a message that was placed in this minute once and is placed elsewhere now."""
+
+
+def _flat_groups(groups: dict[str, tuple[str, bool, int | None]]) -> list[object]:
+    """A part's groups as its encoding lists them: group, outcome code, retried, latency, for each."""
+    flat: list[object] = []
+    for group, (outcome, retried, latency) in groups.items():
+        flat += [group, _OUTCOME_CODES[outcome], retried, latency]
+    return flat
+
+
+def aggregate(topic: str, minute_ms: int, parts: Iterable[Part]) -> MinuteBucket:
+    """The rollup of one minute from the parts of the messages placed in it (pure).
+
+    Failed sends are only counted: no group can consume them, so they make no backlog."""
+    entries: list[_Entry] = [(p.placed_ms, p.msg_id, p.stored, _flat_groups(p.groups), 0) for p in parts]
+    return _aggregate(topic, minute_ms, entries)
+
+
+def aggregate_cells(topic: str, minute_ms: int, cells: Columns) -> MinuteBucket:
+    """:func:`aggregate` of a minute's parts row as stored (its :data:`MOVED` cells left out),
+    read straight from the encoded parts: a touched minute is re-aggregated after every batch."""
+    entries: list[_Entry] = []
+    for column, value in cells.items():
+        if value == MOVED:
+            continue
+        flat = msgpack.unpackb(value)
+        if flat[0] >= 2:
+            entries.append((flat[1], column, bool(flat[2]), flat, 3))
+        else:  # format 1 had no stored flag
+            entries.append((flat[1], column, True, flat, 2))
+    return _aggregate(topic, minute_ms, entries)
+
+
+_Entry = tuple[int, object, bool, list, int]
+"""A part as :func:`_aggregate` reads it: (placed ms, its msg id or parts column: the tie-break,
+stored, a flat list holding (group, outcome code, retried, latency) from the given index on)."""
+_RETRYING_CODE, _PENDING_CODE = _OUTCOME_CODES[RETRYING], _OUTCOME_CODES[PENDING]
+
+
+def _aggregate(topic: str, minute_ms: int, entries: list[_Entry]) -> MinuteBucket:
+    """One pass over the minute's parts in (placed ms, msg id) order (UTF-8 bytes of msg ids sort
+    as the strings do).  A group a stored message never reached counts as open for that message."""
+    entries.sort(key=lambda e: (e[0], e[1]))
+    stored = [e for e in entries if e[2]]
+    out = MinuteBucket(topic, minute_ms, sent=len(stored), first_ms=stored[0][0] if stored else None,
+                       failed_sends=len(entries) - len(stored))
+    counts: dict[str, list[int]] = {}  # consumed, retrying, failed, dead, pending (outcome codes), retried
+    latency: dict[str, list[int]] = {}
+    latency_sum: dict[str, int] = {}
+    first: dict[str, int] = {}  # per group: the index (in ``stored``) of the first part it has,
+    last: dict[str, int] = {}  # of the last one it has,
+    open_at: dict[str, int] = {}  # of the first part it has open,
+    missing: dict[str, int] = {}  # of the first part it does not have,
+    missing_after: dict[str, int] = {}  # and of the first such after its first part
+    for i, (_, _, _, flat, start) in enumerate(stored):
+        for j in range(start, len(flat), 4):
+            group, code, retried, ms = flat[j], flat[j + 1], flat[j + 2], flat[j + 3]
+            seen = last.get(group)
+            if seen is None:
+                first[group] = i
+                counts[group] = [0, 0, 0, 0, 0, 0]
+                latency[group] = [0] * (len(LATENCY_BOUNDS_MS) + 1)
+                latency_sum[group] = 0
+                if i > 0:
+                    missing[group] = 0
+            elif seen != i - 1:
+                missing.setdefault(group, seen + 1)
+                missing_after.setdefault(group, seen + 1)
+            last[group] = i
+            c = counts[group]
+            c[code] += 1
+            c[5] += retried
+            if (code == _RETRYING_CODE or code == _PENDING_CODE) and group not in open_at:
+                open_at[group] = i
+            if ms is not None:
+                latency[group][bisect.bisect_left(LATENCY_BOUNDS_MS, ms)] += 1
+                latency_sum[group] += ms
+    end = len(stored) - 1
+    for group in sorted(counts):
+        c = counts[group]
+        if last[group] != end:
+            missing.setdefault(group, last[group] + 1)
+            missing_after.setdefault(group, last[group] + 1)
+        oldest = min(open_at.get(group, end + 1), missing.get(group, end + 1))
+        oldest_after = min(open_at.get(group, end + 1), missing_after.get(group, end + 1))
+        out.groups[group] = GroupBucket(
+            consumed=c[0], retrying=c[1], failed=c[2], dead=c[3], pending=c[4], retried=c[5],
+            first_ms=stored[first[group]][0],
+            oldest_open_ms=stored[oldest][0] if oldest <= end else None,
+            oldest_open_after_first_ms=stored[oldest_after][0] if oldest_after <= end else None,
+            latency_sum_ms=latency_sum[group], latency=latency[group],
+        )
+    return out
+
+
+def _latency_ms(trace: MessageTrace, group: str) -> int | None:
+    """From the message's time to the end of the group's first successful attempt."""
+    for attempt in trace.consumes.get(group, []):
+        if attempt["status"] == Status.OK and attempt["after"] is not None and trace.placed_ms is not None:
+            return max(0, attempt["after"]["time_ms"] - trace.placed_ms)
+    return None
+
+
+def part_of(msg_id: str, stored: Iterable[StoredEvent]) -> tuple[str, Part] | None:
+    """The topic and :class:`Part` of a message from its stored events; None while unplaced.
+
+    What ``Part.of(build_trace(msg_id, stored))`` gives (and the topic of that trace), without
+    building the trace's dicts: the rollups read every touched message back after each batch.
+    """
+    events = sort_events(stored)
+    send = send_of(events)
+    placing = placing_event(events, send)
+    if placing is None:
+        return None
+    placed_ms = schema.message_time(placing.event)
+    consumes: list[tuple[Event, Event]] = []
+    dead_ms: dict[str, list[int]] = {}
+    replay_ms: dict[str, int] = {}
+    for e in events:
+        event = e.event
+        kind = event.type
+        if kind == EventType.SUB_BEFORE or kind == EventType.SUB_AFTER:
+            consumes.append((event, event))
+        elif kind == EventType.DEAD:
+            dead_ms.setdefault(event.group, []).append(event.time_ms)
+        elif kind == EventType.REPLAY:
+            replay_ms[event.group] = event.time_ms  # the group's last replay wins
+    attempts_by_group = pair_attempts(consumes)
+    groups: dict[str, tuple[str, bool, int | None]] = {}
+    for group in sorted(attempts_by_group.keys() | dead_ms.keys()):
+        # (time of the attempt's first event, status or None while unfinished, retry, its SUB_AFTER)
+        attempts = sorted(((first.time_ms, after.status if after else None, first.retry, after)
+                           for first, after in ((a["before"] or a["after"], a["after"])
+                                                for a in attempts_by_group.get(group, ()))),
+                          key=lambda a: a[0])
+        outcome = outcome_of([a[:3] for a in attempts], dead_ms.get(group, []), replay_ms.get(group, 0))
+        latency = None
+        if outcome == CONSUMED:
+            latency = next((max(0, after.time_ms - placed_ms) for _, status, _, after in attempts
+                            if status == Status.OK and after is not None), None)
+        groups[group] = (outcome, len(attempts) > 1 or outcome == RETRYING, latency)
+    never_stored = send is not None and send.event.status != Status.OK and not (consumes or dead_ms)
+    return placing.event.topic, Part(msg_id, placed_ms, groups, stored=not never_stored)

@@ -1,0 +1,104 @@
+"""The rollups' short paths, against what they must equal: the lean read-back (``part_of``) gives what
+the full trace gives (``Part.of(build_trace(...))``) for any set of stored events of one message, and a
+minute aggregated in one pass over its parts (``aggregate``, ``aggregate_cells``) holds what the
+bucket's definitions say, worked out here by brute force."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from index_helpers import ev
+
+from collector.store import schema
+from collector.store.model import build_trace
+from collector.store.rollup_parts import MOVED, Part, aggregate, aggregate_cells, part_of
+from collector.store.schema import StoredEvent
+from tracehook.hooks import REPLAY_TARGET_PROP
+from tracehook.wire import EventType, Status
+
+T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000
+MINUTE = 60_000
+
+# Few distinct values per field, so events tie in time, share request ids and groups, and place the
+# message in different minutes and topics: the cases where the two paths could part ways.
+_times = st.sampled_from([T0, T0 + 1, T0 + 2, T0 + MINUTE - 1, T0 + MINUTE, T0 + 2 * MINUTE + 7])
+_event = st.builds(
+    lambda type_, time_ms, group, topic, store_ms, born_ms, status, retry, request_id, replay: StoredEvent(
+        "app", "host", "client", ev(type_, time_ms, group, topic, "m", store_ms=store_ms, born_ms=born_ms,
+                                    status=status, retry=retry, request_id=request_id,
+                                    props={REPLAY_TARGET_PROP: "topic:x"} if replay else None)),
+    st.sampled_from(list(EventType)), _times, st.sampled_from(["g1", "g2", "pg"]), st.sampled_from(["t", "u"]),
+    st.sampled_from([0, T0 + 3, T0 + MINUTE + 3]), st.sampled_from([0, T0 + 1, T0 + MINUTE]),
+    st.sampled_from(list(Status)), st.integers(0, 2), st.sampled_from(["", "r1", "r2"]), st.booleans(),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(events=st.lists(_event, max_size=10))
+def test_the_lean_part_equals_the_part_of_the_full_trace(events: list[StoredEvent]) -> None:
+    trace = build_trace("m", events)
+    expected = None if trace is None or trace.placed_ms is None else (trace.topic, Part.of(trace))
+    assert part_of("m", events) == expected
+
+
+def test_a_dead_letter_replayed_then_consumed_counts_as_consumed() -> None:
+    """One case spelled out (the replay rule is the rarest path): replayed, dead, replayed again, then
+    consumed: the group's last replay is the one that counts."""
+    def stored(type_: EventType, t: int, **fields: object) -> StoredEvent:
+        return StoredEvent("app", "host", "client", ev(type_, t, "g1", "t", "m", **fields))
+
+    events = [
+        StoredEvent("app", "host", "client", ev(EventType.PUB, T0 + 1, "pg", "t", "m", store_ms=T0)),
+        stored(EventType.REPLAY, T0 + 5, props={REPLAY_TARGET_PROP: "topic:t"}),
+        stored(EventType.SUB_BEFORE, T0 + 10, request_id="a"),
+        stored(EventType.SUB_AFTER, T0 + 11, request_id="a", status=Status.FAILED),
+        stored(EventType.DEAD, T0 + 12),
+        stored(EventType.REPLAY, T0 + 20, props={REPLAY_TARGET_PROP: "topic:t"}),
+        stored(EventType.SUB_BEFORE, T0 + 30, request_id="b", retry=1),
+        stored(EventType.SUB_AFTER, T0 + 35, request_id="b", retry=1),
+    ]
+    assert part_of("m", events) == ("t", Part("m", T0, {"g1": ("consumed", True, 35)}))
+
+
+# --- aggregating a minute's parts -------------------------------------------------------------
+
+_parts = st.lists(st.builds(
+    lambda n, placed, stored, groups: Part(f"m{n}", T0 + placed, groups if stored else {}, stored=stored),
+    st.integers(0, 30), st.integers(0, 5), st.booleans(),
+    st.dictionaries(st.sampled_from(["g1", "g2", "g3"]), st.tuples(
+        st.sampled_from(["consumed", "retrying", "failed", "dead", "pending"]), st.booleans(),
+        st.none() | st.sampled_from([0, 5, 6, 1_800_000, 1_800_001])), max_size=3),
+), max_size=12, unique_by=lambda p: p.msg_id)
+
+
+def expected_groups(parts: list[Part]) -> dict[str, tuple[Any, ...]]:
+    """Per group, from the definitions (GroupBucket's docstring): the outcome counts, retried, the
+    latency sum, the first message it received, the oldest it has not consumed (received or not),
+    and the oldest such at or after that first one (messages in (time, msg id) order)."""
+    stored = sorted((p for p in parts if p.stored), key=lambda p: (p.placed_ms, p.msg_id))
+    out: dict[str, tuple[Any, ...]] = {}
+    for group in {g for p in stored for g in p.groups}:
+        received = [i for i, p in enumerate(stored) if group in p.groups]
+        open_ = [i for i, p in enumerate(stored) if group not in p.groups or p.groups[group][0] in ("retrying", "pending")]
+        after = [i for i in open_ if i >= received[0]]
+        fates = [p.groups[group] for p in stored if group in p.groups]
+        out[group] = (
+            tuple(sum(f[0] == o for f in fates) for o in ("consumed", "retrying", "failed", "dead", "pending")),
+            sum(f[1] for f in fates), sum(f[2] or 0 for f in fates), stored[received[0]].placed_ms,
+            stored[open_[0]].placed_ms if open_ else None, stored[after[0]].placed_ms if after else None,
+        )
+    return out
+
+
+@settings(max_examples=500, deadline=None)
+@given(parts=_parts, moved=st.lists(st.integers(31, 40), max_size=3))
+def test_a_minute_aggregates_its_parts_as_defined(parts: list[Part], moved: list[int]) -> None:
+    cells = {schema.rollup_part_column(p.msg_id): p.encode() for p in parts}
+    cells |= {schema.rollup_part_column(f"m{n}"): MOVED for n in moved}  # placed elsewhere now
+    for bucket in (aggregate("t", T0, parts), aggregate_cells("t", T0, cells)):
+        assert (bucket.sent, bucket.failed_sends) == (sum(p.stored for p in parts), sum(not p.stored for p in parts))
+        assert {g: ((b.consumed, b.retrying, b.failed, b.dead, b.pending), b.retried, b.latency_sum_ms, b.first_ms,
+                    b.oldest_open_ms, b.oldest_open_after_first_ms)
+                for g, b in bucket.groups.items()} == expected_groups(parts)
