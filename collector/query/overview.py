@@ -199,7 +199,7 @@ def overview(
     out = Overview(begin_ms, end_ms, now_ms, step, times, [])
     lo, hi = begin_ms - begin_ms % MINUTE_MS, end_ms - end_ms % MINUTE_MS + MINUTE_MS  # the window's minutes
     start = min(begin_ms, end_ms - lag_horizon_ms)
-    buckets = read_window(store, start - start % MINUTE_MS, hi, cuts=(lo,), topic=topic)
+    buckets = read_window(store, start - start % MINUTE_MS, hi, cuts=(lo,), topic=topic, lag_only_before=lo)
     stats = [s for name in sorted(buckets) if (s := _topic_totals(name, buckets[name], lo, now_ms)) is not None]
     if rows is None:
         out.topics = stats

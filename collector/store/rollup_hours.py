@@ -124,19 +124,22 @@ def encode_hour(bucket: MinuteBucket, minutes: Sequence[MinuteBucket]) -> bytes:
     """An hour row's one cell: the columns a minute row of the hour's ``bucket`` would have, packed
     together (one cell per topic and hour is a quarter of the cells a scan of every topic's hours
     returns), and which of its minutes have a minute row (bit ``i``: minute ``i`` of the hour), so a
-    read of the hour's ragged edge scans only where there are rows."""
-    mask = 0
+    read of the hour's ragged edge scans only where there are rows; and which of them hold stored
+    messages (the only minutes a group can have received anything in)."""
+    rows = stored = 0
     for m in minutes:
-        mask |= 1 << (m.minute_ms - bucket.minute_ms) // schema.MINUTE_MS
-    return msgpack.packb([HOUR_FORMAT, bucket.columns(), mask])
+        bit = 1 << (m.minute_ms - bucket.minute_ms) // schema.MINUTE_MS
+        rows |= bit
+        stored |= bit if m.first_ms is not None else 0
+    return msgpack.packb([HOUR_FORMAT, bucket.columns(), rows, stored])
 
 
 @functools.lru_cache(maxsize=DECODED_CACHE)
-def decode_hour(topic: str, hour_ms: int, value: bytes) -> tuple[MinuteBucket, int]:
-    """The bucket of an hour row and its minutes' mask (:func:`encode_hour`), from its cell (cached:
-    read-only for callers)."""
-    _, columns, mask = msgpack.unpackb(value)
-    return MinuteBucket.from_columns(topic, hour_ms, columns), mask
+def decode_hour(topic: str, hour_ms: int, value: bytes) -> tuple[MinuteBucket, int, int]:
+    """The bucket of an hour row, the mask of its minutes with rows and of those with stored messages
+    (:func:`encode_hour`), from its cell (cached: read-only for callers)."""
+    _, columns, rows, stored = msgpack.unpackb(value)
+    return MinuteBucket.from_columns(topic, hour_ms, columns), rows, stored
 
 
 @functools.lru_cache(maxsize=DECODED_CACHE)
@@ -195,6 +198,7 @@ def cover(begin_ms: int, end_ms: int, cuts: Iterable[int] = ()) -> tuple[list[in
 
 def read_window(
     store: Store, begin_ms: int, end_ms: int, *, cuts: Iterable[int] = (), topic: str | None = None,
+    lag_only_before: int | None = None,
 ) -> dict[str, list[MinuteBucket]]:
     """Every topic's rollups (only ``topic``'s when given) covering the minutes ``[begin_ms, end_ms)``
     (minute starts), each topic's in time order: an hour bucket per whole hour (:func:`cover`), minute
@@ -202,7 +206,12 @@ def read_window(
 
     The hour rows of every hour the range touches come in one scan per hour (or one multi-get for one
     topic); each holds which of its minutes have rows, so edge minutes are scanned only for the topics
-    with rows there, and only from the first such row to the last.  Buckets are read-only (cached)."""
+    with rows there, and only from the first such row to the last.  Buckets are read-only (cached).
+
+    ``lag_only_before``: the buckets before it are only walked for the lag
+    (:func:`collector.query.overview.lag_ms`), from ``begin_ms`` on.  Then the minutes of a ragged first
+    hour wholly before it are not read when its hour row shows that nothing waited in that hour for
+    any group: one bucket with no counts stands for them (:func:`_nothing_waiting`)."""
     hours, spans = cover(begin_ms, end_ms, cuts)
     first = hour_of(begin_ms)
     last = hour_of(end_ms - 1) + HOUR_MS if end_ms > begin_ms else first  # the hours the range touches: [first, last)
@@ -210,12 +219,17 @@ def read_window(
     edge = _minute_masks(spans)
     out: dict[str, list[MinuteBucket]] = {}
     wanted: dict[str, list[int]] = {}  # per topic, the edges' minutes that have rows
+    lag_only_first = lag_only_before is not None and begin_ms % HOUR_MS and first + HOUR_MS <= lag_only_before
     for name, hour_ms, columns in _hour_rows(store, first, last, topic):
-        bucket, mask = decode_hour(name, hour_ms, columns[schema.ROLLUP_COLUMN])
+        bucket, mask, stored = decode_hour(name, hour_ms, columns[schema.ROLLUP_COLUMN])
         if hour_ms in whole:
             out.setdefault(name, []).append(bucket)
             continue
         mask &= edge.get(hour_ms, 0)
+        if lag_only_first and hour_ms == first and all(g.oldest_open_ms is None for g in bucket.groups.values()):
+            if mask & stored:
+                out.setdefault(name, []).append(_nothing_waiting(bucket, begin_ms))
+            continue
         wanted.setdefault(name, []).extend(hour_ms + i * schema.MINUTE_MS for i in range(mask.bit_length()) if mask >> i & 1)
     # One scan per topic and span, from its first minute with a row to its last: on HBase a short scan
     # costs less than a multi-get of its rows (a Get seeks every store file; measured 3x slower).
@@ -228,6 +242,15 @@ def read_window(
     for buckets in out.values():
         buckets.sort(key=lambda b: b.minute_ms)
     return out
+
+
+def _nothing_waiting(hour: MinuteBucket, begin_ms: int) -> MinuteBucket:
+    """What the lag walk needs of an hour's minutes from ``begin_ms`` on, when nothing waited in the
+    hour for any of its groups and some of those minutes hold stored messages: no count, nothing
+    waiting, and each of the hour's groups present (each received something there: every minute with
+    stored messages has a bucket of a group for which nothing waited).  Minutes without stored
+    messages have no group bucket, so when none of them has any, they are nothing to the walk."""
+    return MinuteBucket(hour.topic, begin_ms, groups={g: GroupBucket() for g in hour.groups})
 
 
 def _edge_rows(store: Store, topic: str, begin_ms: int, end_ms: int) -> list[MinuteBucket]:

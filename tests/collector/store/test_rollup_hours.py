@@ -23,7 +23,7 @@ HOUR = 3_600_000
 MINUTE = 60_000
 H0 = 1_700_000_000_000 - 1_700_000_000_000 % HOUR  # an hour boundary
 NOW = H0 + 4 * HOUR
-TIMES = [H0 + i * 17 * MINUTE + 7_000 for i in range(12)]  # 12 messages over 3 hours and a bit
+TIMES = [H0 + i * 17 * MINUTE + 7_000 for i in range(12)]  # 12 messages over 3 hours and a bit (13 below)
 TIMES[4] = TIMES[5] - 5_000  # in the minute of message 5, just before it
 # Per group: what happens to message i (None: never received).
 FATES: dict[str, list[str | None]] = {
@@ -33,6 +33,10 @@ FATES: dict[str, list[str | None]] = {
     # its first message.
     "g2": [None] * 5 + ["ok", None, "ok", "ok", "ok", "failed", None],
 }
+# Early in the second hour, a message no group gets: it waits for g1, which started in the first hour.
+TIMES.insert(4, H0 + 62 * MINUTE + 7_000)
+for _fates in FATES.values():
+    _fates.insert(4, None)
 WINDOWS = [(H0, NOW), (H0 + 25 * MINUTE, NOW - 1), (H0 + HOUR + 1, H0 + 3 * HOUR + 10 * MINUTE),
            (H0 + 40 * MINUTE, H0 + 50 * MINUTE), (H0 + 2 * HOUR, H0 + 3 * HOUR - 1)]
 """Windows over whole hours, ragged edges, within one hour."""
@@ -53,12 +57,14 @@ def batches(topic: str) -> tuple[list[Any], list[Any]]:
     return first, second
 
 
-def reference(begin_ms: int, end_ms: int) -> dict[str, Any]:
+def reference(begin_ms: int, end_ms: int, horizon_ms: int = 24 * HOUR) -> dict[str, Any]:
     """Counts of the messages whose minute is in the window, and each group's lag at NOW (over the
-    messages up to the window's end, from the first one the group received)."""
+    messages from the minute ``horizon_ms`` before the window's end to its end, from the first one the
+    group received)."""
     lo, hi = begin_ms - begin_ms % MINUTE, end_ms - end_ms % MINUTE
+    since = min(begin_ms, end_ms - horizon_ms)
     inside = [i for i, t in enumerate(TIMES) if lo <= t - t % MINUTE <= hi]
-    upto = [i for i, t in enumerate(TIMES) if t - t % MINUTE <= hi]
+    upto = [i for i, t in enumerate(TIMES) if since - since % MINUTE <= t - t % MINUTE <= hi]
     groups = {}
     for group, fates in FATES.items():
         first = next((i for i in upto if fates[i] is not None), len(TIMES))
@@ -69,10 +75,11 @@ def reference(begin_ms: int, end_ms: int) -> dict[str, Any]:
     return {"sent": len(inside), "groups": groups}
 
 
-def observed(store: Store, topic: str, begin_ms: int, end_ms: int, *, one_topic: bool = True) -> dict[str, Any]:
+def observed(store: Store, topic: str, begin_ms: int, end_ms: int, *, one_topic: bool = True,
+             horizon_ms: int = 24 * HOUR) -> dict[str, Any]:
     """The overview's counts and lags of ``topic``: asked for alone, or picked from every topic's."""
-    found = [t for t in overview(store, begin_ms, end_ms, now_ms=NOW, topic=topic if one_topic else None).topics
-             if t.topic == topic]
+    found = [t for t in overview(store, begin_ms, end_ms, now_ms=NOW, topic=topic if one_topic else None,
+                                 lag_horizon_ms=horizon_ms).topics if t.topic == topic]
     if not found:
         return {"sent": 0, "groups": {}}
     (stats,) = found
@@ -134,6 +141,21 @@ def test_every_topics_hours_come_from_one_scan_per_hour_and_match_the_reference(
             assert observed(store, topic, begin, end, one_topic=False) == reference(begin, end), (begin - H0, end - H0)
     assert observed(store, late, H0, NOW, one_topic=False)["sent"] == 1
     assert observed(store, late, H0, H0 + 3 * HOUR - 1, one_topic=False)["sent"] == 0
+
+
+def test_the_lag_look_back_starting_inside_an_hour_matches_the_reference(store: Store) -> None:
+    """The look-back's first hour is ragged: its minutes are read, or stood for by its hour row when
+    nothing waited in it (the first hour here: g1 consumed all of it, g2 had not started)."""
+    topic = unique("hh")
+    first, second = batches(topic)
+    index_records(store, first + second)
+    finish_batch(store, now_ms=NOW)
+    for begin in (H0 + 2 * HOUR, H0 + 2 * HOUR + 25 * MINUTE, H0 + 3 * HOUR + 5 * MINUTE):
+        for since in (H0 + 10 * MINUTE, H0 + 20 * MINUTE, H0 + 40 * MINUTE, H0 + 52 * MINUTE, H0 + 59 * MINUTE,
+                      H0 + 70 * MINUTE, H0 + 86 * MINUTE, H0 + 110 * MINUTE):
+            for one_topic in (True, False):
+                got = observed(store, topic, begin, NOW, one_topic=one_topic, horizon_ms=NOW - since)
+                assert got == reference(begin, NOW, NOW - since), (begin - H0, since - H0, one_topic)
 
 
 def test_a_later_batch_into_an_hour_already_read_shows_in_the_next_read(store: Store) -> None:
