@@ -120,7 +120,7 @@ def _median_ms(run: Callable[[], object], repeats: int) -> float:
     return statistics.median(samples)
 
 
-def _minute_rows_only(store: Store, begin_ms: int, end_ms: int, *, cuts: object = (), topic: str | None = None,
+def _minute_rows_only(store: Store, begin_ms: int, end_ms: int, *, topic: str | None = None, **_: object,
                       ) -> dict[str, list[MinuteBucket]]:
     """What :func:`collector.store.rollup_hours.read_window` answers, from every topic's minute rows only."""
     names = topics(store) if topic is None else [topic]
