@@ -1,6 +1,6 @@
-"""Hourly rollups: each hour row is its minutes merged, written by the batch that writes the minutes,
-rebuilt once for a store rolled up before they existed; the overview over hours and ragged minute
-edges gives the counts and lag a reference worked out from the messages gives."""
+"""Hourly rollups: each hour row is its minutes merged, written by the batch that writes the minutes;
+the overview over hours and ragged minute edges gives the counts and lag a reference worked out
+from the messages gives."""
 
 from __future__ import annotations
 
@@ -12,11 +12,9 @@ from index_helpers import consumed, message, unique
 from rollup_reference import expected_minutes
 
 from collector.query.overview import overview
-from collector.store import Store, keys, layout, schema
+from collector.store import Store, keys, schema
 from collector.store.indexer import finish_batch, index_records
-from collector.store.rollup import ROLLUP_FORMAT
 from collector.store.rollup_hours import cover, read_buckets
-from collector.store.rollup_upgrade import recorded_format
 from tracehook.wire import Status
 
 HOUR = 3_600_000
@@ -86,11 +84,6 @@ def observed(store: Store, topic: str, begin_ms: int, end_ms: int, *, one_topic:
     return {"sent": stats.sent, "groups": {g.group: (
         {"ok": g.counts["consumed"], "failed": g.counts["failed"], "pending": g.counts["pending"]}, g.lag_ms)
         for g in stats.groups}}
-
-
-def hour_rows(store: Store, topic: str) -> list[Any]:
-    start, stop = keys.prefix_range((schema.ROLLUP_HOUR,))
-    return [(row, cols) for row, cols in store.scan(schema.ROLLUPS, start, stop) if keys.unpack(row)[2] == topic]
 
 
 def test_hour_rows_merge_their_minutes_as_the_reference_counts_them(store: Store) -> None:
@@ -183,21 +176,3 @@ def test_cover_reads_each_minute_once_and_no_hour_across_a_cut(a: int, length: i
         h = m - m % HOUR
         assert h < begin or h + HOUR > end or any(h < c < h + HOUR for c in cut_ms)
     assert all(y1 < x2 for (_, y1), (x2, _) in zip(spans, spans[1:]))  # adjacent spans are joined
-
-
-def test_a_store_without_hour_rows_gets_them_on_the_rollup_upgrade(store: Store) -> None:
-    topic = unique("hu")
-    first, second = batches(topic)
-    index_records(store, first + second)
-    finish_batch(store, now_ms=NOW)
-    assert recorded_format(store) == ROLLUP_FORMAT == 3
-    rows = hour_rows(store, topic)
-    assert len(rows) == 4
-    # What the previous release left: the same minutes, no hour rows, format 2 recorded.
-    start, stop = keys.prefix_range((schema.ROLLUP_HOUR,))
-    store.delete_rows(schema.ROLLUPS, [row for row, _ in store.scan(schema.ROLLUPS, start, stop)])
-    store.put_meta(layout.ROLLUP_FORMAT_COLUMN, layout.encode_count(2))
-    finish_batch(store, now_ms=NOW)  # the next batch, with nothing new
-    assert hour_rows(store, topic) == rows
-    assert recorded_format(store) == 3
-    assert observed(store, topic, H0, NOW) == reference(H0, NOW)
