@@ -44,9 +44,9 @@ DECODED_CACHE = 16_384
 Prometheus reading the same day of rollups again decodes only the rows that changed (about 1.5 KB
 each; 12,500 hour rows are 500 topics over a day)."""
 READERS = 8
+"""Scans run at once on a store whose reads overlap (HBase: round trips wait in parallel)."""
 HOUR_FORMAT = 1
 """The encoding of an hour row's cell (:func:`encode_hour`); layout 2 starts at 1."""
-"""Scans run at once on a store whose reads overlap (HBase: round trips wait in parallel)."""
 Hour = tuple[str, int]
 """(topic, start of the hour)."""
 T = TypeVar("T")
@@ -254,6 +254,7 @@ def _nothing_waiting(hour: MinuteBucket, begin_ms: int) -> MinuteBucket:
 
 
 def _edge_rows(store: Store, topic: str, begin_ms: int, end_ms: int) -> list[MinuteBucket]:
+    """The minute rows of ``topic`` in ``[begin_ms, end_ms)``, decoded through the cache."""
     rows = store.scan(schema.ROLLUPS, schema.rollup_row(topic, begin_ms), schema.rollup_row(topic, end_ms))
     return [_decode_minute(topic, row, tuple(cells.items())) for row, cells in rows]
 
