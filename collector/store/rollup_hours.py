@@ -206,12 +206,14 @@ def read_window(
 
     The hour rows of every hour the range touches come in one scan per hour (or one multi-get for one
     topic); each holds which of its minutes have rows, so edge minutes are scanned only for the topics
-    with rows there, and only from the first such row to the last.  Buckets are read-only (cached).
+    with rows there, and only from the first such row to the last; an edge hour whose rows are all in
+    the range (and on one side of each cut) is read as its hour row.  Buckets are read-only (cached).
 
     ``lag_only_before``: the buckets before it are only walked for the lag
     (:func:`collector.query.overview.lag_ms`), from ``begin_ms`` on.  Then the minutes of a ragged first
     hour wholly before it are not read when its hour row shows that nothing waited in that hour for
     any group: one bucket with no counts stands for them (:func:`_nothing_waiting`)."""
+    cuts = sorted(set(cuts))
     hours, spans = cover(begin_ms, end_ms, cuts)
     first = hour_of(begin_ms)
     last = hour_of(end_ms - 1) + HOUR_MS if end_ms > begin_ms else first  # the hours the range touches: [first, last)
@@ -225,10 +227,16 @@ def read_window(
         if hour_ms in whole:
             out.setdefault(name, []).append(bucket)
             continue
+        rows = mask
         mask &= edge.get(hour_ms, 0)
         if lag_only_first and hour_ms == first and all(g.oldest_open_ms is None for g in bucket.groups.values()):
             if mask & stored:
                 out.setdefault(name, []).append(_nothing_waiting(bucket, begin_ms))
+            continue
+        if mask and mask == rows and _one_side(hour_ms, rows, cuts):
+            # Every row of the hour is in the range, on one side of each cut: the hour row is exactly
+            # their merge (the window's end hour, when nothing is timed after the end).
+            out.setdefault(name, []).append(_at_first_row(bucket, rows))
             continue
         wanted.setdefault(name, []).extend(hour_ms + i * schema.MINUTE_MS for i in range(mask.bit_length()) if mask >> i & 1)
     # One scan per topic and span, from its first minute with a row to its last: on HBase a short scan
@@ -251,6 +259,23 @@ def _nothing_waiting(hour: MinuteBucket, begin_ms: int) -> MinuteBucket:
     stored messages has a bucket of a group for which nothing waited).  Minutes without stored
     messages have no group bucket, so when none of them has any, they are nothing to the walk."""
     return MinuteBucket(hour.topic, begin_ms, groups={g: GroupBucket() for g in hour.groups})
+
+
+def _one_side(hour_ms: int, rows: int, cuts: Sequence[int]) -> bool:
+    """Whether no cut falls between two of the hour's minute rows (``rows``: their mask)."""
+    for c in cuts:
+        if hour_ms < c < hour_ms + HOUR_MS:
+            below = rows & ((1 << (c - hour_ms) // schema.MINUTE_MS) - 1)
+            if below and below != rows:
+                return False
+    return True
+
+
+def _at_first_row(hour: MinuteBucket, rows: int) -> MinuteBucket:
+    """The hour's bucket, timed at its first minute row (so it sorts, and falls on the side of a cut,
+    where its rows do); shares the cached bucket's groups (read-only)."""
+    first = hour.minute_ms + ((rows & -rows).bit_length() - 1) * schema.MINUTE_MS
+    return MinuteBucket(hour.topic, first, hour.sent, hour.first_ms, hour.groups, hour.failed_sends)
 
 
 def _edge_rows(store: Store, topic: str, begin_ms: int, end_ms: int) -> list[MinuteBucket]:
