@@ -24,8 +24,8 @@ that horizon (it did not exist yet).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +34,8 @@ from collector.query.overview_rows import DEFAULT_SORT, OverviewRow, RowQuery, s
 from collector.query.params import MAX_PARAM_LEN, request_window, text_param
 from collector.query.timeparse import parse_duration
 from collector.store import Store
-from collector.store.rollup import LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket, read_minutes, topics
-from collector.store.rollup_hours import read_buckets
+from collector.store.rollup import LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket, read_minutes
+from collector.store.rollup_hours import read_window
 
 DEFAULT_LAG_HORIZON_MS = 24 * 3600 * 1000
 """How far back from the window's end the lag looks for unconsumed messages."""
@@ -48,9 +48,6 @@ COUNTS = ("consumed", "retrying", "failed", "dead", "pending", "retried")
 """The per-group counters a rollup keeps (``not_received`` is ``sent`` minus what the group received)."""
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
 
-TOTALS_READERS = 8
-"""Topics read at once for their totals (a store's round trips wait in parallel; HBase's store is
-thread-safe with a connection pool, SQLite's serialises on its lock)."""
 MAX_WINDOW_MS = 31 * 24 * 3600 * 1000
 """Longest overview window (rollups live as long as the index's TTL, 30 days by default)."""
 DEFAULT_WINDOW = "1h"
@@ -131,9 +128,7 @@ class GroupStats:
         counts["pending"] += bucket.pending
         counts["retried"] += bucket.retried
         if bucket.consumed:  # only consumed messages have a latency
-            latency = self.latency
-            for i, n in enumerate(bucket.latency):
-                latency[i] += n
+            self.latency = list(map(operator.add, self.latency, bucket.latency))
         self.latency_sum_ms += bucket.latency_sum_ms
 
     def to_json(self) -> Json:
@@ -193,18 +188,19 @@ def overview(
 ) -> Overview:
     """The overview of ``[begin_ms, end_ms]`` (of one ``topic`` when given) from the rollups.
 
-    Every topic's totals and lag come from hourly rollups for the window's whole hours and minute
-    rollups for its edges (:func:`collector.store.rollup_hours.read_buckets`).  With ``rows``, only
+    Every topic's totals and lag come from hourly rollups for the whole hours of the window and of
+    the lag's look-back, all topics' in one scan, and minute rollups for the edges
+    (:func:`collector.store.rollup_hours.read_window`).  With ``rows``, only
     the topics of the page of rows it asks for are kept; ``series`` reads their minutes for the charts.
     """
     step = step_ms_for(begin_ms, end_ms)
     first = begin_ms - begin_ms % step
     times = list(range(first, end_ms + 1, step))
     out = Overview(begin_ms, end_ms, now_ms, step, times, [])
-    names = topics(store) if topic is None else [topic]
-    with ThreadPoolExecutor(max_workers=TOTALS_READERS, thread_name_prefix="tracehook-overview") as pool:
-        found = pool.map(lambda name: _topic_totals(store, name, begin_ms, end_ms, now_ms, lag_horizon_ms), names)
-        stats = [s for s in found if s is not None]
+    lo, hi = begin_ms - begin_ms % MINUTE_MS, end_ms - end_ms % MINUTE_MS + MINUTE_MS  # the window's minutes
+    start = min(begin_ms, end_ms - lag_horizon_ms)
+    buckets = read_window(store, start - start % MINUTE_MS, hi, cuts=(lo,), topic=topic, lag_only_before=lo)
+    stats = [s for name in sorted(buckets) if (s := _topic_totals(name, buckets[name], lo, now_ms)) is not None]
     if rows is None:
         out.topics = stats
     else:
@@ -231,16 +227,11 @@ def rows_of(topics: Iterable[TopicStats]) -> list[OverviewRow]:
     return out
 
 
-def _topic_totals(
-    store: Store, topic: str, begin_ms: int, end_ms: int, now_ms: int, lag_horizon_ms: int,
-) -> TopicStats | None:
-    """A topic's counts over the window and each group's lag, without series (None: nothing to show)."""
-    lo = begin_ms - begin_ms % MINUTE_MS
-    start = min(begin_ms, end_ms - lag_horizon_ms)
-    before = read_buckets(store, topic, start, lo - 1) if start < lo else []
-    in_window = read_buckets(store, topic, lo, end_ms)
-    minutes = before + in_window
-    lags = {g: lag for g in {g for m in minutes for g in m.groups} if (lag := lag_ms(g, minutes, now_ms))}
+def _topic_totals(topic: str, buckets: list[MinuteBucket], lo: int, now_ms: int) -> TopicStats | None:
+    """A topic's counts over the window (its buckets from ``lo`` on) and each group's lag over all of
+    ``buckets`` (the look-back and the window, in time order), without series (None: nothing to show)."""
+    in_window = [b for b in buckets if b.minute_ms >= lo]
+    lags = {g: lag for g in {g for m in buckets for g in m.groups} if (lag := lag_ms(g, buckets, now_ms))}
     if not in_window and not lags:
         return None
     stats = TopicStats(topic)

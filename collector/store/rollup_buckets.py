@@ -69,11 +69,15 @@ class GroupBucket:
 
     @classmethod
     def decode(cls, value: bytes) -> GroupBucket:
-        fields = msgpack.unpackb(value)
-        latency = fields[11]
+        # Fields straight into the slots: the overview decodes tens of thousands per request, and the
+        # dataclass __init__ took three times as long as the unpacking.
+        out = object.__new__(cls)
+        (_, out.consumed, out.retrying, out.failed, out.dead, out.pending, out.retried, out.first_ms,
+         out.oldest_open_ms, out.oldest_open_after_first_ms, out.latency_sum_ms, latency) = msgpack.unpackb(value)
         if len(latency) < _LATENCY_BUCKETS:  # written with fewer bounds: the open-ended bucket moved up
             latency = latency + [0] * (_LATENCY_BUCKETS - len(latency))
-        return cls(*fields[1:11], latency=latency)
+        out.latency = latency
+        return out
 
 
 @dataclass(slots=True)
@@ -103,7 +107,12 @@ class MinuteBucket:
 
     @classmethod
     def from_row(cls, topic: str, row: bytes, columns: Columns) -> MinuteBucket:
-        out = cls(topic, schema.rollup_row_minute(row))
+        return cls.from_columns(topic, schema.rollup_row_minute(row), columns)
+
+    @classmethod
+    def from_columns(cls, topic: str, minute_ms: int, columns: Columns) -> MinuteBucket:
+        """The bucket of ``minute_ms`` (an hour row's: its hour) from its row's columns."""
+        out = cls(topic, minute_ms)
         for name, value in columns.items():
             if name == schema.ROLLUP_COLUMN:
                 fields = msgpack.unpackb(value)

@@ -22,7 +22,7 @@ pending    (hash4(msg_id), msg_id)                         ``s:<event id>`` DEAD
 traceidx   (trace id, msg_id)                              ``i:<event type>`` message summary
 rollups    (TOPIC, topic)                                  ``r:`` marker: the topics with rollups
            (MINUTE, topic, minute)                         ``r:`` topic counts, ``r:<group>`` the group's
-           (HOUR, topic, hour)                             as MINUTE: the hour's minutes merged
+           (HOUR, hour, topic)                             as MINUTE: the hour's minutes merged (hour first)
            (PARTS, topic, minute)                          ``r:<msg_id>`` each message's part of the minute
            (DIRTY_MSG, hash4(msg_id), msg_id)              ``r:`` marker: an event of this message landed
            (DIRTY, topic, minute)                          ``r:`` marker of older indexers: recompute the minute
@@ -204,13 +204,18 @@ def rollup_row(topic: str, minute_ms: int) -> bytes:
 
 
 def rollup_hour_row(topic: str, hour_ms: int) -> bytes:
-    """One topic's hourly rollup: its minutes' rollups merged (``hour_ms`` is the hour's start)."""
-    return keys.pack((ROLLUP_HOUR, topic, hour_ms))
+    """One topic's hourly rollup: its minutes' rollups merged (``hour_ms`` is the hour's start).
+    Keyed hour first, so one range scan (:func:`rollup_hour_prefix`) reads every topic's hours."""
+    return keys.pack((ROLLUP_HOUR, hour_ms, topic))
+
+
+def rollup_hour_prefix(hour_ms: int) -> bytes:
+    """Where the hour rows of ``hour_ms`` start, every topic's (a scan to the next hour's reads them)."""
+    return keys.pack((ROLLUP_HOUR, hour_ms))
 
 
 def rollup_row_minute(row: bytes) -> int:
-    """The minute of a :func:`rollup_row` key (or the hour of a :func:`rollup_hour_row`: its last
-    element), without decoding the topic."""
+    """The minute of a :func:`rollup_row` key (its last element), without decoding the topic."""
     return keys.unpack(row[-keys.INT_BYTES:])[0]  # type: ignore[return-value]
 
 
