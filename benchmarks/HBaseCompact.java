@@ -1,12 +1,13 @@
-// Flush and major-compact HBase tables, for benchmarks/index_cost.py (Thrift1 can request a
+// Flush or major-compact HBase tables, for benchmarks/index_cost.py (Thrift1 can request a
 // compaction but neither flush nor tell when a compaction is done; the Java Admin API can).
 //
-//   java -cp "$RUN/conf:<HBase classpath>" benchmarks/HBaseCompact.java TABLE...
+//   java -cp "$RUN/conf:<HBase classpath>" benchmarks/HBaseCompact.java flush|compact TABLE...
 //
-// Per table: flush the memstores, request a major compaction, wait until no compaction runs,
-// then disable and enable the table: closing a region archives the files the compaction
-// replaced (otherwise they stay in the store directory until a chore runs, every 2 minutes).
-// Exit 0 when done; an exception (and exit 1) otherwise.
+// flush: write every memstore of the tables to store files (returns when done).
+// compact: request a major compaction, wait until no compaction runs, then disable and enable
+// each table: closing a region archives the files the compaction replaced (otherwise they stay
+// in the store directory until a chore runs, every 2 minutes).
+// Exit 0 when done; an exception (and exit 1) otherwise; 2 for bad arguments.
 
 import java.util.ArrayList;
 import java.util.List;
@@ -24,14 +25,21 @@ public class HBaseCompact {
     private static final int QUIET_POLLS = 3;
 
     public static void main(String[] args) throws Exception {
+        if (args.length < 1 || !(args[0].equals("flush") || args[0].equals("compact"))) {
+            System.err.println("usage: HBaseCompact flush|compact TABLE...");
+            System.exit(2);
+        }
         Configuration conf = HBaseConfiguration.create();  // hbase-site.xml from the classpath
         List<TableName> tables = new ArrayList<>();
-        for (String name : args) {
-            tables.add(TableName.valueOf(name));
+        for (int i = 1; i < args.length; i++) {
+            tables.add(TableName.valueOf(args[i]));
         }
         try (Connection connection = ConnectionFactory.createConnection(conf); Admin admin = connection.getAdmin()) {
-            for (TableName table : tables) {
-                admin.flush(table);
+            if (args[0].equals("flush")) {
+                for (TableName table : tables) {
+                    admin.flush(table);
+                }
+                return;
             }
             for (TableName table : tables) {
                 admin.majorCompact(table);

@@ -11,8 +11,9 @@ One table per run; every row of one (events, mix) pair indexes the same events:
   in steady state: a run over an empty log is measured on the same warm session and subtracted
   (so is its wall time, for events/s);
 * ``c``  both into real HBase (``scripts/hbase start``): client CPU as above, plus the CPU of the HBase
-  JVM and the Thrift server (/proc of their pids) while indexing; bytes in the namespace's table
-  directories after a flush and a major compaction (the WAL apart; ``HBaseCompact.java``);
+  JVM and the Thrift server (/proc of their pids) while indexing and flushing the memstores after;
+  bytes in the namespace's table directories after that flush and a major compaction (the WAL apart;
+  ``HBaseCompact.java``; the compaction's CPU is printed on stderr);
 * ``d``  the floor: decode, then three SQLite tables (events by message id; topic+key+time -> id;
   topic+time -> id), one ``executemany`` transaction per micro-batch.  A yardstick, not a design.
 
@@ -56,7 +57,7 @@ from benchmarks.index_cost_support import (
     LogRow,
     Payload,
     Unreachable,
-    compact,
+    admin,
     encode,
     find_hbase,
     floor,
@@ -107,7 +108,18 @@ def in_process(url: str, batches: Sequence[Sequence[Payload]], hbase: HBase | No
         task = index_partition(url, DEFAULT_BATCH_SIZE)
         finish_partitions(url, list(task(iter([LogRow(payload=p.data) for p in batch]))))
     seconds, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    return Cost(cpu, seconds, hbase.cpu_seconds() - server0 if hbase else None)
+    return Cost(cpu, seconds, server_cpu(hbase, url, server0) if hbase else None)
+
+
+def server_cpu(hbase: HBase, url: str, since: float) -> float:
+    """The HBase processes' CPU seconds from ``since`` until the store's memstores are flushed
+    (writing them out is part of what a write costs the server)."""
+    admin(hbase, "flush", namespace(url))
+    return hbase.cpu_seconds() - since
+
+
+def namespace(url: str) -> str:
+    return url.rsplit("namespace=", 1)[1]
 
 
 def spark_job(spark: Any, log_dir: str, empty_log: str, make_url: Callable[[], str], events: int,
@@ -122,7 +134,7 @@ def spark_job(spark: Any, log_dir: str, empty_log: str, make_url: Callable[[], s
         cpu0, wall0 = tree_cpu_seconds(os.getpid()), time.perf_counter()
         report = index_once(spark, log, url)
         seconds, cpu = time.perf_counter() - wall0, tree_cpu_seconds(os.getpid()) - cpu0
-        return report.events, Cost(cpu, seconds, hbase.cpu_seconds() - server0 if hbase else None), url
+        return report.events, Cost(cpu, seconds, server_cpu(hbase, url, server0) if hbase else None), url
 
     _, empty, empty_url = run(empty_log)
     drop(empty_url)
@@ -173,9 +185,12 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
         if url.startswith("local:"):
             size = sqlite_bytes(url.removeprefix("local:"))
         else:
-            namespace = url.rsplit("namespace=", 1)[1]
-            compact(hbase, namespace)  # type: ignore[arg-type]
-            size = namespace_bytes(hbase, namespace)  # type: ignore[arg-type]
+            assert hbase is not None
+            server0 = hbase.cpu_seconds()
+            admin(hbase, "compact", namespace(url))
+            print(f"  {path}: the major compaction took {(hbase.cpu_seconds() - server0) * 1e6 / n:.1f} µs "
+                  "of HBase CPU per event", file=sys.stderr, flush=True)
+            size = namespace_bytes(hbase, namespace(url))
         n_rows, n_cells = rows_and_cells(url)
         results.append(Result(n, mix, path, cost.cpu_s, cost.seconds, size, n_rows, n_cells, cost.server_cpu_s))
         drop(url)

@@ -39,7 +39,7 @@ SEGMENT_RECORDS = 1000
 SEED = 27
 TOPICS = ("orders", "payments", "shipments", "refunds")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COMPACT_TOOL = os.path.join(ROOT, "benchmarks", "HBaseCompact.java")
+ADMIN_TOOL = os.path.join(ROOT, "benchmarks", "HBaseCompact.java")
 
 
 class Unreachable(Exception):
@@ -261,18 +261,19 @@ def find_hbase(run_dir: str) -> HBase:
     return HBase(run_dir, port, tuple(pids))
 
 
-def compact(hbase: HBase, namespace: str) -> None:
-    """Flush and major-compact the namespace's tables (:data:`COMPACT_TOOL`, on the server's own classpath)."""
+def admin(hbase: HBase, action: str, namespace: str) -> None:
+    """``flush`` or ``compact`` (major, then the replaced files archived) the namespace's tables
+    (:data:`ADMIN_TOOL`, run on the server's own classpath and JVM flags)."""
     with open(f"/proc/{hbase.pids[0]}/cmdline", "rb") as f:
         argv = [a.decode() for a in f.read().split(b"\0") if a]
     flags = [a for i, a in enumerate(argv[1:], 1)
              if a.startswith(("--add-", "-cp")) or argv[i - 1].startswith(("--add-", "-cp"))]
     names = sorted(d for d in os.listdir(hbase.tables_dir) if d.startswith(namespace + "_"))
-    log = os.path.join(hbase.run_dir, "logs", "index-cost-compact.log")  # for the server's log4j2 config
-    done = subprocess.run(["java", *flags, f"-Dhbase.log.file={log}", COMPACT_TOOL, *names], capture_output=True,
-                          text=True, timeout=900, check=False)
+    log = os.path.join(hbase.run_dir, "logs", "index-cost-admin.log")  # for the server's log4j2 config
+    done = subprocess.run(["java", *flags, f"-Dhbase.log.file={log}", ADMIN_TOOL, action, *names],
+                          capture_output=True, text=True, timeout=900, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"{COMPACT_TOOL} failed (exit {done.returncode}): {done.stderr[-2000:]}")
+        raise RuntimeError(f"{ADMIN_TOOL} {action} failed (exit {done.returncode}): {done.stderr[-2000:]}")
 
 
 def namespace_bytes(hbase: HBase, namespace: str) -> int:
