@@ -29,6 +29,8 @@ topics; a fixed seed).  Trace-log records of 100 events each, from one client ea
     scripts/hbase start
     python benchmarks/index_cost.py --events 100000                             # every row, both mixes
     python benchmarks/index_cost.py --events 1000000 --rows a,d
+    scripts/hbase thrift2-start    # HBase tables created pre-split (and as a newer layout creates them)
+    python benchmarks/index_cost.py --rows c --hbase-options "thrift2=127.0.0.1:$(scripts/hbase thrift2-port)"
 
 Exit codes: 0 done; 2 bad arguments, or HBase (rows c) or Spark (rows b, c) not reachable (one line).
 """
@@ -46,6 +48,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -68,7 +71,7 @@ from benchmarks.index_cost_support import (
     sqlite_bytes,
     write_log,
 )
-from collector.store import open_store
+from collector.store import BadStoreUrlError, StoreUnavailableError, check_store_url, open_store
 from spark_jobs.partition import DEFAULT_BATCH_SIZE, finish_partitions, index_partition
 
 DEFAULT_EVENTS = (100_000, 1_000_000)
@@ -119,7 +122,7 @@ def server_cpu(hbase: HBase, url: str, since: float) -> float:
 
 
 def namespace(url: str) -> str:
-    return url.rsplit("namespace=", 1)[1]
+    return parse_qs(urlsplit(url).query)["namespace"][0]
 
 
 def spark_job(spark: Any, log_dir: str, empty_log: str, make_url: Callable[[], str], events: int,
@@ -221,7 +224,8 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
             assert hbase is not None
 
             def hbase_url() -> str:
-                return f"hbase://127.0.0.1:{hbase.port}?namespace=cost{uuid.uuid4().hex[:8]}"
+                options = f"&{args.hbase_options}" if args.hbase_options else ""
+                return f"hbase://127.0.0.1:{hbase.port}?namespace=cost{uuid.uuid4().hex[:8]}{options}"
 
             url = hbase_url()
             add("c in-process -> HBase", in_process(url, batches, hbase), url)
@@ -273,13 +277,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]", help="Spark master of rows b and c")
     parser.add_argument("--hbase-run-dir", default=os.environ.get("HBASE_RUN_DIR", os.path.join(ROOT, ".run", "hbase")),
                         help="scripts/hbase's run directory (default $HBASE_RUN_DIR or .run/hbase)")
+    parser.add_argument("--hbase-options", default="",
+                        help="more HBase store URL options, e.g. 'thrift2=127.0.0.1:PORT&salt_buckets=8' "
+                             "(tables created pre-split through scripts/hbase thrift2-start's gateway)")
     args = parser.parse_args(argv)
     rows = set(args.rows)
     try:
+        check_store_url(f"hbase://127.0.0.1:9090?namespace=check&{args.hbase_options}")
         hbase = find_hbase(args.hbase_run_dir) if "c" in rows else None
         if rows & {"b", "c"}:
             check_spark()
-    except Unreachable as exc:
+    except (Unreachable, BadStoreUrlError) as exc:
         print(f"index_cost: {exc}", file=sys.stderr)
         return 2
 
@@ -292,6 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run_dir = tempfile.mkdtemp(dir=work)
                 results += measure(n, mix, rows, args, hbase, spark_holder, run_dir)
                 shutil.rmtree(run_dir, ignore_errors=True)
+    except StoreUnavailableError as exc:  # HBase (or its Thrift2 gateway) went away or never answered
+        print(f"index_cost: {exc}", file=sys.stderr)
+        return 2
     finally:
         for spark in spark_holder:
             spark.stop()

@@ -269,6 +269,8 @@ def admin(hbase: HBase, action: str, namespace: str) -> None:
     flags = [a for i, a in enumerate(argv[1:], 1)
              if a.startswith(("--add-", "-cp")) or argv[i - 1].startswith(("--add-", "-cp"))]
     names = sorted(d for d in os.listdir(hbase.tables_dir) if d.startswith(namespace + "_"))
+    if not names:  # the wrong run directory, or a namespace spelt differently: no figure rather than 0 bytes
+        raise RuntimeError(f"no tables {namespace}_* in {hbase.tables_dir}")
     log = os.path.join(hbase.run_dir, "logs", "index-cost-admin.log")  # for the server's log4j2 config
     done = subprocess.run(["java", *flags, f"-Dhbase.log.file={log}", ADMIN_TOOL, action, *names],
                           capture_output=True, text=True, timeout=900, check=False)

@@ -56,3 +56,10 @@ def test_an_unknown_row_is_a_usage_error() -> None:
     done = _run("--rows", "a,x")
     assert done.returncode == 2
     assert "--rows" in done.stderr
+
+
+def test_a_bad_hbase_store_option_is_refused_in_one_line() -> None:
+    done = _run("--rows", "a", "--hbase-options", "thrift2=nowhere")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "thrift2" in done.stderr
