@@ -86,19 +86,20 @@ async def measure(base_url: str, clients: int, seconds: float, run_id: str, pid:
     async with aiohttp.ClientSession(connector=connector) as session:
         url = base_url + "/v1/batches"
         await _client(session, url, f"warmup-{run_id}", packed, time.perf_counter() + 0.5)
-        cpu_before = _cpu_seconds(pid) if pid else 0.0
+        cpu_before = tree_cpu_seconds(pid) if pid else 0.0
         started = time.perf_counter()
         deadline = started + seconds
         totals = await asyncio.gather(
             *(_client(session, url, f"{run_id}-{i}", packed, deadline) for i in range(clients))
         )
         elapsed = time.perf_counter() - started
-        cpu = (_cpu_seconds(pid) - cpu_before) if pid else 0.0
+        cpu = (tree_cpu_seconds(pid) - cpu_before) if pid else 0.0
         return sum(totals) / elapsed, cpu * 1e6 / max(sum(totals), 1)
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process and its live children (decode workers), from /proc."""
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its descendants (decode workers; a Spark JVM and its Python
+    workers), from /proc: each live process's own time plus that of the children it reaped."""
     tick = os.sysconf("SC_CLK_TCK")
     total, pending = 0.0, [pid]
     while pending:
@@ -106,7 +107,7 @@ def _cpu_seconds(pid: int) -> float:
         try:
             with open(f"/proc/{p}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
+            total += sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as f:
                     pending.extend(int(c) for c in f.read().split())

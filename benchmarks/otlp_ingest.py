@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-from collector_ingest import _collector_cmd, _cpu_seconds, _free_port, _start  # noqa: E402
+from collector_ingest import _collector_cmd, _free_port, _start, tree_cpu_seconds  # noqa: E402
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
@@ -110,12 +110,12 @@ async def measure(url: str, headers: dict[str, str], body: Callable[[int], bytes
     """Requests/s acknowledged, and the server's CPU seconds per request."""
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients)) as session:
         await _client(session, url, headers, body, seq_base, time.perf_counter() + 0.5)  # warm-up
-        cpu_before, started = _cpu_seconds(pid), time.perf_counter()
+        cpu_before, started = tree_cpu_seconds(pid), time.perf_counter()
         deadline = started + seconds
         counts = await asyncio.gather(*(_client(session, url, headers, body, seq_base + (c + 1) * 10_000_000,
                                                 deadline) for c in range(clients)))
         elapsed = time.perf_counter() - started
-        cpu = _cpu_seconds(pid) - cpu_before
+        cpu = tree_cpu_seconds(pid) - cpu_before
     return sum(counts) / elapsed, cpu / max(sum(counts), 1)
 
 

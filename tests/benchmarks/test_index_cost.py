@@ -1,0 +1,65 @@
+"""benchmarks/index_cost.py still runs: its in-process and floor rows at a tiny size print a whole
+table of positive numbers, and the rows that need HBase say in one line (exit 2) when it is not there.
+
+The figures themselves belong to benchmarks/RESULTS.md; this only keeps the script from rotting
+as the layout changes under it.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "index_cost.py"
+HEADER = ["events", "mix", "path", "CPU µs/event", "HBase JVM + Thrift µs/event", "events/s", "bytes/event",
+          "rows/event", "cells/event"]
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=240, check=False)
+
+
+def _number(cell: str) -> float:
+    return float(cell.replace(",", ""))
+
+
+def test_rows_a_and_d_print_one_table_of_positive_numbers() -> None:
+    done = _run("--events", "1500", "--rows", "a,d")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("|")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    assert cells[0] == HEADER
+    body = cells[2:]
+    assert [(row[1], row[2][0]) for row in body] == [("simple", "a"), ("simple", "d"), ("realistic", "a"),
+                                                     ("realistic", "d")]
+    for row in body:
+        assert row[0] == "1,500"
+        assert row[4] == "–"  # no HBase server in these rows
+        assert all(_number(c) > 0 for c in row[3:4] + row[5:]), row
+    in_process, floor = body[0], body[1]
+    # The index answers ten tables' questions, the floor three: more rows per event, never fewer.
+    assert _number(in_process[7]) > _number(floor[7])
+
+
+def test_hbase_rows_without_hbase_say_so_in_one_line(tmp_path: pathlib.Path) -> None:
+    done = _run("--events", "100", "--rows", "c", "--hbase-run-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "HBase" in done.stderr and "scripts/hbase start" in done.stderr
+
+
+def test_an_unknown_row_is_a_usage_error() -> None:
+    done = _run("--rows", "a,x")
+    assert done.returncode == 2
+    assert "--rows" in done.stderr
+
+
+def test_a_bad_hbase_store_option_is_refused_in_one_line() -> None:
+    done = _run("--rows", "a", "--hbase-options", "thrift2=nowhere")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "thrift2" in done.stderr
