@@ -65,26 +65,27 @@ def rows_for(
     time_ms = schema.message_time(event)
     topic, msg_id = event.topic, event.msg_id
     if event.type in _CONSUME_TYPES:
-        rows.append((schema.RECORDS, schema.records_row(topic, event.group, time_ms, msg_id), {event_col: value}))
+        rows.append((schema.RECORDS, schema.records_row(topic, event.group, time_ms, msg_id),
+                     schema.record_columns(event)))
     if event.type in _KEY_TYPES:
-        summary = {schema.summary_column(event): schema.encode_summary(event, time_ms)}
+        cells = schema.INDEX_CELLS  # index rows only point at the message row: one empty cell
         # Split on spaces only (RocketMQ's KEY_SEPARATOR): str.split() would also cut a key at
         # tabs, \x1c..\x1f or U+00A0, and a message would never be found by its whole key.
         for key in {k for k in event.keys.split(KEY_SEPARATOR) if k}:
-            rows.append((schema.KEYIDX, schema.key_row(topic, key, time_ms, msg_id), summary))
-        rows.append((schema.TRACEIDX, schema.trace_row(trace_id_of(event), msg_id), summary))
+            rows.append((schema.KEYIDX, schema.key_row(topic, key, time_ms, msg_id), cells))
+        rows.append((schema.TRACEIDX, schema.trace_row(trace_id_of(event), msg_id), cells))
         if event.type == EventType.DEAD:
-            rows.extend((schema.DEAD, row, summary) for row in schema.dead_rows(topic, event.group, time_ms, msg_id))
+            rows.extend((schema.DEAD, row, cells) for row in schema.dead_rows(topic, event.group, time_ms, msg_id))
             # Placed under the send's time later, by finish_batch (the send may be in another partition).
             rows.append((schema.PENDING, schema.message_row(msg_id), {event_col: value}))
         if could_place(event):  # only the send, or an event that knew the store time, files it by time
             bucket = schema.salt(msg_id, salt_buckets)
-            rows.append((schema.TIMEIDX, schema.time_row(bucket, topic, time_ms, msg_id), summary))
+            rows.append((schema.TIMEIDX, schema.time_row(bucket, topic, time_ms, msg_id), cells))
             if event.type != EventType.DEAD and event.queue >= 0 and event.offset >= 0:
-                rows.append((schema.QUEUEIDX, schema.queue_row(topic, event.queue, time_ms, event.offset), summary))
+                rows.append((schema.QUEUEIDX, schema.queue_row(topic, event.queue, time_ms, event.offset), cells))
         if event.type != EventType.DEAD and event.broker and event.offset >= 0:
             row = schema.seq_row(topic, event.broker, event.offset, event.queue, msg_id)
-            rows.append((schema.SEQIDX, row, summary))
+            rows.append((schema.SEQIDX, row, cells))
     if mark:  # after this batch the message's part of its minute's rollup is rebuilt (collector.store.rollup)
         rows.append((schema.ROLLUPS, schema.rollup_dirty_msg_row(msg_id), _MARK))
     # HBase refuses a whole put with one over-long row key: leave such a row out of that
@@ -212,8 +213,8 @@ def finish_batch(
                     done.append(row)
                 continue
             for dead in deads:
-                summary = {schema.summary_column(dead): schema.encode_summary(dead, trace.placed_ms)}
-                puts += [(r, summary) for r in schema.dead_rows(dead.topic, dead.group, trace.placed_ms, dead.msg_id)]
+                puts += [(r, dict(schema.INDEX_CELLS))
+                         for r in schema.dead_rows(dead.topic, dead.group, trace.placed_ms, dead.msg_id)]
                 filed = schema.message_time(dead)
                 if filed != trace.placed_ms:
                     stale += schema.dead_rows(dead.topic, dead.group, filed, dead.msg_id)

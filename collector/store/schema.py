@@ -9,17 +9,18 @@ Tables (logical names; HBase tables are ``<namespace>_<name>``):
 ========== =============================================== ==========================================
 table      row key                                         columns
 ========== =============================================== ==========================================
-messages   (hash4(msg_id), msg_id)                         ``s:<event id>`` PUB / END_TX / DEAD events,
+messages   (hash4(msg_id), msg_id)                         ``s:<event id>`` PUB / END_TX / DEAD / REPLAY events,
                                                            ``c:<event id>`` SUB_BEFORE / SUB_AFTER events
-keyidx     (topic, key, reversed msg time, msg_id)         ``i:<event type>`` message summary
-timeidx    (salt, topic, msg time, msg_id)                 ``i:<event type>`` message summary
-dead       (topic, ALL, reversed msg time, msg_id, group)  ``i:<event type>`` summary (all groups)
-           (topic, ONE, group, reversed msg time, msg_id)  the same, per consumer group
-records    (topic, group, msg time, msg_id)                ``c:<event id>`` the group's consume events
-queueidx   (topic, queue, msg time, offset)                ``i:<event type>`` message summary
-seqidx     (topic, broker, offset, queue, msg_id)          ``i:<event type>`` message summary
+keyidx     (topic, key, reversed msg time, msg_id)         ``i:`` empty (:data:`INDEX_CELLS`)
+timeidx    (salt, topic, msg time, msg_id)                 ``i:`` empty
+dead       (topic, ALL, reversed msg time, msg_id, group)  ``i:`` empty (all groups)
+           (topic, ONE, group, reversed msg time, msg_id)  ``i:`` empty, per consumer group
+records    (topic, group, msg time, msg_id)                ``c:`` empty: the group received it;
+                                                           ``c:<queue, offset>`` empty: a SUB_AFTER there
+queueidx   (topic, queue, msg time, offset)                ``i:`` empty
+seqidx     (topic, broker, offset, queue, msg_id)          ``i:`` empty
 pending    (hash4(msg_id), msg_id)                         ``s:<event id>`` DEAD events not yet placed
-traceidx   (trace id, msg_id)                              ``i:<event type>`` message summary
+traceidx   (trace id, msg_id)                              ``i:`` empty
 rollups    (TOPIC, topic)                                  ``r:`` marker: the topics with rollups
            (MINUTE, topic, minute)                         ``r:`` topic counts, ``r:<group>`` the group's
            (HOUR, topic, hour)                             as MINUTE: the hour's minutes merged
@@ -27,6 +28,11 @@ rollups    (TOPIC, topic)                                  ``r:`` marker: the to
            (DIRTY_MSG, hash4(msg_id), msg_id)              ``r:`` marker: an event of this message landed
            (DIRTY, topic, minute)                          ``r:`` marker of older indexers: recompute the minute
 ========== =============================================== ==========================================
+
+Index rows only point at the message row, the one place a message's fields live: their
+key holds everything their own query reads (time, msg_id, group, queue, offset) and they
+have one constant empty cell, so the PUB, SUB_BEFORE and DEAD events that file one message
+under the same key write the same cell (and merge within a batch).
 
 "msg time" is the broker's store time when known, else the born time, else the
 event's own time (:func:`message_time`).  Only a message's send places it (the
@@ -46,9 +52,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import operator
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import msgpack
@@ -263,8 +270,20 @@ def event_family(event: Event) -> str:
 
 
 def encode_event_value(app: str, host: str, client_id: str, event: Event) -> bytes:
-    """A stored event: who sent it (from the batch header) and the trimmed wire event."""
-    return msgpack.packb([app, host, client_id, wire.trim(event)], use_bin_type=True)
+    """A stored event: who sent it (from the batch header) and the trimmed wire event.
+
+    Born and store times are kept as their difference from the event's time (a few bytes
+    instead of nine); :func:`decode_event_value` restores them.
+    """
+    raw = wire.trim(event)
+    if len(raw) > _BORN:
+        raw[_BORN] -= raw[1]
+        if len(raw) > _STORE:
+            raw[_STORE] -= raw[1]
+    return msgpack.packb([app, host, client_id, raw], use_bin_type=True)
+
+
+_BORN, _STORE = wire.Event._fields.index("born_ms"), wire.Event._fields.index("store_ms")
 
 
 def event_id(value: bytes) -> bytes:
@@ -273,10 +292,8 @@ def event_id(value: bytes) -> bytes:
 
 
 def event_qualifier(event: Event, value: bytes) -> bytes:
-    """Consume events sort by group then request id, so one attempt's events sit together."""
-    if event.type in _CONSUME_TYPES:
-        return keys.pack((event.group, event.request_id, event_id(value)))
-    return keys.pack((int(event.type), event_id(value)))
+    """A stored event's qualifier: the hash of its value (nothing reads qualifiers back)."""
+    return event_id(value)
 
 
 @dataclass(frozen=True)
@@ -305,29 +322,32 @@ _STATUS_NAMES = {int(s): s.name for s in wire.Status}
 
 def decode_event_value(value: bytes) -> StoredEvent:
     app, host, client_id, raw = msgpack.unpackb(value, raw=False, use_list=True)
+    if len(raw) > _BORN:
+        raw[_BORN] += raw[1]
+        if len(raw) > _STORE:
+            raw[_STORE] += raw[1]
     return StoredEvent(app, host, client_id, wire.validate_event(raw))
 
 
-SUMMARY_FIELDS = (
-    "msg_id", "topic", "keys", "tags", "broker", "queue", "offset", "born_ms", "store_ms", "status", "group", "error",
-)
+INDEX_COLUMN = b"i:"
+"""The one column of every index row (keyidx, timeidx, dead, queueidx, seqidx, traceidx)."""
+INDEX_CELLS: Mapping[bytes, bytes] = MappingProxyType({INDEX_COLUMN: b""})
+"""An index row's cells: one empty cell, the same whichever event files the row."""
+RECEIVED_COLUMN = b"c:"
+"""A records row's cell saying the group received the message (every consume event writes it)."""
+RECEIVED_CELLS: Mapping[bytes, bytes] = MappingProxyType({RECEIVED_COLUMN: b""})
+_POSITION = struct.Struct(">qq")
 
 
-def summary_column(event: Event) -> bytes:
-    """Index rows keep one summary per event type; readers prefer the producer's (lowest type)."""
-    return column(INDEX_FAMILY, bytes((int(event.type),)))
+def record_columns(event: Event) -> Mapping[bytes, bytes]:
+    """The records cell of a consume event: a finished one (SUB_AFTER) that knows its queue and
+    offset names them in the qualifier, the position backtracking reads; any other says received."""
+    if event.type == EventType.SUB_AFTER and event.queue >= 0 and event.offset >= 0:
+        return {RECEIVED_COLUMN + _POSITION.pack(event.queue, event.offset): b""}
+    return RECEIVED_CELLS
 
 
-_summary_values = operator.attrgetter(*SUMMARY_FIELDS)
-
-
-def encode_summary(event: Event, time_ms: int) -> bytes:
-    return msgpack.packb((time_ms, *_summary_values(event)), use_bin_type=True)
-
-
-def decode_summary(columns: Mapping[bytes, bytes]) -> dict[str, Any]:
-    """The preferred summary among an index row's columns: ``time_ms`` and :data:`SUMMARY_FIELDS`."""
-    time_ms, *values = msgpack.unpackb(columns[min(columns)], raw=False)
-    out = dict(zip(SUMMARY_FIELDS, values))
-    out["time_ms"] = time_ms
-    return out
+def record_positions(columns: Mapping[bytes, bytes]) -> list[tuple[int, int]]:
+    """The (queue, offset) of every finished consume in a records row's cells."""
+    n = len(RECEIVED_COLUMN)
+    return [_POSITION.unpack(col[n:]) for col in columns if len(col) == n + _POSITION.size]
