@@ -56,7 +56,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -101,6 +101,10 @@ TABLES_BY_NAME = {t.name: t for t in TABLES}
 
 _CONSUME_TYPES = frozenset((EventType.SUB_BEFORE, EventType.SUB_AFTER))
 _DEAD_ALL, _DEAD_ONE = 0, 1  # the two row kinds of the dead table
+_DEAD_ALL_B, _DEAD_ONE_B = keys.pack_one(_DEAD_ALL), keys.pack_one(_DEAD_ONE)
+# Row keys are their elements' encodings concatenated (keys.pack(a + b) == keys.pack(a) + keys.pack(b)):
+# built piece by piece, as the indexer builds several per event.
+_one = keys.pack_one
 # The row kinds of the rollups table.
 ROLLUP_TOPIC, ROLLUP_MINUTE, ROLLUP_DIRTY, ROLLUP_DIRTY_MSG, ROLLUP_PARTS, ROLLUP_HOUR = 0, 1, 2, 3, 4, 5
 MINUTE_MS = 60_000
@@ -127,24 +131,43 @@ def salt(msg_id: str, buckets: int) -> int:
     return int.from_bytes(msg_hash(msg_id), "big") % buckets
 
 
+@functools.lru_cache(maxsize=8192)
 def message_row(msg_id: str) -> bytes:
+    # Cached: each of a message's events (often in one batch) writes this row.
     return keys.pack((msg_hash(msg_id), msg_id))
+
+
+class EventKey(NamedTuple):
+    """The elements an event's index rows share, each packed once (:func:`event_key`)."""
+
+    topic: bytes
+    msg_id: bytes
+    time: bytes
+    """The message time (:func:`message_time`)."""
+    reversed_time: bytes
+    """The same, newest first (:func:`collector.store.keys.reverse_int`)."""
+
+
+def event_key(topic: str, msg_id: str, time_ms: int) -> EventKey:
+    return EventKey(_one(topic), _one(msg_id), _one(time_ms), _one(keys.reverse_int(time_ms)))
 
 
 def key_prefix(topic: str, key: str) -> tuple[keys.Element, ...]:
     return (topic, key)
 
 
-def key_row(topic: str, key: str, time_ms: int, msg_id: str) -> bytes:
-    return keys.pack((topic, key, keys.reverse_int(time_ms), msg_id))
+def key_row(k: EventKey, key: str) -> bytes:
+    """(topic, key, reversed msg time, msg_id)."""
+    return k.topic + _one(key) + k.reversed_time + k.msg_id
 
 
 def time_prefix(bucket: int, topic: str) -> tuple[keys.Element, ...]:
     return (bucket, topic)
 
 
-def time_row(bucket: int, topic: str, time_ms: int, msg_id: str) -> bytes:
-    return keys.pack((bucket, topic, time_ms, msg_id))
+def time_row(k: EventKey, bucket: int) -> bytes:
+    """(salt bucket, topic, msg time, msg_id)."""
+    return _one(bucket) + k.topic + k.time + k.msg_id
 
 
 def dead_prefix(topic: str, group: str | None) -> tuple[keys.Element, ...]:
@@ -153,36 +176,42 @@ def dead_prefix(topic: str, group: str | None) -> tuple[keys.Element, ...]:
 
 def dead_rows(topic: str, group: str, time_ms: int, msg_id: str) -> tuple[bytes, bytes]:
     """The all-groups row and the per-group row of one dead letter."""
-    rev = keys.reverse_int(time_ms)
-    return (
-        keys.pack((topic, _DEAD_ALL, rev, msg_id, group)),
-        keys.pack((topic, _DEAD_ONE, group, rev, msg_id)),
-    )
+    return dead_rows_of(event_key(topic, msg_id, time_ms), group)
+
+
+def dead_rows_of(k: EventKey, group: str) -> tuple[bytes, bytes]:
+    """:func:`dead_rows` from an :class:`EventKey`."""
+    group_b = _one(group)
+    return (k.topic + _DEAD_ALL_B + k.reversed_time + k.msg_id + group_b,
+            k.topic + _DEAD_ONE_B + group_b + k.reversed_time + k.msg_id)
 
 
 def records_prefix(topic: str, group: str) -> tuple[keys.Element, ...]:
     return (topic, group)
 
 
-def records_row(topic: str, group: str, time_ms: int, msg_id: str) -> bytes:
-    return keys.pack((topic, group, time_ms, msg_id))
+def records_row(k: EventKey, group: str) -> bytes:
+    """(topic, group, msg time, msg_id)."""
+    return k.topic + _one(group) + k.time + k.msg_id
 
 
 def queue_prefix(topic: str, queue: int) -> tuple[keys.Element, ...]:
     return (topic, queue)
 
 
-def queue_row(topic: str, queue: int, time_ms: int, offset: int) -> bytes:
-    return keys.pack((topic, queue, time_ms, offset))
+def queue_row(k: EventKey, queue: int, offset: int) -> bytes:
+    """(topic, queue, msg time, offset)."""
+    return k.topic + _one(queue) + k.time + _one(offset)
 
 
 def trace_prefix(trace_id: str) -> tuple[keys.Element, ...]:
-    return (trace_id,)
+    # A W3C trace id (32 lower-case hex digits) as the 16 bytes it spells: half the key.
+    return (_hex_bytes(trace_id),)
 
 
-def trace_row(trace_id: str, msg_id: str) -> bytes:
-    """The messages of one W3C trace (an app's OTel trace may hold many)."""
-    return keys.pack((trace_id, msg_id))
+def trace_row(trace_id: str, k: EventKey) -> bytes:
+    """The messages of one W3C trace (an app's OTel trace may hold many): (trace id, msg_id)."""
+    return _one(_hex_bytes(trace_id)) + k.msg_id
 
 
 def seq_prefix(topic: str, broker: str, offset: int, queue: int | None = None) -> tuple[keys.Element, ...]:
@@ -190,11 +219,11 @@ def seq_prefix(topic: str, broker: str, offset: int, queue: int | None = None) -
     return (topic, broker, offset) if queue is None else (topic, broker, offset, queue)
 
 
-def seq_row(topic: str, broker: str, offset: int, queue: int, msg_id: str) -> bytes:
-    """QMQ's brokerGroup + sequence lookup.  Offset before queue: a brokerGroup without a
-    queue is one prefix scan over all queues; msg_id last so two messages at one position
-    (a reset broker) stay apart instead of merging their summaries."""
-    return keys.pack((topic, broker, offset, queue, msg_id))
+def seq_row(k: EventKey, broker: str, offset: int, queue: int) -> bytes:
+    """QMQ's brokerGroup + sequence lookup: (topic, broker, offset, queue, msg_id).  Offset
+    before queue: a brokerGroup without a queue is one prefix scan over all queues; msg_id
+    last so two messages at one position (a reset broker) stay apart."""
+    return k.topic + _one(broker) + _one(offset) + _one(queue) + k.msg_id
 
 
 def minute_of(time_ms: int) -> int:
@@ -273,17 +302,33 @@ def encode_event_value(app: str, host: str, client_id: str, event: Event) -> byt
     """A stored event: who sent it (from the batch header) and the trimmed wire event.
 
     Born and store times are kept as their difference from the event's time (a few bytes
-    instead of nine); :func:`decode_event_value` restores them.
+    instead of nine), and lower-case hex ids (msg, request, trace and span ids) as the bytes
+    they spell (msgpack bin: half the size); :func:`decode_event_value` restores both.
     """
     raw = wire.trim(event)
-    if len(raw) > _BORN:
+    n = len(raw)
+    if n > _BORN:
         raw[_BORN] -= raw[1]
-        if len(raw) > _STORE:
+        if n > _STORE:
             raw[_STORE] -= raw[1]
+    for i in _HEX_FIELDS:
+        if i < n and raw[i]:
+            raw[i] = _hex_bytes(raw[i])
     return msgpack.packb([app, host, client_id, raw], use_bin_type=True)
 
 
 _BORN, _STORE = wire.Event._fields.index("born_ms"), wire.Event._fields.index("store_ms")
+_HEX_FIELDS = tuple(wire.Event._fields.index(f) for f in ("msg_id", "broker_msg_id", "request_id", "trace_id", "span_id"))
+"""Id fields that are often lower-case hex (tracehook's own ids): kept as half as many bytes (msgpack bin)."""
+
+
+def _hex_bytes(text: str) -> str | bytes:
+    """``text`` as the bytes its lower-case hex digits spell, when that gives ``text`` back exactly."""
+    try:
+        data = bytes.fromhex(text)
+    except ValueError:
+        return text
+    return data if data.hex() == text else text
 
 
 def event_id(value: bytes) -> bytes:
@@ -322,10 +367,14 @@ _STATUS_NAMES = {int(s): s.name for s in wire.Status}
 
 def decode_event_value(value: bytes) -> StoredEvent:
     app, host, client_id, raw = msgpack.unpackb(value, raw=False, use_list=True)
-    if len(raw) > _BORN:
+    n = len(raw)
+    if n > _BORN:
         raw[_BORN] += raw[1]
-        if len(raw) > _STORE:
+        if n > _STORE:
             raw[_STORE] += raw[1]
+    for i in _HEX_FIELDS:
+        if i < n and type(raw[i]) is bytes:  # a string field is bytes only when it was hex
+            raw[i] = raw[i].hex()
     return StoredEvent(app, host, client_id, wire.validate_event(raw))
 
 
