@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 from collections import Counter, deque
@@ -25,7 +26,8 @@ from collector.store.model import build_trace, could_place
 from collector.store.rollup import MessageParts, refresh_rollups
 from collector.store.rollup_upgrade import upgrade_rollups
 from tracehook import wire
-from tracehook.wire import BatchHeader, Event, EventType, trace_id_of
+from tracehook.context import trace_id_for
+from tracehook.wire import BatchHeader, Event, EventType
 
 DEFAULT_BATCH_SIZE = 1000
 """Rows per put (one round trip), per table, as happybase's ``Table.batch(batch_size=...)``."""
@@ -84,7 +86,8 @@ def _event_rows(header: BatchHeader, event: Event, salt_buckets: int, mark: bool
         # tabs, \x1c..\x1f or U+00A0, and a message would never be found by its whole key.
         for key in {k for k in event.keys.split(KEY_SEPARATOR) if k}:
             rows.append((_KEYIDX, schema.key_row(k, key), cells))
-        rows.append((_TRACEIDX, schema.trace_row(trace_id_of(event), k), cells))
+        # trace_id_of(event), with the message's own trace id computed once per message.
+        rows.append((_TRACEIDX, schema.trace_row(event.trace_id or _own_trace_id(msg_id), k), cells))
         placing = could_place(event)  # only the send, or an event that knew the store time, files it by time
         if etype == EventType.DEAD:
             rows.extend((_DEAD, row, cells) for row in schema.dead_rows_of(k, event.group))
@@ -108,6 +111,7 @@ _MESSAGES, _RECORDS, _KEYIDX, _TRACEIDX, _DEAD, _PENDING, _QUEUEIDX, _SEQIDX, _T
 _SEND_PREFIX = schema.column(schema.SEND_FAMILY, b"")
 _CONSUME_PREFIX = schema.column(schema.CONSUME_FAMILY, b"")
 _CELLS = schema.INDEX_CELLS
+_own_trace_id = functools.lru_cache(maxsize=4096)(trace_id_for)
 
 
 def batched_rows(

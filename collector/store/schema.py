@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -211,7 +212,13 @@ def trace_prefix(trace_id: str) -> tuple[keys.Element, ...]:
 
 def trace_row(trace_id: str, k: EventKey) -> bytes:
     """The messages of one W3C trace (an app's OTel trace may hold many): (trace id, msg_id)."""
-    return _one(_hex_bytes(trace_id)) + k.msg_id
+    return _trace_element(trace_id) + k.msg_id
+
+
+@functools.lru_cache(maxsize=4096)
+def _trace_element(trace_id: str) -> bytes:
+    # Cached: a message's events share its trace id.
+    return _one(_hex_bytes(trace_id))
 
 
 def seq_prefix(topic: str, broker: str, offset: int, queue: int | None = None) -> tuple[keys.Element, ...]:
@@ -314,7 +321,14 @@ def encode_event_value(app: str, host: str, client_id: str, event: Event) -> byt
     for i in _HEX_FIELDS:
         if i < n and raw[i]:
             raw[i] = _hex_bytes(raw[i])
-    return msgpack.packb([app, host, client_id, raw], use_bin_type=True)
+    # msgpack of [app, host, client_id, raw]: the sender's part is the same for a whole batch.
+    return _sender(app, host, client_id) + msgpack.packb(raw, use_bin_type=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def _sender(app: str, host: str, client_id: str) -> bytes:
+    """The start of a stored event's msgpack array: its 4-item header and the sender's three strings."""
+    return b"\x94" + b"".join(msgpack.packb(v, use_bin_type=True) for v in (app, host, client_id))
 
 
 _BORN, _STORE = wire.Event._fields.index("born_ms"), wire.Event._fields.index("store_ms")
@@ -323,12 +337,11 @@ _HEX_FIELDS = tuple(wire.Event._fields.index(f) for f in ("msg_id", "broker_msg_
 
 
 def _hex_bytes(text: str) -> str | bytes:
-    """``text`` as the bytes its lower-case hex digits spell, when that gives ``text`` back exactly."""
-    try:
-        data = bytes.fromhex(text)
-    except ValueError:
-        return text
-    return data if data.hex() == text else text
+    """``text`` as the bytes its lower-case hex digits spell (``bytes.hex()`` gives ``text`` back), else ``text``."""
+    return bytes.fromhex(text) if _is_hex(text) else text
+
+
+_is_hex = re.compile("(?:[0-9a-f]{2})+").fullmatch
 
 
 def event_id(value: bytes) -> bytes:
