@@ -149,7 +149,9 @@ class EventKey(NamedTuple):
     """The same, newest first (:func:`collector.store.keys.reverse_int`)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def event_key(topic: str, msg_id: str, time_ms: int) -> EventKey:
+    # Cached: a message's events mostly share their topic, msg_id and message time.
     return EventKey(_one(topic), _one(msg_id), _one(time_ms), _one(keys.reverse_int(time_ms)))
 
 
@@ -168,7 +170,10 @@ def time_prefix(bucket: int, topic: str) -> tuple[keys.Element, ...]:
 
 def time_row(k: EventKey, bucket: int) -> bytes:
     """(salt bucket, topic, msg time, msg_id)."""
-    return _one(bucket) + k.topic + k.time + k.msg_id
+    return _bucket(bucket) + k.topic + k.time + k.msg_id
+
+
+_bucket = functools.lru_cache(maxsize=1024)(keys.pack_one)
 
 
 def dead_prefix(topic: str, group: str | None) -> tuple[keys.Element, ...]:
