@@ -53,7 +53,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -403,18 +402,18 @@ INDEX_CELLS: Mapping[bytes, bytes] = MappingProxyType({INDEX_COLUMN: b""})
 RECEIVED_COLUMN = b"c:"
 """A records row's cell saying the group received the message (every consume event writes it)."""
 RECEIVED_CELLS: Mapping[bytes, bytes] = MappingProxyType({RECEIVED_COLUMN: b""})
-_POSITION = struct.Struct(">qq")
 
 
 def record_columns(event: Event) -> Mapping[bytes, bytes]:
     """The records cell of a consume event: a finished one (SUB_AFTER) that knows its queue and
     offset names them in the qualifier, the position backtracking reads; any other says received."""
     if event.type == EventType.SUB_AFTER and event.queue >= 0 and event.offset >= 0:
-        return {RECEIVED_COLUMN + _POSITION.pack(event.queue, event.offset): b""}
+        # msgpack ints: small queues and offsets take a byte or a few, not eight each.
+        return {RECEIVED_COLUMN + msgpack.packb((event.queue, event.offset)): b""}
     return RECEIVED_CELLS
 
 
 def record_positions(columns: Mapping[bytes, bytes]) -> list[tuple[int, int]]:
     """The (queue, offset) of every finished consume in a records row's cells."""
     n = len(RECEIVED_COLUMN)
-    return [_POSITION.unpack(col[n:]) for col in columns if len(col) == n + _POSITION.size]
+    return [tuple(msgpack.unpackb(col[n:])) for col in columns if len(col) > n]  # type: ignore[misc]
