@@ -336,7 +336,8 @@ def _sender(app: str, host: str, client_id: str) -> bytes:
 
 
 _BORN, _STORE = wire.Event._fields.index("born_ms"), wire.Event._fields.index("store_ms")
-_HEX_FIELDS = tuple(wire.Event._fields.index(f) for f in ("msg_id", "broker_msg_id", "request_id", "trace_id", "span_id"))
+_HEX_FIELDS = tuple(wire.Event._fields.index(f)
+                    for f in ("msg_id", "broker_msg_id", "request_id", "trace_id", "span_id"))
 """Id fields that are often lower-case hex (tracehook's own ids): kept as half as many bytes (msgpack bin)."""
 
 

@@ -30,7 +30,8 @@ def test_stored_events_decode_to_the_indexed_event(msg_id, request_id, trace_id,
 
 def test_hex_ids_are_stored_as_the_bytes_they_spell() -> None:
     hex_id, text_id = "0af" * 10 + "12", "order-" + "0" * 25 + "1"  # both 32 characters
-    sizes = [len(schema.encode_event_value("a", "h", "c", ev(EventType.PUB, 5, "g", "t", i))) for i in (hex_id, text_id)]
+    sizes = [len(schema.encode_event_value("a", "h", "c", ev(EventType.PUB, 5, "g", "t", i)))
+             for i in (hex_id, text_id)]
     assert sizes[1] - sizes[0] == 16
 
 
