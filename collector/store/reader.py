@@ -22,7 +22,7 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 from collector.store import keys, schema
 from collector.store.base import Store
@@ -33,9 +33,15 @@ from tracehook.wire import EventType, Status
 MAX_LIMIT = 1000
 """Largest page a query returns."""
 
-_Candidate = tuple[bytes, str, int, str]
-"""An index row as a page reads it: its key after the query's prefix, and from that key the
-msg_id, the time it is filed under and (dead letters) the group."""
+class _Candidate(NamedTuple):
+    """An index row as a page reads it: its key after the query's prefix, and what that key says."""
+
+    suffix: bytes
+    msg_id: str
+    time_ms: int
+    """The time the row is filed under (0 in the trace index, which has none)."""
+    group: str = ""
+    """The consumer group (dead letters)."""
 
 _RECORD_ACTIONS = {EventType.SUB_BEFORE: 0, EventType.SUB_AFTER: 1, EventType.DEAD: 1}  # QMQ: 0 pull, 1 ack
 
@@ -139,7 +145,7 @@ class TraceQuery:
             return [_reversed_time_candidate(row[len(prefix):])
                     for row, _ in self.store.scan(schema.KEYIDX, lo, stop, limit=n)]
 
-        return self._message_page("k", fetch, limit, _matching(lambda c, t: t.time_ms == c[2], match),
+        return self._message_page("k", fetch, limit, _matching(lambda c, t: t.time_ms == c.time_ms, match),
                                   max_rows=max_rows, topic=topic)
 
     def by_time(
@@ -157,7 +163,7 @@ class TraceQuery:
             after = after0 if after is None else after
             return self._time_rows(topic, begin_ms, end_ms, n, after, newest_first)
 
-        return self._message_page(kind, fetch, limit, _matching(lambda c, t: t.placed_ms == c[2], match),
+        return self._message_page(kind, fetch, limit, _matching(lambda c, t: t.placed_ms == c.time_ms, match),
                                   max_rows=max_rows, topic=topic)
 
     def _time_rows(
@@ -205,7 +211,8 @@ class TraceQuery:
             return [_reversed_time_candidate(row[len(prefix):], group)
                     for row, _ in self.store.scan(schema.DEAD, lo, stop, limit=n)]
 
-        return self._message_page("d", fetch, limit, lambda c, t: t.dead_time(c[3]) == c[2], dead=True, topic=topic)
+        return self._message_page("d", fetch, limit, lambda c, t: t.dead_time(c.group) == c.time_ms,
+                                  dead=True, topic=topic)
 
     def by_trace(self, trace_id: str, limit: int, cursor: str | None = None) -> Page:
         """Messages with an event in W3C trace ``trace_id`` (their send's, or a consumer's OTel trace), by id."""
@@ -239,7 +246,7 @@ class TraceQuery:
 
         def keep(candidate: _Candidate, trace: MessageTrace) -> bool:
             outcome = trace.outcomes.get(group)
-            return (trace.placed_ms == candidate[2] and not trace.never_stored
+            return (trace.placed_ms == candidate.time_ms and not trace.never_stored
                     and (outcome is None or outcome.outcome != CONSUMED))
 
         return self._message_page("t", fetch, limit, keep, topic=topic)
@@ -268,15 +275,15 @@ class TraceQuery:
             rounds += 1
             rows = fetch(after, want)
             read += len(rows)
-            traces = self._traces({c[1] for c in rows})
+            traces = self._traces({c.msg_id for c in rows})
             for candidate in rows:
                 if len(items) == limit:
                     return Page(items, _encode_cursor(kind, after or b""))
-                after = candidate[0]
-                trace = traces.get(candidate[1])
+                after = candidate.suffix
+                trace = traces.get(candidate.msg_id)
                 if trace is None or (topic is not None and trace.topic != topic) or not keep(candidate, trace):
                     continue
-                items.append(trace.summary(dead_group=candidate[3] if dead else None))
+                items.append(trace.summary(dead_group=candidate.group if dead else None))
             if len(rows) < want:
                 return Page(items, None)
             if len(items) == limit:
@@ -400,7 +407,7 @@ def _matching(
 def _time_candidate(suffix: bytes) -> _Candidate:
     """A (time, msg_id) suffix (timeidx)."""
     time_ms, msg_id = keys.unpack(suffix)
-    return suffix, msg_id, time_ms, ""  # type: ignore[return-value]
+    return _Candidate(suffix, msg_id, time_ms)  # type: ignore[arg-type]
 
 
 def _reversed_time_candidate(suffix: bytes, group: str | None = None) -> _Candidate:
@@ -408,13 +415,14 @@ def _reversed_time_candidate(suffix: bytes, group: str | None = None) -> _Candid
     msg_id, group) one (every group's dead letters, ``group`` None)."""
     values = keys.unpack(suffix)
     rev, msg_id = values[0], values[1]
-    return suffix, msg_id, keys.reverse_int(rev), values[2] if len(values) > 2 else group or ""  # type: ignore
+    group = values[2] if len(values) > 2 else group or ""
+    return _Candidate(suffix, msg_id, keys.reverse_int(rev), group)  # type: ignore[arg-type]
 
 
 def _trace_candidate(suffix: bytes) -> _Candidate:
     """A (msg_id,) suffix (traceidx): no time."""
     (msg_id,) = keys.unpack(suffix)
-    return suffix, msg_id, 0, ""  # type: ignore[return-value]
+    return _Candidate(suffix, msg_id, 0)  # type: ignore[arg-type]
 
 
 def _last_str(row: bytes) -> str:
