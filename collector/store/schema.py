@@ -401,7 +401,7 @@ INDEX_COLUMN = b"i:"
 INDEX_CELLS: Mapping[bytes, bytes] = MappingProxyType({INDEX_COLUMN: b""})
 """An index row's cells: one empty cell, the same whichever event files the row."""
 RECEIVED_COLUMN = b"c:"
-"""A records row's cell saying the group received the message (every consume event writes it)."""
+"""A records row's cell saying the group received the message (SUB_BEFORE, and a SUB_AFTER without a position)."""
 RECEIVED_CELLS: Mapping[bytes, bytes] = MappingProxyType({RECEIVED_COLUMN: b""})
 
 
