@@ -84,7 +84,7 @@ def _event_rows(header: BatchHeader, event: Event, salt_buckets: int, mark: bool
         cells = _CELLS  # index rows only point at the message row: one empty cell
         # Split on spaces only (RocketMQ's KEY_SEPARATOR): str.split() would also cut a key at
         # tabs, \x1c..\x1f or U+00A0, and a message would never be found by its whole key.
-        for key in {k for k in event.keys.split(KEY_SEPARATOR) if k}:
+        for key in {s for s in event.keys.split(KEY_SEPARATOR) if s}:
             rows.append((_KEYIDX, schema.key_row(k, key), cells))
         # trace_id_of(event), with the message's own trace id computed once per message.
         rows.append((_TRACEIDX, schema.trace_row(event.trace_id or _own_trace_id(msg_id), k), cells))
