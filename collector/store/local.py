@@ -45,11 +45,11 @@ class LocalStore:
         # Only a new (empty) file takes a page size, before its first table: bigger pages hold
         # more of the short index cells per page header (measured: fewer bytes and less CPU per event).
         self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        # Writes land all over the message table (hash-keyed): a bigger page cache re-reads fewer pages.
+        self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         # WAL lets the collector read while the index job writes from another process.
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        # Writes land all over the message table (hash-keyed): a bigger page cache re-reads fewer pages.
-        self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         had_tables = self._db.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (schema.MESSAGES,)).fetchone() is not None
         # The layout record (same shape as the other tables, HBase's <ns>_meta) is outside
