@@ -17,7 +17,7 @@ import functools
 import itertools
 import time
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from collector.store import keys, schema
@@ -36,7 +36,7 @@ KEY_SEPARATOR = " "
 DEFAULT_WRITERS = 2
 """Threads writing batches while the next one is built (the store's round trips release the GIL)."""
 
-IndexRow = tuple[str, bytes, Mapping[bytes, bytes]]
+IndexRow = tuple[str, bytes, schema.Cells]
 
 # Events that file the message under its keys (SUB_BEFORE and DEAD too: a message whose send was never
 # traced is still found by the keys its consumers saw; SUB_AFTER repeats SUB_BEFORE).

@@ -396,16 +396,18 @@ def decode_event_value(value: bytes) -> StoredEvent:
     return StoredEvent(app, host, client_id, wire.validate_event(raw))
 
 
+Cells = Mapping[bytes, bytes]
+"""An index row's cells as the indexer builds them: a dict, or one of the shared read-only constants below."""
 INDEX_COLUMN = b"i:"
 """The one column of every index row (keyidx, timeidx, dead, queueidx, seqidx, traceidx)."""
-INDEX_CELLS: Mapping[bytes, bytes] = MappingProxyType({INDEX_COLUMN: b""})
+INDEX_CELLS: Cells = MappingProxyType({INDEX_COLUMN: b""})
 """An index row's cells: one empty cell, the same whichever event files the row."""
 RECEIVED_COLUMN = b"c:"
 """A records row's cell saying the group received the message (SUB_BEFORE, and a SUB_AFTER without a position)."""
-RECEIVED_CELLS: Mapping[bytes, bytes] = MappingProxyType({RECEIVED_COLUMN: b""})
+RECEIVED_CELLS: Cells = MappingProxyType({RECEIVED_COLUMN: b""})
 
 
-def record_columns(event: Event) -> Mapping[bytes, bytes]:
+def record_columns(event: Event) -> Cells:
     """The records cell of a consume event: a finished one (SUB_AFTER) that knows its queue and
     offset names them in the qualifier, the position backtracking reads; any other says received."""
     if event.type == EventType.SUB_AFTER and event.queue >= 0 and event.offset >= 0:
