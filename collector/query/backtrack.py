@@ -33,7 +33,6 @@ from collector.store.errors import BadRangeError
 from collector.store.model import CONSUMED, GroupOutcome, MessageSummary, MessageTrace
 from collector.store.model import DEAD as DEAD_OUTCOME
 from collector.store.reader import MAX_LIMIT, TraceQuery
-from tracehook.wire import EventType
 
 DEFAULT_SLACK_MS = 5 * 60_000
 """How far past the newest consume of every queue the position scan reads on.
@@ -103,18 +102,16 @@ def last_positions(
     wanted = {queue} if queue is not None else set(query.queues(topic))
     positions: dict[int, QueuePosition] = {}
     newest: dict[int, int] = {}  # queue -> time of its newest finished consume
-    for time_ms, stored in query.group_records_newest_first(topic, group):
+    for time_ms, finished in query.group_positions_newest_first(topic, group):
         if newest and wanted <= newest.keys() and time_ms < min(newest.values()) - slack_ms:
             break
-        for ev in (s.event for s in stored):
-            if ev.type != EventType.SUB_AFTER or ev.queue < 0 or ev.offset < 0:
+        for ev_queue, ev_offset in finished:
+            if queue is not None and ev_queue != queue:
                 continue
-            if queue is not None and ev.queue != queue:
-                continue
-            newest.setdefault(ev.queue, time_ms)
-            known = positions.get(ev.queue)
-            if known is None or ev.offset + 1 > known.next_offset:
-                positions[ev.queue] = QueuePosition(ev.queue, ev.offset + 1, time_ms)
+            newest.setdefault(ev_queue, time_ms)
+            known = positions.get(ev_queue)
+            if known is None or ev_offset + 1 > known.next_offset:
+                positions[ev_queue] = QueuePosition(ev_queue, ev_offset + 1, time_ms)
     return positions
 
 

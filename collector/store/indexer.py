@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 import weakref
@@ -25,7 +26,8 @@ from collector.store.base import Columns, Row, Store
 from collector.store.model import build_trace, could_place
 from collector.store.rollup import MessageParts, refresh_rollups
 from tracehook import wire
-from tracehook.wire import BatchHeader, Event, EventType, trace_id_of
+from tracehook.context import trace_id_for
+from tracehook.wire import BatchHeader, Event, EventType
 
 DEFAULT_BATCH_SIZE = 1000
 """Rows per put (one round trip), per table, as happybase's ``Table.batch(batch_size=...)``."""
@@ -34,7 +36,7 @@ KEY_SEPARATOR = " "
 DEFAULT_WRITERS = 2
 """Threads writing batches while the next one is built (the store's round trips release the GIL)."""
 
-IndexRow = tuple[str, bytes, Columns]
+IndexRow = tuple[str, bytes, schema.Cells]
 
 # Events that file the message under its keys (SUB_BEFORE and DEAD too: a message whose send was never
 # traced is still found by the keys its consumers saw; SUB_AFTER repeats SUB_BEFORE).
@@ -59,40 +61,57 @@ def rows_for(
     Rows left out are counted in ``dropped`` (by reason, :data:`ROW_KEY_TOO_LONG`) when given.
     ``mark=False`` leaves out the rollup marker: the caller reads the message's part back itself.
     """
-    value = schema.encode_event_value(header.app, header.host, header.client_id, event)
-    event_col = schema.column(schema.event_family(event), schema.event_qualifier(event, value))
-    rows: list[IndexRow] = [(schema.MESSAGES, schema.message_row(event.msg_id), {event_col: value})]
-    time_ms = schema.message_time(event)
-    topic, msg_id = event.topic, event.msg_id
-    if event.type in _CONSUME_TYPES:
-        rows.append((schema.RECORDS, schema.records_row(topic, event.group, time_ms, msg_id), {event_col: value}))
-    if event.type in _KEY_TYPES:
-        summary = {schema.summary_column(event): schema.encode_summary(event, time_ms)}
-        # Split on spaces only (RocketMQ's KEY_SEPARATOR): str.split() would also cut a key at
-        # tabs, \x1c..\x1f or U+00A0, and a message would never be found by its whole key.
-        for key in {k for k in event.keys.split(KEY_SEPARATOR) if k}:
-            rows.append((schema.KEYIDX, schema.key_row(topic, key, time_ms, msg_id), summary))
-        rows.append((schema.TRACEIDX, schema.trace_row(trace_id_of(event), msg_id), summary))
-        if event.type == EventType.DEAD:
-            rows.extend((schema.DEAD, row, summary) for row in schema.dead_rows(topic, event.group, time_ms, msg_id))
-            # Placed under the send's time later, by finish_batch (the send may be in another partition).
-            rows.append((schema.PENDING, schema.message_row(msg_id), {event_col: value}))
-        if could_place(event):  # only the send, or an event that knew the store time, files it by time
-            bucket = schema.salt(msg_id, salt_buckets)
-            rows.append((schema.TIMEIDX, schema.time_row(bucket, topic, time_ms, msg_id), summary))
-            if event.type != EventType.DEAD and event.queue >= 0 and event.offset >= 0:
-                rows.append((schema.QUEUEIDX, schema.queue_row(topic, event.queue, time_ms, event.offset), summary))
-        if event.type != EventType.DEAD and event.broker and event.offset >= 0:
-            row = schema.seq_row(topic, event.broker, event.offset, event.queue, msg_id)
-            rows.append((schema.SEQIDX, row, summary))
-    if mark:  # after this batch the message's part of its minute's rollup is rebuilt (collector.store.rollup)
-        rows.append((schema.ROLLUPS, schema.rollup_dirty_msg_row(msg_id), _MARK))
+    rows = _event_rows(header, event, salt_buckets, mark)
     # HBase refuses a whole put with one over-long row key: leave such a row out of that
     # index rather than fail every later run on it (wire limits allow 16 KB topics and keys).
     kept = [r for r in rows if len(r[1]) <= schema.MAX_ROW_KEY_BYTES]
     if dropped is not None and len(kept) < len(rows):
         dropped[ROW_KEY_TOO_LONG] += len(rows) - len(kept)
     return kept
+
+
+def _event_rows(header: BatchHeader, event: Event, salt_buckets: int, mark: bool) -> list[IndexRow]:
+    """:func:`rows_for`, long row keys included."""
+    value = schema.encode_event_value(header.app, header.host, header.client_id, event)
+    msg_id, etype = event.msg_id, event.type
+    event_col = (_CONSUME_PREFIX if etype in _CONSUME_TYPES else _SEND_PREFIX) + schema.event_id(value)
+    rows: list[IndexRow] = [(_MESSAGES, schema.message_row(msg_id), {event_col: value})]
+    time_ms = schema.message_time(event)
+    k = schema.event_key(event.topic, msg_id, time_ms)  # packed once, shared by every row below
+    if etype in _CONSUME_TYPES:
+        rows.append((_RECORDS, schema.records_row(k, event.group), schema.record_columns(event)))
+    if etype in _KEY_TYPES:
+        cells = _CELLS  # index rows only point at the message row: one empty cell
+        # Split on spaces only (RocketMQ's KEY_SEPARATOR): str.split() would also cut a key at
+        # tabs, \x1c..\x1f or U+00A0, and a message would never be found by its whole key.
+        for key in {s for s in event.keys.split(KEY_SEPARATOR) if s}:
+            rows.append((_KEYIDX, schema.key_row(k, key), cells))
+        # trace_id_of(event), with the message's own trace id computed once per message.
+        rows.append((_TRACEIDX, schema.trace_row(event.trace_id or _own_trace_id(msg_id), k), cells))
+        placing = could_place(event)  # only the send, or an event that knew the store time, files it by time
+        if etype == EventType.DEAD:
+            rows.extend((_DEAD, row, cells) for row in schema.dead_rows_of(k, event.group))
+            # Placed under the send's time later, by finish_batch (the send may be in another partition).
+            rows.append((_PENDING, schema.message_row(msg_id), {event_col: value}))
+        elif event.offset >= 0:
+            if placing and event.queue >= 0:
+                rows.append((_QUEUEIDX, schema.queue_row(k, event.queue, event.offset), cells))
+            if event.broker:
+                rows.append((_SEQIDX, schema.seq_row(k, event.broker, event.offset, event.queue), cells))
+        if placing:
+            rows.append((_TIMEIDX, schema.time_row(k, schema.salt(msg_id, salt_buckets)), cells))
+    if mark:  # after this batch the message's part of its minute's rollup is rebuilt (collector.store.rollup)
+        rows.append((schema.ROLLUPS, schema.rollup_dirty_msg_row(msg_id), _MARK))
+    return rows
+
+
+_MESSAGES, _RECORDS, _KEYIDX, _TRACEIDX, _DEAD, _PENDING, _QUEUEIDX, _SEQIDX, _TIMEIDX = (
+    schema.MESSAGES, schema.RECORDS, schema.KEYIDX, schema.TRACEIDX, schema.DEAD, schema.PENDING,
+    schema.QUEUEIDX, schema.SEQIDX, schema.TIMEIDX)
+_SEND_PREFIX = schema.column(schema.SEND_FAMILY, b"")
+_CONSUME_PREFIX = schema.column(schema.CONSUME_FAMILY, b"")
+_CELLS = schema.INDEX_CELLS
+_own_trace_id = functools.lru_cache(maxsize=4096)(trace_id_for)
 
 
 def batched_rows(
@@ -102,20 +121,32 @@ def batched_rows(
     """The writes :func:`index_records` makes: ``(table, rows)`` with up to ``batch_size`` rows each.
 
     Rows are merged per (table, row key) while they wait, so one put carries every column
-    a batch of events gives that row (a message's send and consume events, say).
+    a batch of events gives that row (a message's send and consume events, say), and index
+    rows filed by several events of a message are one write.
     """
     pending: dict[str, dict[bytes, Columns]] = {}
+    too_long = 0
+    limit = schema.MAX_ROW_KEY_BYTES
     for header, event in records:
-        for table, row, columns in rows_for(header, event, salt_buckets=salt_buckets, dropped=dropped, mark=mark):
-            rows = pending.setdefault(table, {})
+        for table, row, columns in _event_rows(header, event, salt_buckets, mark):
+            rows = pending.get(table)
+            if rows is None:
+                rows = pending[table] = {}
             existing = rows.get(row)
-            if existing is not None:
+            if existing is None:
+                if len(row) > limit:
+                    too_long += 1
+                    continue
+                rows[row] = columns  # shared read-only cells are copied only when a row gets more
+                if len(rows) >= batch_size:
+                    yield table, list(rows.items())
+                    del pending[table]
+            elif existing is not columns:
+                if type(existing) is not dict:
+                    existing = rows[row] = dict(existing)
                 existing.update(columns)
-                continue
-            rows[row] = dict(columns)  # rows_for shares one summary dict between rows
-            if len(rows) >= batch_size:
-                yield table, list(rows.items())
-                del pending[table]
+    if dropped is not None and too_long:
+        dropped[ROW_KEY_TOO_LONG] += too_long
     for table, rows in pending.items():
         yield table, list(rows.items())
 
@@ -248,8 +279,8 @@ def _finish_batch(store: Store, *, now_ms: int | None, chunk: int, parts: Messag
                     done.append(row)
                 continue
             for dead in deads:
-                summary = {schema.summary_column(dead): schema.encode_summary(dead, trace.placed_ms)}
-                puts += [(r, summary) for r in schema.dead_rows(dead.topic, dead.group, trace.placed_ms, dead.msg_id)]
+                puts += [(r, dict(schema.INDEX_CELLS))
+                         for r in schema.dead_rows(dead.topic, dead.group, trace.placed_ms, dead.msg_id)]
                 filed = schema.message_time(dead)
                 if filed != trace.placed_ms:
                     stale += schema.dead_rows(dead.topic, dead.group, filed, dead.msg_id)

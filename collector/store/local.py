@@ -19,6 +19,10 @@ from collector.store.base import DEFAULT_OPTIONS, DEFAULT_SCAN_BATCH, Columns, R
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 """How long a writer waits for another process's write lock (the index job vs. the collector)."""
+PAGE_SIZE = 16384
+"""SQLite page size of a new store file (an existing file keeps its own)."""
+CACHE_KIB = 65536
+"""SQLite page cache per connection, in KiB."""
 
 
 def _now_ms() -> int:
@@ -38,6 +42,11 @@ class LocalStore:
         if os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
         self._db = sqlite3.connect(path, timeout=DEFAULT_BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
+        # Only a new (empty) file takes a page size, before its first table: bigger pages hold
+        # more of the short index cells per page header (measured: fewer bytes and less CPU per event).
+        self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
+        # Writes land all over the message table (hash-keyed): a bigger page cache re-reads fewer pages.
+        self._db.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         # WAL lets the collector read while the index job writes from another process.
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")

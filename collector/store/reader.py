@@ -22,10 +22,10 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 from collector.store import keys, schema
-from collector.store.base import Columns, Store
+from collector.store.base import Store
 from collector.store.errors import BadCursorError, BadRangeError, KeyEncodingError
 from collector.store.model import CONSUMED, MessageSummary, MessageTrace, Page, build_trace
 from tracehook.wire import EventType, Status
@@ -33,8 +33,15 @@ from tracehook.wire import EventType, Status
 MAX_LIMIT = 1000
 """Largest page a query returns."""
 
-_Candidate = tuple[bytes, Columns]
-"""An index row as a page reads it: its key after the query's prefix, and its columns."""
+class _Candidate(NamedTuple):
+    """An index row as a page reads it: its key after the query's prefix, and what that key says."""
+
+    suffix: bytes
+    msg_id: str
+    time_ms: int
+    """The time the row is filed under (0 in the trace index, which has none)."""
+    group: str = ""
+    """The consumer group (dead letters)."""
 
 _RECORD_ACTIONS = {EventType.SUB_BEFORE: 0, EventType.SUB_AFTER: 1, EventType.DEAD: 1}  # QMQ: 0 pull, 1 ack
 
@@ -135,10 +142,11 @@ class TraceQuery:
 
         def fetch(after: bytes | None, n: int) -> list[_Candidate]:
             lo = start if after is None else max(start, keys.successor(prefix + after))
-            return [(row[len(prefix):], cols) for row, cols in self.store.scan(schema.KEYIDX, lo, stop, limit=n)]
+            return [_reversed_time_candidate(row[len(prefix):])
+                    for row, _ in self.store.scan(schema.KEYIDX, lo, stop, limit=n)]
 
-        return self._message_page("k", fetch, limit, _matching(lambda s, t: t.time_ms == s["time_ms"], match),
-                                  max_rows=max_rows)
+        return self._message_page("k", fetch, limit, _matching(lambda c, t: t.time_ms == c.time_ms, match),
+                                  max_rows=max_rows, topic=topic)
 
     def by_time(
         self, topic: str, begin_ms: int, end_ms: int, limit: int, cursor: str | None = None,
@@ -155,8 +163,8 @@ class TraceQuery:
             after = after0 if after is None else after
             return self._time_rows(topic, begin_ms, end_ms, n, after, newest_first)
 
-        return self._message_page(kind, fetch, limit, _matching(lambda s, t: t.placed_ms == s["time_ms"], match),
-                                  max_rows=max_rows)
+        return self._message_page(kind, fetch, limit, _matching(lambda c, t: t.placed_ms == c.time_ms, match),
+                                  max_rows=max_rows, topic=topic)
 
     def _time_rows(
         self, topic: str, begin_ms: int, end_ms: int, n: int, after: bytes | None, newest_first: bool,
@@ -177,7 +185,7 @@ class TraceQuery:
             prefix_len, start, stop = r
             rows = self.store.scan(schema.TIMEIDX, start, stop, limit=n, reverse=newest_first)
             # Buckets differ only in the prefix, so suffixes (time, msg_id) merge globally.
-            return [(row[prefix_len:], cols) for row, cols in rows]
+            return [_time_candidate(row[prefix_len:]) for row, _ in rows]
 
         # The bucket scans are independent round trips: side by side where the store overlaps them.
         parallel = getattr(self.store, "concurrent_reads", False)
@@ -200,9 +208,11 @@ class TraceQuery:
 
         def fetch(after: bytes | None, n: int) -> list[_Candidate]:
             lo = start if after is None else max(start, keys.successor(prefix + after))
-            return [(row[len(prefix):], cols) for row, cols in self.store.scan(schema.DEAD, lo, stop, limit=n)]
+            return [_reversed_time_candidate(row[len(prefix):], group)
+                    for row, _ in self.store.scan(schema.DEAD, lo, stop, limit=n)]
 
-        return self._message_page("d", fetch, limit, lambda s, t: t.dead_time(s["group"]) == s["time_ms"], dead=True)
+        return self._message_page("d", fetch, limit, lambda c, t: t.dead_time(c.group) == c.time_ms,
+                                  dead=True, topic=topic)
 
     def by_trace(self, trace_id: str, limit: int, cursor: str | None = None) -> Page:
         """Messages with an event in W3C trace ``trace_id`` (their send's, or a consumer's OTel trace), by id."""
@@ -214,9 +224,11 @@ class TraceQuery:
 
         def fetch(after: bytes | None, n: int) -> list[_Candidate]:
             lo = start if after is None else max(start, keys.successor(prefix + after))
-            return [(row[len(prefix):], cols) for row, cols in self.store.scan(schema.TRACEIDX, lo, stop, limit=n)]
+            return [_trace_candidate(row[len(prefix):])
+                    for row, _ in self.store.scan(schema.TRACEIDX, lo, stop, limit=n)]
 
-        return self._message_page("x", fetch, limit, lambda s, t: True)
+        # No topic check: every event filed here names this msg_id, and its message row is the answer.
+        return self._message_page("x", fetch, limit, lambda c, t: True)
 
     def unconsumed(
         self, topic: str, group: str, begin_ms: int, end_ms: int, limit: int, cursor: str | None = None
@@ -232,21 +244,24 @@ class TraceQuery:
         def fetch(after: bytes | None, n: int) -> list[_Candidate]:
             return self._time_rows(topic, begin_ms, end_ms, n, after0 if after is None else after, False)
 
-        def keep(summary: dict[str, Any], trace: MessageTrace) -> bool:
+        def keep(candidate: _Candidate, trace: MessageTrace) -> bool:
             outcome = trace.outcomes.get(group)
-            return (trace.placed_ms == summary["time_ms"] and not trace.never_stored
+            return (trace.placed_ms == candidate.time_ms and not trace.never_stored
                     and (outcome is None or outcome.outcome != CONSUMED))
 
-        return self._message_page("t", fetch, limit, keep)
+        return self._message_page("t", fetch, limit, keep, topic=topic)
 
     def _message_page(
         self, kind: str, fetch: Callable[[bytes | None, int], list[_Candidate]], limit: int,
-        keep: Callable[[dict[str, Any], MessageTrace], bool], *, dead: bool = False, max_rows: int | None = None,
+        keep: Callable[[_Candidate, MessageTrace], bool], *, dead: bool = False, max_rows: int | None = None,
+        topic: str | None = None,
     ) -> Page:
         """Up to ``limit`` messages from the index rows ``fetch`` yields, each checked against its message row.
 
-        ``fetch(after, n)`` returns the next ``n`` ``(suffix, columns)`` index rows after suffix
+        ``fetch(after, n)`` returns the next ``n`` index rows (:data:`_Candidate`) after suffix
         ``after`` (``None``: from the start); the cursor is the suffix of the last row used.
+        With ``topic`` given, a message whose trace is of another topic is left out (a msg_id
+        reused across topics: the index row is of ``topic``, the message row of both).
         After ``max_rows`` rows the page ends where it is, with a cursor (a filter that rarely matches).
         """
         items: list[MessageSummary] = []
@@ -260,16 +275,15 @@ class TraceQuery:
             rounds += 1
             rows = fetch(after, want)
             read += len(rows)
-            summaries = [schema.decode_summary(cols) for _, cols in rows]
-            traces = self._traces({s["msg_id"] for s in summaries})
-            for (suffix, _), summary in zip(rows, summaries):
+            traces = self._traces({c.msg_id for c in rows})
+            for candidate in rows:
                 if len(items) == limit:
                     return Page(items, _encode_cursor(kind, after or b""))
-                after = suffix
-                trace = traces.get(summary["msg_id"])
-                if trace is None or trace.topic != summary["topic"] or not keep(summary, trace):
+                after = candidate.suffix
+                trace = traces.get(candidate.msg_id)
+                if trace is None or (topic is not None and trace.topic != topic) or not keep(candidate, trace):
                     continue
-                items.append(trace.summary(dead_group=summary["group"] if dead else None))
+                items.append(trace.summary(dead_group=candidate.group if dead else None))
             if len(rows) < want:
                 return Page(items, None)
             if len(items) == limit:
@@ -332,19 +346,20 @@ class TraceQuery:
         ``offset``; the caller decides what an ambiguous answer means.
         """
         start, stop = keys.prefix_range(schema.seq_prefix(topic, broker, offset, queue))
-        ids = [schema.decode_summary(cols)["msg_id"] for _, cols in self.store.scan(schema.SEQIDX, start, stop, limit=limit)]
+        ids = [_last_str(row) for row, _ in self.store.scan(schema.SEQIDX, start, stop, limit=limit)]
         traces = self._traces(set(ids))
         return [traces[i].summary() for i in dict.fromkeys(ids) if i in traces and traces[i].topic == topic]
 
     # -- per-group reads for backtracking (collector.query.backtrack) ----------------------------------
 
-    def group_records_newest_first(self, topic: str, group: str) -> Iterator[tuple[int, list[schema.StoredEvent]]]:
-        """The group's consume records on ``topic``, newest first: (message time, the events of that row)."""
+    def group_positions_newest_first(self, topic: str, group: str) -> Iterator[tuple[int, list[tuple[int, int]]]]:
+        """The group's consume records on ``topic``, newest first: (message time, the (queue, offset)
+        of each finished consume (SUB_AFTER) of that message that knew its position)."""
         start, stop = keys.prefix_range(schema.records_prefix(topic, group))
         for row, columns in self.store.scan(schema.RECORDS, start, stop, reverse=True):
             time_ms = keys.unpack(row)[2]
             assert isinstance(time_ms, int)
-            yield time_ms, [schema.decode_event_value(value) for value in columns.values()]
+            yield time_ms, schema.record_positions(columns)
 
     def group_seen(self, topic: str, group: str) -> bool:
         """True when the index holds a consume record or dead letter of ``group`` on ``topic`` (two one-row scans)."""
@@ -381,12 +396,39 @@ class TraceQuery:
 
 
 def _matching(
-    keep: Callable[[dict[str, Any], MessageTrace], bool], match: Callable[[MessageTrace], bool] | None,
-) -> Callable[[dict[str, Any], MessageTrace], bool]:
+    keep: Callable[[_Candidate, MessageTrace], bool], match: Callable[[MessageTrace], bool] | None,
+) -> Callable[[_Candidate, MessageTrace], bool]:
     """``keep``, and ``match`` too when given."""
     if match is None:
         return keep
-    return lambda summary, trace: keep(summary, trace) and match(trace)
+    return lambda candidate, trace: keep(candidate, trace) and match(trace)
+
+
+def _time_candidate(suffix: bytes) -> _Candidate:
+    """A (time, msg_id) suffix (timeidx)."""
+    time_ms, msg_id = keys.unpack(suffix)
+    return _Candidate(suffix, msg_id, time_ms)  # type: ignore[arg-type]
+
+
+def _reversed_time_candidate(suffix: bytes, group: str | None = None) -> _Candidate:
+    """A (reversed time, msg_id) suffix (keyidx; ``group``'s dead letters), or a (reversed time,
+    msg_id, group) one (every group's dead letters, ``group`` None)."""
+    values = keys.unpack(suffix)
+    rev, msg_id = values[0], values[1]
+    group = values[2] if len(values) > 2 else group or ""
+    return _Candidate(suffix, msg_id, keys.reverse_int(rev), group)  # type: ignore[arg-type]
+
+
+def _trace_candidate(suffix: bytes) -> _Candidate:
+    """A (msg_id,) suffix (traceidx): no time."""
+    (msg_id,) = keys.unpack(suffix)
+    return _Candidate(suffix, msg_id, 0)  # type: ignore[arg-type]
+
+
+def _last_str(row: bytes) -> str:
+    value = keys.unpack(row)[-1]
+    assert isinstance(value, str)
+    return value
 
 
 _pool: ThreadPoolExecutor | None = None

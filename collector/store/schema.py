@@ -9,17 +9,18 @@ Tables (logical names; HBase tables are ``<namespace>_<name>``):
 ========== =============================================== ==========================================
 table      row key                                         columns
 ========== =============================================== ==========================================
-messages   (hash4(msg_id), msg_id)                         ``s:<event id>`` PUB / END_TX / DEAD events,
+messages   (hash4(msg_id), msg_id)                         ``s:<event id>`` PUB / END_TX / DEAD / REPLAY events,
                                                            ``c:<event id>`` SUB_BEFORE / SUB_AFTER events
-keyidx     (topic, key, reversed msg time, msg_id)         ``i:<event type>`` message summary
-timeidx    (salt, topic, msg time, msg_id)                 ``i:<event type>`` message summary
-dead       (topic, ALL, reversed msg time, msg_id, group)  ``i:<event type>`` summary (all groups)
-           (topic, ONE, group, reversed msg time, msg_id)  the same, per consumer group
-records    (topic, group, msg time, msg_id)                ``c:<event id>`` the group's consume events
-queueidx   (topic, queue, msg time, offset)                ``i:<event type>`` message summary
-seqidx     (topic, broker, offset, queue, msg_id)          ``i:<event type>`` message summary
+keyidx     (topic, key, reversed msg time, msg_id)         ``i:`` empty (:data:`INDEX_CELLS`)
+timeidx    (salt, topic, msg time, msg_id)                 ``i:`` empty
+dead       (topic, ALL, reversed msg time, msg_id, group)  ``i:`` empty (all groups)
+           (topic, ONE, group, reversed msg time, msg_id)  ``i:`` empty, per consumer group
+records    (topic, group, msg time, msg_id)                ``c:`` empty: the group received it;
+                                                           ``c:<queue, offset>`` empty: a SUB_AFTER there
+queueidx   (topic, queue, msg time, offset)                ``i:`` empty
+seqidx     (topic, broker, offset, queue, msg_id)          ``i:`` empty
 pending    (hash4(msg_id), msg_id)                         ``s:<event id>`` DEAD events not yet placed
-traceidx   (trace id, msg_id)                              ``i:<event type>`` message summary
+traceidx   (trace id, msg_id)                              ``i:`` empty
 rollups    (TOPIC, topic)                                  ``r:`` marker: the topics with rollups
            (MINUTE, topic, minute)                         ``r:`` topic counts, ``r:<group>`` the group's
            (HOUR, hour, topic)                             as MINUTE: the hour's minutes merged (hour first)
@@ -27,6 +28,11 @@ rollups    (TOPIC, topic)                                  ``r:`` marker: the to
            (DIRTY_MSG, hash4(msg_id), msg_id)              ``r:`` marker: an event of this message landed
            (DIRTY, topic, minute)                          ``r:`` marker of older indexers: recompute the minute
 ========== =============================================== ==========================================
+
+Index rows only point at the message row, the one place a message's fields live: their
+key holds everything their own query reads (time, msg_id, group, queue, offset) and they
+have one constant empty cell, so the PUB, SUB_BEFORE and DEAD events that file one message
+under the same key write the same cell (and merge within a batch).
 
 "msg time" is the broker's store time when known, else the born time, else the
 event's own time (:func:`message_time`).  Only a message's send places it (the
@@ -46,10 +52,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import operator
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 import msgpack
 
@@ -94,6 +101,10 @@ TABLES_BY_NAME = {t.name: t for t in TABLES}
 
 _CONSUME_TYPES = frozenset((EventType.SUB_BEFORE, EventType.SUB_AFTER))
 _DEAD_ALL, _DEAD_ONE = 0, 1  # the two row kinds of the dead table
+_DEAD_ALL_B, _DEAD_ONE_B = keys.pack_one(_DEAD_ALL), keys.pack_one(_DEAD_ONE)
+# Row keys are their elements' encodings concatenated (keys.pack(a + b) == keys.pack(a) + keys.pack(b)):
+# built piece by piece, as the indexer builds several per event.
+_one = keys.pack_one
 # The row kinds of the rollups table.
 ROLLUP_TOPIC, ROLLUP_MINUTE, ROLLUP_DIRTY, ROLLUP_DIRTY_MSG, ROLLUP_PARTS, ROLLUP_HOUR = 0, 1, 2, 3, 4, 5
 MINUTE_MS = 60_000
@@ -120,24 +131,48 @@ def salt(msg_id: str, buckets: int) -> int:
     return int.from_bytes(msg_hash(msg_id), "big") % buckets
 
 
+@functools.lru_cache(maxsize=8192)
 def message_row(msg_id: str) -> bytes:
+    # Cached: each of a message's events (often in one batch) writes this row.
     return keys.pack((msg_hash(msg_id), msg_id))
+
+
+class EventKey(NamedTuple):
+    """The elements an event's index rows share, each packed once (:func:`event_key`)."""
+
+    topic: bytes
+    msg_id: bytes
+    time: bytes
+    """The message time (:func:`message_time`)."""
+    reversed_time: bytes
+    """The same, newest first (:func:`collector.store.keys.reverse_int`)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def event_key(topic: str, msg_id: str, time_ms: int) -> EventKey:
+    # Cached: a message's events mostly share their topic, msg_id and message time.
+    return EventKey(_one(topic), _one(msg_id), _one(time_ms), _one(keys.reverse_int(time_ms)))
 
 
 def key_prefix(topic: str, key: str) -> tuple[keys.Element, ...]:
     return (topic, key)
 
 
-def key_row(topic: str, key: str, time_ms: int, msg_id: str) -> bytes:
-    return keys.pack((topic, key, keys.reverse_int(time_ms), msg_id))
+def key_row(k: EventKey, key: str) -> bytes:
+    """(topic, key, reversed msg time, msg_id)."""
+    return k.topic + _one(key) + k.reversed_time + k.msg_id
 
 
 def time_prefix(bucket: int, topic: str) -> tuple[keys.Element, ...]:
     return (bucket, topic)
 
 
-def time_row(bucket: int, topic: str, time_ms: int, msg_id: str) -> bytes:
-    return keys.pack((bucket, topic, time_ms, msg_id))
+def time_row(k: EventKey, bucket: int) -> bytes:
+    """(salt bucket, topic, msg time, msg_id)."""
+    return _bucket(bucket) + k.topic + k.time + k.msg_id
+
+
+_bucket = functools.lru_cache(maxsize=1024)(keys.pack_one)
 
 
 def dead_prefix(topic: str, group: str | None) -> tuple[keys.Element, ...]:
@@ -146,36 +181,48 @@ def dead_prefix(topic: str, group: str | None) -> tuple[keys.Element, ...]:
 
 def dead_rows(topic: str, group: str, time_ms: int, msg_id: str) -> tuple[bytes, bytes]:
     """The all-groups row and the per-group row of one dead letter."""
-    rev = keys.reverse_int(time_ms)
-    return (
-        keys.pack((topic, _DEAD_ALL, rev, msg_id, group)),
-        keys.pack((topic, _DEAD_ONE, group, rev, msg_id)),
-    )
+    return dead_rows_of(event_key(topic, msg_id, time_ms), group)
+
+
+def dead_rows_of(k: EventKey, group: str) -> tuple[bytes, bytes]:
+    """:func:`dead_rows` from an :class:`EventKey`."""
+    group_b = _one(group)
+    return (k.topic + _DEAD_ALL_B + k.reversed_time + k.msg_id + group_b,
+            k.topic + _DEAD_ONE_B + group_b + k.reversed_time + k.msg_id)
 
 
 def records_prefix(topic: str, group: str) -> tuple[keys.Element, ...]:
     return (topic, group)
 
 
-def records_row(topic: str, group: str, time_ms: int, msg_id: str) -> bytes:
-    return keys.pack((topic, group, time_ms, msg_id))
+def records_row(k: EventKey, group: str) -> bytes:
+    """(topic, group, msg time, msg_id)."""
+    return k.topic + _one(group) + k.time + k.msg_id
 
 
 def queue_prefix(topic: str, queue: int) -> tuple[keys.Element, ...]:
     return (topic, queue)
 
 
-def queue_row(topic: str, queue: int, time_ms: int, offset: int) -> bytes:
-    return keys.pack((topic, queue, time_ms, offset))
+def queue_row(k: EventKey, queue: int, offset: int) -> bytes:
+    """(topic, queue, msg time, offset)."""
+    return k.topic + _one(queue) + k.time + _one(offset)
 
 
 def trace_prefix(trace_id: str) -> tuple[keys.Element, ...]:
-    return (trace_id,)
+    # A W3C trace id (32 lower-case hex digits) as the 16 bytes it spells: half the key.
+    return (_hex_bytes(trace_id),)
 
 
-def trace_row(trace_id: str, msg_id: str) -> bytes:
-    """The messages of one W3C trace (an app's OTel trace may hold many)."""
-    return keys.pack((trace_id, msg_id))
+def trace_row(trace_id: str, k: EventKey) -> bytes:
+    """The messages of one W3C trace (an app's OTel trace may hold many): (trace id, msg_id)."""
+    return _trace_element(trace_id) + k.msg_id
+
+
+@functools.lru_cache(maxsize=4096)
+def _trace_element(trace_id: str) -> bytes:
+    # Cached: a message's events share its trace id.
+    return _one(_hex_bytes(trace_id))
 
 
 def seq_prefix(topic: str, broker: str, offset: int, queue: int | None = None) -> tuple[keys.Element, ...]:
@@ -183,11 +230,11 @@ def seq_prefix(topic: str, broker: str, offset: int, queue: int | None = None) -
     return (topic, broker, offset) if queue is None else (topic, broker, offset, queue)
 
 
-def seq_row(topic: str, broker: str, offset: int, queue: int, msg_id: str) -> bytes:
-    """QMQ's brokerGroup + sequence lookup.  Offset before queue: a brokerGroup without a
-    queue is one prefix scan over all queues; msg_id last so two messages at one position
-    (a reset broker) stay apart instead of merging their summaries."""
-    return keys.pack((topic, broker, offset, queue, msg_id))
+def seq_row(k: EventKey, broker: str, offset: int, queue: int) -> bytes:
+    """QMQ's brokerGroup + sequence lookup: (topic, broker, offset, queue, msg_id).  Offset
+    before queue: a brokerGroup without a queue is one prefix scan over all queues; msg_id
+    last so two messages at one position (a reset broker) stay apart."""
+    return k.topic + _one(broker) + _one(offset) + _one(queue) + k.msg_id
 
 
 def minute_of(time_ms: int) -> int:
@@ -268,8 +315,43 @@ def event_family(event: Event) -> str:
 
 
 def encode_event_value(app: str, host: str, client_id: str, event: Event) -> bytes:
-    """A stored event: who sent it (from the batch header) and the trimmed wire event."""
-    return msgpack.packb([app, host, client_id, wire.trim(event)], use_bin_type=True)
+    """A stored event: who sent it (from the batch header) and the trimmed wire event.
+
+    Born and store times are kept as their difference from the event's time (a few bytes
+    instead of nine), and lower-case hex ids (msg, request, trace and span ids) as the bytes
+    they spell (msgpack bin: half the size); :func:`decode_event_value` restores both.
+    """
+    raw = wire.trim(event)
+    n = len(raw)
+    if n > _BORN:
+        raw[_BORN] -= raw[1]
+        if n > _STORE:
+            raw[_STORE] -= raw[1]
+    for i in _HEX_FIELDS:
+        if i < n and raw[i]:
+            raw[i] = _hex_bytes(raw[i])
+    # msgpack of [app, host, client_id, raw]: the sender's part is the same for a whole batch.
+    return _sender(app, host, client_id) + msgpack.packb(raw, use_bin_type=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def _sender(app: str, host: str, client_id: str) -> bytes:
+    """The start of a stored event's msgpack array: its 4-item header and the sender's three strings."""
+    return b"\x94" + b"".join(msgpack.packb(v, use_bin_type=True) for v in (app, host, client_id))
+
+
+_BORN, _STORE = wire.Event._fields.index("born_ms"), wire.Event._fields.index("store_ms")
+_HEX_FIELDS = tuple(wire.Event._fields.index(f)
+                    for f in ("msg_id", "broker_msg_id", "request_id", "trace_id", "span_id"))
+"""Id fields that are often lower-case hex (tracehook's own ids): kept as half as many bytes (msgpack bin)."""
+
+
+def _hex_bytes(text: str) -> str | bytes:
+    """``text`` as the bytes its lower-case hex digits spell (``bytes.hex()`` gives ``text`` back), else ``text``."""
+    return bytes.fromhex(text) if _is_hex(text) else text
+
+
+_is_hex = re.compile("(?:[0-9a-f]{2})+").fullmatch
 
 
 def event_id(value: bytes) -> bytes:
@@ -278,10 +360,8 @@ def event_id(value: bytes) -> bytes:
 
 
 def event_qualifier(event: Event, value: bytes) -> bytes:
-    """Consume events sort by group then request id, so one attempt's events sit together."""
-    if event.type in _CONSUME_TYPES:
-        return keys.pack((event.group, event.request_id, event_id(value)))
-    return keys.pack((int(event.type), event_id(value)))
+    """A stored event's qualifier: the hash of its value (nothing reads qualifiers back)."""
+    return event_id(value)
 
 
 @dataclass(frozen=True)
@@ -310,29 +390,38 @@ _STATUS_NAMES = {int(s): s.name for s in wire.Status}
 
 def decode_event_value(value: bytes) -> StoredEvent:
     app, host, client_id, raw = msgpack.unpackb(value, raw=False, use_list=True)
+    n = len(raw)
+    if n > _BORN:
+        raw[_BORN] += raw[1]
+        if n > _STORE:
+            raw[_STORE] += raw[1]
+    for i in _HEX_FIELDS:
+        if i < n and type(raw[i]) is bytes:  # a string field is bytes only when it was hex
+            raw[i] = raw[i].hex()
     return StoredEvent(app, host, client_id, wire.validate_event(raw))
 
 
-SUMMARY_FIELDS = (
-    "msg_id", "topic", "keys", "tags", "broker", "queue", "offset", "born_ms", "store_ms", "status", "group", "error",
-)
+Cells = Mapping[bytes, bytes]
+"""An index row's cells as the indexer builds them: a dict, or one of the shared read-only constants below."""
+INDEX_COLUMN = b"i:"
+"""The one column of every index row (keyidx, timeidx, dead, queueidx, seqidx, traceidx)."""
+INDEX_CELLS: Cells = MappingProxyType({INDEX_COLUMN: b""})
+"""An index row's cells: one empty cell, the same whichever event files the row."""
+RECEIVED_COLUMN = b"c:"
+"""A records row's cell saying the group received the message (SUB_BEFORE, and a SUB_AFTER without a position)."""
+RECEIVED_CELLS: Cells = MappingProxyType({RECEIVED_COLUMN: b""})
 
 
-def summary_column(event: Event) -> bytes:
-    """Index rows keep one summary per event type; readers prefer the producer's (lowest type)."""
-    return column(INDEX_FAMILY, bytes((int(event.type),)))
+def record_columns(event: Event) -> Cells:
+    """The records cell of a consume event: a finished one (SUB_AFTER) that knows its queue and
+    offset names them in the qualifier, the position backtracking reads; any other says received."""
+    if event.type == EventType.SUB_AFTER and event.queue >= 0 and event.offset >= 0:
+        # msgpack ints: small queues and offsets take a byte or a few, not eight each.
+        return {RECEIVED_COLUMN + msgpack.packb((event.queue, event.offset)): b""}
+    return RECEIVED_CELLS
 
 
-_summary_values = operator.attrgetter(*SUMMARY_FIELDS)
-
-
-def encode_summary(event: Event, time_ms: int) -> bytes:
-    return msgpack.packb((time_ms, *_summary_values(event)), use_bin_type=True)
-
-
-def decode_summary(columns: Mapping[bytes, bytes]) -> dict[str, Any]:
-    """The preferred summary among an index row's columns: ``time_ms`` and :data:`SUMMARY_FIELDS`."""
-    time_ms, *values = msgpack.unpackb(columns[min(columns)], raw=False)
-    out = dict(zip(SUMMARY_FIELDS, values))
-    out["time_ms"] = time_ms
-    return out
+def record_positions(columns: Mapping[bytes, bytes]) -> list[tuple[int, int]]:
+    """The (queue, offset) of every finished consume in a records row's cells."""
+    n = len(RECEIVED_COLUMN)
+    return [tuple(msgpack.unpackb(col[n:])) for col in columns if len(col) > n]  # type: ignore[misc]

@@ -27,7 +27,8 @@ def test_pub_files_message_under_id_keys_time_and_queue() -> None:
     assert ("queueidx", ("t", 3, 1000, 42)) in unpacked
     assert ("seqidx", ("t", "b1", 42, 3, "m1")) in unpacked
     assert ("messages", (schema.msg_hash("m1"), "m1")) in unpacked
-    assert ("traceidx", (trace_id_for("m1"), "m1")) in unpacked  # the message's own trace: no trace id on the wire
+    # The message's own trace (no trace id on the wire); a W3C trace id is keyed as the 16 bytes it spells.
+    assert ("traceidx", (bytes.fromhex(trace_id_for("m1")), "m1")) in unpacked
 
 
 def test_consume_and_dead_events_rows() -> None:

@@ -1,0 +1,53 @@
+"""Layout 2's compact cells: stored events decode to exactly what was indexed, and index rows
+filed by several events of one message are one cell."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+from index_helpers import CONSUMER, PRODUCER, consumed, ev, message
+
+from collector.store import schema
+from collector.store.indexer import rows_for
+from tracehook.wire import MAX_INT, EventType
+
+# Ids as tracehook makes them (lower-case hex) and as other clients do: odd length, upper case, other text.
+ids = st.one_of(st.text(alphabet="0123456789abcdef", max_size=40), st.text(alphabet="0123456789abcdefABCDEF -g",
+                                                                          max_size=40), st.text(max_size=12))
+times = st.one_of(st.sampled_from([-1, 0, 1, MAX_INT]), st.integers(min_value=-1, max_value=MAX_INT))
+
+
+@given(msg_id=ids.filter(bool), request_id=ids, trace_id=ids, span_id=ids, broker_msg_id=ids,
+       time_ms=times, born_ms=times, store_ms=times, type_=st.sampled_from(list(EventType)))
+def test_stored_events_decode_to_the_indexed_event(msg_id, request_id, trace_id, span_id, broker_msg_id,
+                                                   time_ms, born_ms, store_ms, type_) -> None:
+    event = ev(type_, time_ms, "g", "t", msg_id, request_id=request_id, trace_id=trace_id, span_id=span_id,
+               broker_msg_id=broker_msg_id, born_ms=born_ms, store_ms=store_ms)
+    stored = schema.decode_event_value(schema.encode_event_value("app", "host", "client", event))
+    assert stored == schema.StoredEvent("app", "host", "client", event)
+    assert all(type(getattr(stored.event, f)) is str for f in ("msg_id", "request_id", "trace_id", "span_id"))
+
+
+def test_hex_ids_are_stored_as_the_bytes_they_spell() -> None:
+    hex_id, text_id = "0af" * 10 + "12", "order-" + "0" * 25 + "1"  # both 32 characters
+    sizes = [len(schema.encode_event_value("a", "h", "c", ev(EventType.PUB, 5, "g", "t", i)))
+             for i in (hex_id, text_id)]
+    assert sizes[1] - sizes[0] == 16
+
+
+def test_send_and_consume_file_a_message_in_the_same_empty_cells() -> None:
+    """A consume that knew the store time files the message where its send did: the same cell, not one more."""
+    (_, pub), = message("t", "m1", 1000, keys="k1", queue=3, offset=42)
+    # As a consumer records it: the key, broker, queue, offset and store time read from the message.
+    before, after = (e._replace(keys="k1", broker="b1") for _, e in consumed("t", "m1", 1000, "billing",
+                                                                               queue=3, offset=42))
+    index = {schema.KEYIDX, schema.TRACEIDX, schema.TIMEIDX, schema.QUEUEIDX, schema.SEQIDX}
+    by_pub = {(t, row): dict(cols) for t, row, cols in rows_for(PRODUCER, pub) if t in index}
+    by_before = {(t, row): dict(cols) for t, row, cols in rows_for(CONSUMER, before) if t in index}
+    assert by_pub == by_before and len(by_pub) == 5
+    assert all(cols == {b"i:": b""} for cols in by_pub.values())
+    records = {t: dict(cols) for t, _, cols in rows_for(CONSUMER, before) + rows_for(CONSUMER, after)
+               if t == schema.RECORDS}
+    assert schema.record_positions(records[schema.RECORDS]) == [(3, 42)]
+    received = [cols for t, _, cols in rows_for(CONSUMER, before) if t == schema.RECORDS]
+    assert received == [{b"c:": b""}] and schema.record_positions(received[0]) == []
