@@ -415,11 +415,12 @@ def check_cli(run: Run, topic: str) -> None:
     span = ["--begin", begin, "--end", end, "--json"]
     first = json.loads(both_sources(run, "query", "key", topic, mm.SHARED_KEY, "--limit", "7", *span))
     assert first == run.get(f"/v1/topics/{topic}/messages", key=mm.SHARED_KEY, begin=begin, end=end, limit=7)
-    second = json.loads(both_sources(run, "query", "key", topic, mm.SHARED_KEY, "--limit", "7",
-                                     "--cursor", first["next_cursor"], *span))
-    assert second == run.get(f"/v1/topics/{topic}/messages", key=mm.SHARED_KEY, begin=begin, end=end, limit=7,
-                             cursor=first["next_cursor"])
-    assert not {i["msg_id"] for i in first["items"]} & {i["msg_id"] for i in second["items"]}
+    if first["next_cursor"] is not None:  # a drawn model may file seven or fewer messages under the key
+        second = json.loads(both_sources(run, "query", "key", topic, mm.SHARED_KEY, "--limit", "7",
+                                         "--cursor", first["next_cursor"], *span))
+        assert second == run.get(f"/v1/topics/{topic}/messages", key=mm.SHARED_KEY, begin=begin, end=end,
+                                 limit=7, cursor=first["next_cursor"])
+        assert not {i["msg_id"] for i in first["items"]} & {i["msg_id"] for i in second["items"]}
     page = json.loads(both_sources(run, "query", "topic", topic, "--limit", "20", *span))
     assert page == run.get(f"/v1/topics/{topic}/messages", begin=begin, end=end, limit=20)
     for group in (None, mm.GROUPS[0]):
