@@ -183,7 +183,10 @@ class HBaseStore:
     def _create_table(self, conn: happybase.Connection, table: schema.Table, buckets: int) -> None:
         if self._thrift2 is None:  # compression only: Thrift1's ColumnDescriptor has no encoding
             compression = self.storage.compression.upper()
-            family = dict(max_versions=1, time_to_live=self.options.ttl_s, compression=compression)
+            # Thrift1's ColumnDescriptor defaults turn the block cache and the row bloom filter off
+            # (HBase's own defaults have both on): without them every read decompresses from disk.
+            family = dict(max_versions=1, time_to_live=self.options.ttl_s, compression=compression,
+                          block_cache_enabled=True, bloom_filter_type="ROW")
             _create_if_absent(conn, table.name, {f: family for f in table.families})
             return
         host, port = self._thrift2

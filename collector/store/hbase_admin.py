@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import io
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import thriftpy2
 from thriftpy2.rpc import make_client
@@ -72,12 +73,17 @@ enum TCompressionAlgorithm {
 enum TDataBlockEncoding {
   NONE = 0, PREFIX = 2, DIFF = 3, FAST_DIFF = 4, ROW_INDEX_V1 = 7
 }
+enum TBloomFilterType {
+  NONE = 0, ROW = 1, ROWCOL = 2, ROWPREFIX_FIXED_LENGTH = 3
+}
 struct TColumnFamilyDescriptor {
   1: required binary name
+  5: optional TBloomFilterType bloomnFilterType
   6: optional TCompressionAlgorithm compressionType
   8: optional TDataBlockEncoding dataBlockEncoding
   10: optional i32 maxVersions
   13: optional i32 timeToLive
+  14: optional bool blockCacheEnabled
 }
 struct TTableDescriptor {
   1: required TTableName tableName
@@ -125,16 +131,20 @@ def create_table(
         client.close()
 
 
-def table_storage(host: str, port: int, name: str, *, timeout_ms: int) -> dict[str, FamilyStorage]:
-    """Each family of table ``name`` and how it stores cells, as HBase reports it."""
+def table_families(host: str, port: int, name: str, *, timeout_ms: int) -> list[Any]:
+    """Table ``name``'s column family descriptors as HBase reports them (Thrift2 ``TColumnFamilyDescriptor``)."""
     client = make_client(_thrift2.THBaseService, host, port, timeout=timeout_ms)
     try:
-        desc = client.getTableDescriptor(_table_name(name))
+        return list(client.getTableDescriptor(_table_name(name)).columns)
     finally:
         client.close()
+
+
+def table_storage(host: str, port: int, name: str, *, timeout_ms: int) -> dict[str, FamilyStorage]:
+    """Each family of table ``name`` and how it stores cells, as HBase reports it."""
     return {
         column.name.decode(): FamilyStorage(
             compression=_thrift2.TCompressionAlgorithm._VALUES_TO_NAMES[column.compressionType].lower(),
             block_encoding=_thrift2.TDataBlockEncoding._VALUES_TO_NAMES[column.dataBlockEncoding].lower())
-        for column in desc.columns
+        for column in table_families(host, port, name, timeout_ms=timeout_ms)
     }
