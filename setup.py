@@ -1,9 +1,15 @@
-"""Builds the optional C validator ``collector.server._wirecheck``; everything else is in pyproject.toml.
+"""Builds the optional C extensions; everything else is in pyproject.toml.
 
-Optional: without a compiler the install still succeeds and :mod:`collector.server.validate`
-validates in Python (``validate.FAST_PATH`` is False).
+Both are optional: without a compiler the install still succeeds and the Python paths run.
+``collector.server._wirecheck`` validates batches (else :mod:`collector.server.validate` validates
+in Python: ``validate.FAST_PATH`` is False); ``collector.store._rowbuild`` builds index rows (else
+:func:`collector.store.indexer.batched_rows` builds them in Python: ``rowbuild.FAST_PATH`` is False).
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("collector.server._wirecheck", sources=["collector/server/_wirecheck.c"], optional=True)])
+setup(ext_modules=[
+    Extension("collector.server._wirecheck", sources=["collector/server/_wirecheck.c"], optional=True),
+    Extension("collector.store._rowbuild", sources=["collector/store/_rowbuild.c"],
+              depends=["collector/store/_blake2b.h"], optional=True),
+])

@@ -21,7 +21,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from collector.store import keys, schema
+from collector.store import keys, rowbuild, schema
 from collector.store.base import Columns, Row, Store
 from collector.store.model import build_trace, could_place
 from collector.store.rollup import MessageParts, refresh_rollups
@@ -124,6 +124,12 @@ def batched_rows(
     a batch of events gives that row (a message's send and consume events, say), and index
     rows filed by several events of a message are one write.
     """
+    builder = rowbuild.new_builder(functools.partial(_event_rows, salt_buckets=salt_buckets, mark=mark),
+                                   batch_size=batch_size, salt_buckets=salt_buckets, mark=_MARK if mark else None)
+    if builder is not None:  # the C extension: the same rows, merged and batched the same way
+        yield from rowbuild.feed(builder, records)
+        yield from _rest(builder.pending, builder.too_long, dropped)
+        return
     pending: dict[str, dict[bytes, Columns]] = {}
     too_long = 0
     limit = schema.MAX_ROW_KEY_BYTES
@@ -145,6 +151,12 @@ def batched_rows(
                 if type(existing) is not dict:
                     existing = rows[row] = dict(existing)
                 existing.update(columns)
+    yield from _rest(pending, too_long, dropped)
+
+
+def _rest(pending: dict[str, dict[bytes, Columns]], too_long: int,
+          dropped: Counter[str] | None) -> Iterator[tuple[str, list[Row]]]:
+    """The end of :func:`batched_rows`: count the rows left out, then hand out every table's last rows."""
     if dropped is not None and too_long:
         dropped[ROW_KEY_TOO_LONG] += too_long
     for table, rows in pending.items():

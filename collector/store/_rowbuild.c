@@ -1,0 +1,713 @@
+/*
+ * collector.store._rowbuild: the index rows of decoded events, built in C.
+ *
+ * collector.store.indexer.batched_rows turns (header, event) records into the rows of
+ * every index table, merged per (table, row key) and handed out batch_size rows at a time.
+ * In Python that cost about 15 us per event: a dozen small bytes, tuples and dicts, three
+ * hashes and a msgpack call per event. RowBuilder.feed does the same work here.
+ *
+ * It is only a fast path, and must give exactly what the Python path gives, byte for byte
+ * and in the same order: the rows of each event (indexer._event_rows, schema's row keys,
+ * keys.pack_one's encoding, schema.encode_event_value's msgpack, BLAKE2b hashes) and
+ * batched_rows' merging, batching and over-long-key counting. An event this file does not
+ * model (a field of another type, an integer beyond 64 bits, a time that cannot be packed,
+ * a str that is not UTF-8) goes through the Python row builder it was given (the fallback),
+ * so unusual input is never answered differently, and its errors are the Python path's.
+ * The layout's constants (table names, shared cells, column prefixes, key tags) come from
+ * configure(), called by collector/store/rowbuild.py with schema.py's values.
+ * tests/collector/store/test_rowbuild.py checks both paths against each other.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_blake2b.h"
+
+/* wire.Event's fields (tracehook/wire.py), the ones the rows read. */
+enum {
+    F_TYPE = 0, F_TIME = 1, F_GROUP = 2, F_TOPIC = 3, F_MSG_ID = 4, F_KEYS = 6, F_BROKER = 8,
+    F_QUEUE = 9, F_OFFSET = 10, F_BORN = 11, F_STORE = 12, F_PROPS = 18, F_BODY = 22,
+    F_TRACE_ID = 23, N_FIELDS = 25, MIN_FIELDS = 5
+};
+enum { K_INT, K_STR, K_MAP, K_BIN }; /* K_MAP and K_BIN may also be None (their default) */
+static const char *const field_names[N_FIELDS] = {
+    "type", "time_ms", "group", "topic", "msg_id", "broker_msg_id", "keys", "tags", "broker", "queue",
+    "offset", "born_ms", "store_ms", "cost_us", "status", "error", "retry", "body_len", "props",
+    "request_id", "tx_id", "tx_state", "body", "trace_id", "span_id"};
+static const int field_kind[N_FIELDS] = {
+    K_INT, K_INT, K_STR, K_STR, K_STR, K_STR, K_STR, K_STR, K_STR, K_INT, K_INT, K_INT, K_INT,
+    K_INT, K_INT, K_STR, K_INT, K_INT, K_MAP, K_STR, K_STR, K_INT, K_BIN, K_STR, K_STR};
+static const int64_t int_default[N_FIELDS] = {[F_QUEUE] = -1, [F_OFFSET] = -1}; /* other ints: 0 */
+/* schema._HEX_FIELDS: msg_id, broker_msg_id, request_id, trace_id, span_id */
+static const int hex_field[N_FIELDS] = {[4] = 1, [5] = 1, [19] = 1, [23] = 1, [24] = 1};
+enum { PUB = 1, SUB_BEFORE = 2, SUB_AFTER = 3, DEAD = 5 }; /* wire.EventType */
+
+/* The tables, in the order of configure()'s tables argument. */
+enum { T_MESSAGES, T_RECORDS, T_KEYIDX, T_TRACEIDX, T_DEAD, T_PENDING, T_QUEUEIDX, T_SEQIDX, T_TIMEIDX,
+       T_ROLLUPS, N_TABLES };
+
+static struct {
+    int configured;
+    PyObject *event_type;
+    PyObject *tables[N_TABLES];
+    PyObject *index_cells, *received_cells; /* shared, read-only cells */
+    PyObject *send_prefix, *consume_prefix, *received_column, *dead_all, *dead_one, *dirty_msg; /* bytes */
+} cfg;
+
+/* -- a growable byte buffer ------------------------------------------------------------- */
+
+typedef struct {
+    unsigned char *p;
+    Py_ssize_t len, cap;
+    unsigned char small[512];
+} Buf;
+
+static void buf_init(Buf *b) { b->p = b->small, b->len = 0, b->cap = sizeof b->small; }
+static void buf_free(Buf *b) {
+    if (b->p != b->small) PyMem_Free(b->p);
+}
+
+static int buf_grow(Buf *b, Py_ssize_t extra) {
+    if (b->len + extra <= b->cap) return 0;
+    Py_ssize_t cap = b->cap;
+    while (cap < b->len + extra) cap *= 2;
+    unsigned char *p = PyMem_Malloc(cap);
+    if (!p) return PyErr_NoMemory(), -1;
+    memcpy(p, b->p, b->len);
+    buf_free(b);
+    b->p = p, b->cap = cap;
+    return 0;
+}
+
+static int put(Buf *b, const void *data, Py_ssize_t n) {
+    if (buf_grow(b, n) < 0) return -1;
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    return 0;
+}
+
+static int put_byte(Buf *b, unsigned char c) { return put(b, &c, 1); }
+
+static int put_be(Buf *b, uint64_t v, int width) {
+    unsigned char out[8];
+    for (int i = 0; i < width; i++) out[i] = (unsigned char)(v >> (8 * (width - 1 - i)));
+    return put(b, out, width);
+}
+
+/* -- keys.pack_one ------------------------------------------------------------------------ */
+
+/* A str (tag 0x02) or bytes (0x01) element: every 0x00 written as 0x00 0xFF, then 0x00. */
+static int key_escaped(Buf *b, unsigned char tag, const unsigned char *s, Py_ssize_t n) {
+    if (buf_grow(b, 2 * n + 2) < 0) return -1;
+    unsigned char *o = b->p + b->len;
+    *o++ = tag;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        *o++ = s[i];
+        if (!s[i]) *o++ = 0xFF;
+    }
+    *o++ = 0;
+    b->len = o - b->p;
+    return 0;
+}
+
+static int key_str(Buf *b, const char *s, Py_ssize_t n) { return key_escaped(b, 0x02, (const unsigned char *)s, n); }
+
+static void key_int_to(unsigned char out[9], int64_t v) { /* 0x03, then v + 2**63 big-endian */
+    uint64_t u = (uint64_t)v ^ 0x8000000000000000ULL;
+    out[0] = 0x03;
+    for (int i = 0; i < 8; i++) out[1 + i] = (unsigned char)(u >> (56 - 8 * i));
+}
+
+/* -- msgpack.packb(..., use_bin_type=True), for the types a trimmed event holds ----------- */
+
+static int mp_int(Buf *b, int64_t v) {
+    if (v >= 0) {
+        if (v < 128) return put_byte(b, (unsigned char)v);
+        if (v < 256) return put_byte(b, 0xcc) < 0 ? -1 : put_be(b, v, 1);
+        if (v < 65536) return put_byte(b, 0xcd) < 0 ? -1 : put_be(b, v, 2);
+        if (v < 4294967296LL) return put_byte(b, 0xce) < 0 ? -1 : put_be(b, v, 4);
+        return put_byte(b, 0xcf) < 0 ? -1 : put_be(b, v, 8);
+    }
+    if (v >= -32) return put_byte(b, (unsigned char)(int8_t)v);
+    if (v >= -128) return put_byte(b, 0xd0) < 0 ? -1 : put_be(b, (uint64_t)v, 1);
+    if (v >= -32768) return put_byte(b, 0xd1) < 0 ? -1 : put_be(b, (uint64_t)v, 2);
+    if (v >= -2147483648LL) return put_byte(b, 0xd2) < 0 ? -1 : put_be(b, (uint64_t)v, 4);
+    return put_byte(b, 0xd3) < 0 ? -1 : put_be(b, (uint64_t)v, 8);
+}
+
+/* A length header: fix form (fix_tag | n below fix_max), else 8 (when tag8), 16 or 32 bits. */
+static int mp_header(Buf *b, Py_ssize_t n, int fix_tag, Py_ssize_t fix_max, int tag8, int tag16, int tag32) {
+    if (n < fix_max) return put_byte(b, (unsigned char)(fix_tag | n));
+    if (tag8 && n < 256) return put_byte(b, (unsigned char)tag8) < 0 ? -1 : put_be(b, n, 1);
+    if (n < 65536) return put_byte(b, (unsigned char)tag16) < 0 ? -1 : put_be(b, n, 2);
+    if ((uint64_t)n > 0xFFFFFFFFULL) return -1;
+    return put_byte(b, (unsigned char)tag32) < 0 ? -1 : put_be(b, n, 4);
+}
+
+static int mp_str(Buf *b, const char *s, Py_ssize_t n) {
+    return mp_header(b, n, 0xa0, 32, 0xd9, 0xda, 0xdb) < 0 ? -1 : put(b, s, n);
+}
+
+static int mp_bin_header(Buf *b, Py_ssize_t n) { return mp_header(b, n, 0, 0, 0xc4, 0xc5, 0xc6); }
+
+static int mp_pystr(Buf *b, PyObject *o) {
+    Py_ssize_t n;
+    const char *s = PyUnicode_CheckExact(o) ? PyUnicode_AsUTF8AndSize(o, &n) : NULL;
+    return s ? mp_str(b, s, n) : -1;
+}
+
+/* -- one event ------------------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject *obj[N_FIELDS];
+    int64_t i[N_FIELDS];     /* K_INT fields */
+    const char *s[N_FIELDS]; /* K_STR fields, UTF-8 */
+    Py_ssize_t n[N_FIELDS];
+} Ev;
+
+/* Every field as this file models it; -1 (maybe with an exception set) when one is not. */
+static int read_event(PyObject *event, Ev *ev) {
+    if (Py_TYPE(event) != (PyTypeObject *)cfg.event_type || PyTuple_GET_SIZE(event) != N_FIELDS) return -1;
+    for (int f = 0; f < N_FIELDS; f++) {
+        PyObject *o = ev->obj[f] = PyTuple_GET_ITEM(event, f);
+        switch (field_kind[f]) {
+        case K_INT: { /* an int or an IntEnum (as msgpack packs them), never a bool */
+            int overflow;
+            if (!PyLong_Check(o) || PyBool_Check(o)) return -1;
+            ev->i[f] = PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (overflow || (ev->i[f] == -1 && PyErr_Occurred())) return -1;
+            break;
+        }
+        case K_STR:
+            if (!PyUnicode_CheckExact(o) || !(ev->s[f] = PyUnicode_AsUTF8AndSize(o, &ev->n[f]))) return -1;
+            break;
+        case K_MAP:
+            if (o != Py_None && !PyDict_CheckExact(o)) return -1;
+            break;
+        default:
+            if (o != Py_None && !PyBytes_CheckExact(o)) return -1;
+        }
+    }
+    return 0;
+}
+
+static int is_default(const Ev *ev, int f) {
+    switch (field_kind[f]) {
+    case K_INT: return ev->i[f] == int_default[f];
+    case K_STR: return ev->n[f] == 0;
+    default: return ev->obj[f] == Py_None;
+    }
+}
+
+/* schema._is_hex: one or more pairs of lower-case hex digits. */
+static int is_hex(const char *s, Py_ssize_t n) {
+    if (n == 0 || n % 2) return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return 1;
+}
+
+static unsigned char hex_digit(char c) { return (unsigned char)(c <= '9' ? c - '0' : c - 'a' + 10); }
+
+static void unhex(unsigned char *out, const char *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i += 2) *out++ = (unsigned char)(hex_digit(s[i]) << 4 | hex_digit(s[i + 1]));
+}
+
+static int put_unhex(Buf *b, const char *s, Py_ssize_t n) {
+    if (buf_grow(b, n / 2) < 0) return -1;
+    unhex(b->p + b->len, s, n);
+    b->len += n / 2;
+    return 0;
+}
+
+/* msgpack of wire.trim(event) as schema.encode_event_value stores it: born and store times as
+   their difference from time_ms, lower-case hex ids as the bytes they spell. */
+static int encode_raw(Buf *b, const Ev *ev) {
+    int n = N_FIELDS;
+    while (n > MIN_FIELDS && is_default(ev, n - 1)) n--;
+    if (mp_header(b, n, 0x90, 16, 0, 0xdc, 0xdd) < 0) return -1;
+    for (int f = 0; f < n; f++) {
+        PyObject *o = ev->obj[f];
+        switch (field_kind[f]) {
+        case K_INT: {
+            int64_t v = ev->i[f];
+            if ((f == F_BORN || f == F_STORE) && __builtin_sub_overflow(v, ev->i[F_TIME], &v)) return -1;
+            if (mp_int(b, v) < 0) return -1;
+            break;
+        }
+        case K_STR:
+            if (hex_field[f] && is_hex(ev->s[f], ev->n[f])) {
+                if (mp_bin_header(b, ev->n[f] / 2) < 0 || put_unhex(b, ev->s[f], ev->n[f]) < 0) return -1;
+            } else if (mp_str(b, ev->s[f], ev->n[f]) < 0)
+                return -1;
+            break;
+        case K_MAP: {
+            PyObject *k, *v;
+            Py_ssize_t pos = 0;
+            if (o == Py_None) {
+                if (put_byte(b, 0xc0) < 0) return -1;
+                break;
+            }
+            if (mp_header(b, PyDict_GET_SIZE(o), 0x80, 16, 0, 0xde, 0xdf) < 0) return -1;
+            while (PyDict_Next(o, &pos, &k, &v))
+                if (mp_pystr(b, k) < 0 || mp_pystr(b, v) < 0) return -1;
+            break;
+        }
+        default:
+            if (o == Py_None) {
+                if (put_byte(b, 0xc0) < 0) return -1;
+            } else if (mp_bin_header(b, PyBytes_GET_SIZE(o)) < 0 ||
+                       put(b, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o)) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* -- rows ----------------------------------------------------------------------------------- */
+
+typedef struct {
+    const void *p;
+    Py_ssize_t n;
+} Seg;
+#define SEG(buf) ((Seg){(buf).p, (buf).len})
+#define SEGB(bytes) ((Seg){PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes)})
+
+static PyObject *cat(const Seg *segs, int count) {
+    Py_ssize_t len = 0;
+    for (int i = 0; i < count; i++) len += segs[i].n;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, len);
+    if (!out) return NULL;
+    char *o = PyBytes_AS_STRING(out);
+    for (int i = 0; i < count; i++) memcpy(o, segs[i].p, segs[i].n), o += segs[i].n;
+    return out;
+}
+
+/* An event's rows (table index, row key, cells), owned, in indexer._event_rows' order. */
+typedef struct {
+    int count, cap;
+    struct Row {
+        int table;
+        PyObject *row, *cells;
+    } *items, small[16];
+} Rows;
+
+static void rows_clear(Rows *r) {
+    for (int i = 0; i < r->count; i++) Py_XDECREF(r->items[i].row), Py_XDECREF(r->items[i].cells);
+    if (r->items != r->small) PyMem_Free(r->items);
+    r->items = r->small, r->count = 0, r->cap = 16;
+}
+
+/* Takes both references (even on failure); NULL row or cells means an error is set. */
+static int add_row(Rows *r, int table, PyObject *row, PyObject *cells) {
+    if (!row || !cells) return Py_XDECREF(row), Py_XDECREF(cells), -1;
+    if (r->count == r->cap) {
+        struct Row *items = PyMem_Malloc(2 * r->cap * sizeof *items);
+        if (!items) return Py_DECREF(row), Py_DECREF(cells), PyErr_NoMemory(), -1;
+        memcpy(items, r->items, r->count * sizeof *items);
+        if (r->items != r->small) PyMem_Free(r->items);
+        r->items = items, r->cap *= 2;
+    }
+    r->items[r->count++] = (struct Row){table, row, cells};
+    return 0;
+}
+
+static PyObject *shared(PyObject *cells) { return Py_INCREF(cells), cells; }
+
+static PyObject *one_cell(PyObject *column, PyObject *value) {
+    PyObject *d = column ? PyDict_New() : NULL;
+    if (d && PyDict_SetItem(d, column, value) < 0) Py_CLEAR(d);
+    return d;
+}
+
+/* indexer._event_rows(header, event): 0, or -1 when the fallback must build them. */
+static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets, PyObject *mark, Rows *out) {
+    Ev ev;
+    Buf value, topic, msg_id, msg_row, tmp;
+    unsigned char tm[9], rev[9], qk[9], ok[9];
+    PyObject *value_b = NULL, *event_col = NULL;
+    int rc = -1;
+    buf_init(&value), buf_init(&topic), buf_init(&msg_id), buf_init(&msg_row), buf_init(&tmp);
+    if (read_event(event, &ev) < 0) goto done;
+    int64_t type = ev.i[F_TYPE], queue = ev.i[F_QUEUE], offset = ev.i[F_OFFSET], store = ev.i[F_STORE];
+    int consume = type == SUB_BEFORE || type == SUB_AFTER;
+
+    /* schema.encode_event_value and the message row's column (event_id: BLAKE2b-64 of it) */
+    if (put(&value, PyBytes_AS_STRING(sender), PyBytes_GET_SIZE(sender)) < 0 || encode_raw(&value, &ev) < 0) goto done;
+    unsigned char digest[16];
+    blake2b(digest, 8, value.p, value.len);
+    PyObject *prefix = consume ? cfg.consume_prefix : cfg.send_prefix;
+    if (!(value_b = PyBytes_FromStringAndSize((const char *)value.p, value.len))) goto done;
+    if (!(event_col = cat((Seg[]){SEGB(prefix), {digest, 8}}, 2))) goto done;
+
+    /* schema.message_row: (hash4(msg_id), msg_id); schema.event_key: the shared elements */
+    const char *id = ev.s[F_MSG_ID];
+    Py_ssize_t id_n = ev.n[F_MSG_ID];
+    unsigned char hash4[4];
+    blake2b(hash4, 4, (const unsigned char *)id, id_n);
+    if (key_escaped(&msg_row, 0x01, hash4, 4) < 0 || key_str(&msg_id, id, id_n) < 0 ||
+        put(&msg_row, msg_id.p, msg_id.len) < 0 || key_str(&topic, ev.s[F_TOPIC], ev.n[F_TOPIC]) < 0)
+        goto done;
+    int64_t t = store > 0 ? store : ev.i[F_BORN] > 0 ? ev.i[F_BORN] : ev.i[F_TIME];
+    if (t < 0) goto done; /* keys.reverse_int(t) is beyond 64 bits: the Python path raises */
+    Buf *b = &tmp;
+    key_int_to(tm, t), key_int_to(rev, INT64_MAX - t);
+    Seg T = SEG(topic), M = SEG(msg_id), TM = {tm, 9}, REV = {rev, 9};
+
+    if (add_row(out, T_MESSAGES, cat((Seg[]){SEG(msg_row)}, 1), one_cell(event_col, value_b)) < 0) goto done;
+    if (consume) { /* schema.records_row and record_columns */
+        PyObject *cells;
+        b->len = 0;
+        if (key_str(b, ev.s[F_GROUP], ev.n[F_GROUP]) < 0) goto done;
+        PyObject *row = cat((Seg[]){T, SEG(*b), TM, M}, 4);
+        if (type == SUB_AFTER && queue >= 0 && offset >= 0) {
+            b->len = 0;
+            if (put_byte(b, 0x92) < 0 || mp_int(b, queue) < 0 || mp_int(b, offset) < 0) goto done;
+            PyObject *col = cat((Seg[]){SEGB(cfg.received_column), SEG(*b)}, 2);
+            PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
+            cells = col && empty ? one_cell(col, empty) : NULL;
+            Py_XDECREF(col), Py_XDECREF(empty);
+        } else
+            cells = shared(cfg.received_cells);
+        if (add_row(out, T_RECORDS, row, cells) < 0) goto done;
+    }
+    if (type == PUB || type == SUB_BEFORE || type == DEAD) {
+        /* schema.key_row per distinct key: the keys split on spaces only, as a set (same order) */
+        const char *k = ev.s[F_KEYS];
+        Py_ssize_t kn = ev.n[F_KEYS], parts = 0, first = -1, first_n = 0;
+        for (Py_ssize_t i = 0; i < kn;) {
+            Py_ssize_t j = i;
+            while (j < kn && k[j] != ' ') j++;
+            if (j > i && parts++ == 0) first = i, first_n = j - i;
+            i = j + 1;
+        }
+        if (parts == 1) {
+            b->len = 0;
+            if (key_str(b, k + first, first_n) < 0 ||
+                add_row(out, T_KEYIDX, cat((Seg[]){T, SEG(*b), REV, M}, 4), shared(cfg.index_cells)) < 0)
+                goto done;
+        } else if (parts > 1) {
+            PyObject *space = PyUnicode_FromStringAndSize(" ", 1), *split = NULL, *set = NULL, *key;
+            Py_ssize_t pos = 0;
+            Py_hash_t hash;
+            int bad = !space || !(split = PyUnicode_Split(ev.obj[F_KEYS], space, -1)) || !(set = PySet_New(NULL));
+            for (Py_ssize_t i = 0; !bad && i < PyList_GET_SIZE(split); i++) {
+                key = PyList_GET_ITEM(split, i);
+                bad = PyUnicode_GET_LENGTH(key) && PySet_Add(set, key) < 0;
+            }
+            while (!bad && _PySet_NextEntry(set, &pos, &key, &hash)) {
+                Py_ssize_t n;
+                const char *s = PyUnicode_AsUTF8AndSize(key, &n);
+                b->len = 0;
+                bad = !s || key_str(b, s, n) < 0 ||
+                      add_row(out, T_KEYIDX, cat((Seg[]){T, SEG(*b), REV, M}, 4), shared(cfg.index_cells)) < 0;
+            }
+            Py_XDECREF(space), Py_XDECREF(split), Py_XDECREF(set);
+            if (bad) goto done;
+        }
+        /* schema.trace_row: the event's trace id, else tracehook.context.trace_id_for(msg_id) */
+        b->len = 0;
+        const char *tid = ev.s[F_TRACE_ID];
+        Py_ssize_t tid_n = ev.n[F_TRACE_ID];
+        if (tid_n && is_hex(tid, tid_n)) { /* a bytes element of the bytes the digits spell */
+            Buf raw;
+            buf_init(&raw);
+            int bad = put_unhex(&raw, tid, tid_n) < 0 || key_escaped(b, 0x01, raw.p, raw.len) < 0;
+            buf_free(&raw);
+            if (bad) goto done;
+        } else if (tid_n) {
+            if (key_str(b, tid, tid_n) < 0) goto done;
+        } else { /* a valid trace id is its own trace (as its 16 bytes), else a hash of it */
+            unsigned char own[16];
+            static const char zeros[32] = "00000000000000000000000000000000";
+            if (id_n == 32 && is_hex(id, 32) && memcmp(id, zeros, 32) != 0)
+                unhex(own, id, 32);
+            else
+                blake2b(own, 16, (const unsigned char *)id, id_n);
+            if (key_escaped(b, 0x01, own, 16) < 0) goto done;
+        }
+        if (add_row(out, T_TRACEIDX, cat((Seg[]){SEG(*b), M}, 2), shared(cfg.index_cells)) < 0) goto done;
+
+        int placing = type == PUB || store > 0; /* model.could_place */
+        if (type == DEAD) { /* schema.dead_rows_of, then the pending row */
+            b->len = 0;
+            if (key_str(b, ev.s[F_GROUP], ev.n[F_GROUP]) < 0) goto done;
+            Seg G = SEG(*b);
+            if (add_row(out, T_DEAD, cat((Seg[]){T, SEGB(cfg.dead_all), REV, M, G}, 5), shared(cfg.index_cells)) < 0 ||
+                add_row(out, T_DEAD, cat((Seg[]){T, SEGB(cfg.dead_one), G, REV, M}, 5), shared(cfg.index_cells)) < 0 ||
+                add_row(out, T_PENDING, cat((Seg[]){SEG(msg_row)}, 1), one_cell(event_col, value_b)) < 0)
+                goto done;
+        } else if (offset >= 0) {
+            key_int_to(qk, queue), key_int_to(ok, offset);
+            Seg Q = {qk, 9}, O = {ok, 9};
+            if (placing && queue >= 0 &&
+                add_row(out, T_QUEUEIDX, cat((Seg[]){T, Q, TM, O}, 4), shared(cfg.index_cells)) < 0)
+                goto done;
+            if (ev.n[F_BROKER]) {
+                b->len = 0;
+                if (key_str(b, ev.s[F_BROKER], ev.n[F_BROKER]) < 0 ||
+                    add_row(out, T_SEQIDX, cat((Seg[]){T, SEG(*b), O, Q, M}, 5), shared(cfg.index_cells)) < 0)
+                    goto done;
+            }
+        }
+        if (placing) { /* schema.time_row under schema.salt(msg_id, salt_buckets) */
+            uint32_t h = (uint32_t)hash4[0] << 24 | (uint32_t)hash4[1] << 16 | (uint32_t)hash4[2] << 8 | hash4[3];
+            unsigned char sk[9];
+            key_int_to(sk, (int64_t)(h % (unsigned long long)salt_buckets));
+            if (add_row(out, T_TIMEIDX, cat((Seg[]){{sk, 9}, T, TM, M}, 4), shared(cfg.index_cells)) < 0)
+                goto done;
+        }
+    }
+    if (mark != Py_None && add_row(out, T_ROLLUPS, cat((Seg[]){SEGB(cfg.dirty_msg), SEG(msg_row)}, 2), shared(mark)) < 0)
+        goto done;
+    rc = 0;
+done:
+    Py_XDECREF(value_b), Py_XDECREF(event_col);
+    buf_free(&value), buf_free(&topic), buf_free(&msg_id), buf_free(&msg_row), buf_free(&tmp);
+    return rc;
+}
+
+/* -- RowBuilder: indexer.batched_rows' merging and batching --------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *pending;  /* {table: {row key: cells}}, as in batched_rows */
+    PyObject *fallback; /* fallback(header, event) -> [(table, row key, cells)]: indexer._event_rows */
+    long long salt_buckets, too_long;
+    Py_ssize_t batch_size, limit;
+    PyObject *mark; /* the rollup marker's cells, None for no marker rows */
+    PyObject *header, *sender; /* the last header and schema._sender() of it (None: not a str triple) */
+} Builder;
+
+/* One row into pending; a full table goes to `full` as (table, list of (row key, cells)). */
+static int merge(Builder *self, PyObject *full, PyObject *table, PyObject *row, PyObject *cells) {
+    PyObject *rows = PyDict_GetItemWithError(self->pending, table);
+    if (!rows) {
+        if (PyErr_Occurred() || !(rows = PyDict_New())) return -1;
+        int bad = PyDict_SetItem(self->pending, table, rows) < 0;
+        Py_DECREF(rows); /* pending holds it */
+        if (bad) return -1;
+    }
+    if (!PyBytes_Check(row)) return PyErr_SetString(PyExc_TypeError, "row keys must be bytes"), -1;
+    PyObject *existing = PyDict_GetItemWithError(rows, row);
+    if (!existing) {
+        if (PyErr_Occurred()) return -1;
+        if (PyBytes_GET_SIZE(row) > self->limit) return self->too_long++, 0;
+        if (PyDict_SetItem(rows, row, cells) < 0) return -1;
+        if (PyDict_GET_SIZE(rows) >= self->batch_size) {
+            PyObject *items = PyDict_Items(rows), *batch = items ? PyTuple_Pack(2, table, items) : NULL;
+            int bad = !batch || PyList_Append(full, batch) < 0 || PyDict_DelItem(self->pending, table) < 0;
+            Py_XDECREF(items), Py_XDECREF(batch);
+            if (bad) return -1;
+        }
+    } else if (existing != cells) {
+        Py_INCREF(existing);
+        if (!PyDict_CheckExact(existing)) { /* a shared read-only cell: copied once the row gets more */
+            Py_SETREF(existing, PyObject_CallOneArg((PyObject *)&PyDict_Type, existing));
+            if (!existing || PyDict_SetItem(rows, row, existing) < 0) return Py_XDECREF(existing), -1;
+        }
+        int bad = PyDict_Update(existing, cells) < 0;
+        Py_DECREF(existing);
+        if (bad) return -1;
+    }
+    return 0;
+}
+
+static PyObject *sender_of(PyObject *header) {
+    static const char *const names[3] = {"app", "host", "client_id"};
+    Buf b;
+    buf_init(&b);
+    int bad = put_byte(&b, 0x94) < 0;
+    for (int i = 0; i < 3 && !bad; i++) {
+        PyObject *v = PyObject_GetAttrString(header, names[i]);
+        if (!v) return buf_free(&b), NULL;
+        bad = mp_pystr(&b, v) < 0;
+        Py_DECREF(v);
+    }
+    PyObject *out = bad ? (PyErr_Clear(), Py_NewRef(Py_None)) : PyBytes_FromStringAndSize((const char *)b.p, b.len);
+    buf_free(&b);
+    return out;
+}
+
+static int add_record(Builder *self, PyObject *full, PyObject *record) {
+    PyObject *pair = PySequence_Tuple(record), *header, *event;
+    if (!pair) return -1;
+    if (PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_Format(PyExc_ValueError, "a record is (header, event), not %zd items", PyTuple_GET_SIZE(pair));
+        return Py_DECREF(pair), -1;
+    }
+    header = PyTuple_GET_ITEM(pair, 0), event = PyTuple_GET_ITEM(pair, 1);
+    if (header != self->header) { /* a batch's events share their header object: encode it once */
+        PyObject *sender = sender_of(header);
+        if (!sender) return Py_DECREF(pair), -1;
+        Py_XSETREF(self->sender, sender);
+        Py_XSETREF(self->header, Py_NewRef(header));
+    }
+    Rows rows = {.items = rows.small, .count = 0, .cap = 16};
+    int rc = 0;
+    if (self->sender != Py_None && event_rows(self->sender, event, self->salt_buckets, self->mark, &rows) == 0) {
+        for (int i = 0; i < rows.count && rc == 0; i++)
+            rc = merge(self, full, cfg.tables[rows.items[i].table], rows.items[i].row, rows.items[i].cells);
+    } else { /* not modelled here: the Python path builds this event's rows (and raises its errors) */
+        PyErr_Clear();
+        PyObject *list = PyObject_CallFunctionObjArgs(self->fallback, header, event, NULL), *seq;
+        seq = list ? PySequence_Fast(list, "the fallback must return a list of rows") : NULL;
+        for (Py_ssize_t i = 0; seq && rc == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
+            PyObject *r = PySequence_Fast_GET_ITEM(seq, i);
+            if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 3)
+                rc = (PyErr_SetString(PyExc_TypeError, "a row is (table, row key, cells)"), -1);
+            else
+                rc = merge(self, full, PyTuple_GET_ITEM(r, 0), PyTuple_GET_ITEM(r, 1), PyTuple_GET_ITEM(r, 2));
+        }
+        if (!seq) rc = -1;
+        Py_XDECREF(list), Py_XDECREF(seq);
+    }
+    rows_clear(&rows);
+    Py_DECREF(pair);
+    return rc;
+}
+
+static PyObject *builder_feed(Builder *self, PyObject *iterator) {
+    PyObject *full = PyList_New(0), *record;
+    if (!full) return NULL;
+    while (PyList_GET_SIZE(full) == 0 && (record = PyIter_Next(iterator))) {
+        int rc = add_record(self, full, record);
+        Py_DECREF(record);
+        if (rc < 0) return Py_DECREF(full), NULL;
+    }
+    if (PyErr_Occurred()) return Py_DECREF(full), NULL;
+    return full;
+}
+
+static int builder_init(Builder *self, PyObject *args, PyObject *kwargs) {
+    static char *kw[] = {"fallback", "salt_buckets", "mark", "batch_size", "limit", NULL};
+    PyObject *fallback, *mark;
+    if (!cfg.configured) return PyErr_SetString(PyExc_RuntimeError, "configure() first"), -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OLOnn", kw, &fallback, &self->salt_buckets, &mark,
+                                     &self->batch_size, &self->limit))
+        return -1;
+    if (self->salt_buckets < 1) return PyErr_SetString(PyExc_ValueError, "salt_buckets must be >= 1"), -1;
+    Py_XSETREF(self->fallback, Py_NewRef(fallback));
+    Py_XSETREF(self->mark, Py_NewRef(mark));
+    Py_XSETREF(self->pending, PyDict_New());
+    Py_CLEAR(self->header);
+    Py_CLEAR(self->sender);
+    self->too_long = 0;
+    return self->pending ? 0 : -1;
+}
+
+static void builder_dealloc(Builder *self) {
+    Py_XDECREF(self->pending), Py_XDECREF(self->fallback), Py_XDECREF(self->mark), Py_XDECREF(self->header), Py_XDECREF(self->sender);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *builder_get_pending(Builder *self, void *closure) { return Py_NewRef(self->pending); }
+static PyObject *builder_get_too_long(Builder *self, void *closure) { return PyLong_FromLongLong(self->too_long); }
+
+static PyMethodDef builder_methods[] = {
+    {"feed", (PyCFunction)builder_feed, METH_O,
+     "feed(iterator) -> [(table, rows)]: takes records until a table's rows reach batch_size (those batches)\n"
+     "or the iterator ends (an empty list)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef builder_getset[] = {
+    {"pending", (getter)builder_get_pending, NULL, "{table: {row key: cells}}: the rows not handed out yet", NULL},
+    {"too_long", (getter)builder_get_too_long, NULL, "rows left out: their key is over limit bytes", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject BuilderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "collector.store._rowbuild.RowBuilder",
+    .tp_basicsize = sizeof(Builder),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "RowBuilder(fallback, salt_buckets, mark, batch_size, limit): indexer.batched_rows' state\n"
+               "(mark: the rollup marker rows' cells, or None for none).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)builder_init,
+    .tp_dealloc = (destructor)builder_dealloc,
+    .tp_methods = builder_methods,
+    .tp_getset = builder_getset,
+};
+
+/* -- configure(): the layout's constants, checked against what this file models ------------ */
+
+static int check_event_type(PyObject *fields, PyObject *defaults) {
+    if (!PyTuple_Check(fields) || PyTuple_GET_SIZE(fields) != N_FIELDS || !PyTuple_Check(defaults) ||
+        PyTuple_GET_SIZE(defaults) != N_FIELDS)
+        return PyErr_SetString(PyExc_ValueError, "wire.Event has other fields than this module models"), -1;
+    for (int f = 0; f < N_FIELDS; f++) {
+        PyObject *d = PyTuple_GET_ITEM(defaults, f), *want;
+        int k = field_kind[f], same;
+        if (f < MIN_FIELDS) want = Py_NewRef(Py_None);
+        else if (k == K_INT) want = PyLong_FromLongLong(int_default[f]);
+        else if (k == K_STR) want = PyUnicode_FromString("");
+        else want = Py_NewRef(Py_None);
+        if (!want) return -1;
+        same = PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(fields, f), field_names[f]) == 0 &&
+               (d == Py_None ? want == Py_None : want != Py_None && PyObject_RichCompareBool(d, want, Py_EQ) == 1);
+        Py_DECREF(want);
+        if (PyErr_Occurred()) return -1;
+        if (!same) return PyErr_Format(PyExc_ValueError, "wire.Event field %d is not %s as modelled", f, field_names[f]), -1;
+    }
+    return 0;
+}
+
+static PyObject *rowbuild_configure(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *kw[] = {"event_type", "fields", "defaults", "tables", "index_cells", "received_cells",
+                         "send_prefix", "consume_prefix", "received_column", "dead_all",
+                         "dead_one", "dirty_msg", NULL};
+    PyObject *event_type, *fields, *defaults, *tables, *cells[2], *bytes[6];
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOO!OOSSSSSS", kw, &PyType_Type, &event_type, &fields,
+                                     &defaults, &PyTuple_Type, &tables, &cells[0], &cells[1], &bytes[0],
+                                     &bytes[1], &bytes[2], &bytes[3], &bytes[4], &bytes[5]))
+        return NULL;
+    if (check_event_type(fields, defaults) < 0) return NULL;
+    if (PyTuple_GET_SIZE(tables) != N_TABLES)
+        return PyErr_Format(PyExc_ValueError, "tables: %d names expected", N_TABLES), NULL;
+    for (int i = 0; i < N_TABLES; i++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(tables, i)))
+            return PyErr_SetString(PyExc_TypeError, "table names are str"), NULL;
+    Py_XSETREF(cfg.event_type, Py_NewRef(event_type));
+    for (int i = 0; i < N_TABLES; i++) Py_XSETREF(cfg.tables[i], Py_NewRef(PyTuple_GET_ITEM(tables, i)));
+    PyObject **c[2] = {&cfg.index_cells, &cfg.received_cells};
+    for (int i = 0; i < 2; i++) Py_XSETREF(*c[i], Py_NewRef(cells[i]));
+    PyObject **b[6] = {&cfg.send_prefix, &cfg.consume_prefix, &cfg.received_column, &cfg.dead_all, &cfg.dead_one,
+                       &cfg.dirty_msg};
+    for (int i = 0; i < 6; i++) Py_XSETREF(*b[i], Py_NewRef(bytes[i]));
+    cfg.configured = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *rowbuild_blake2b(PyObject *module, PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "y*n", &data, &size)) return NULL;
+    if (size < 1 || size > 64) return PyBuffer_Release(&data), PyErr_SetString(PyExc_ValueError, "size: 1..64"), NULL;
+    unsigned char out[64];
+    blake2b(out, size, data.buf, data.len);
+    PyBuffer_Release(&data);
+    return PyBytes_FromStringAndSize((const char *)out, size);
+}
+
+static PyMethodDef methods[] = {
+    {"configure", (PyCFunction)(void (*)(void))rowbuild_configure, METH_VARARGS | METH_KEYWORDS,
+     "configure(event_type, fields, defaults, tables, index_cells, received_cells, send_prefix,\n"
+     "consume_prefix, received_column, dead_all, dead_one, dirty_msg): the layout, from collector.store.schema."},
+    {"blake2b", rowbuild_blake2b, METH_VARARGS,
+     "blake2b(data, size) -> the embedded BLAKE2b's digest (hashlib.blake2b(data, digest_size=size)), for tests."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "collector.store._rowbuild",
+    "Fast path of collector.store.indexer.batched_rows: index rows built in C.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__rowbuild(void) {
+    if (PyType_Ready(&BuilderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddObjectRef(m, "RowBuilder", (PyObject *)&BuilderType) < 0) Py_CLEAR(m);
+    return m;
+}
