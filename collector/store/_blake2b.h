@@ -36,9 +36,8 @@ static const uint8_t blake2b_sigma[12][16] = {
 static inline uint64_t blake2b_rotr(uint64_t x, int n) { return (x >> n) | (x << (64 - n)); }
 
 static inline uint64_t blake2b_load64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
+    return (uint64_t)p[0] | (uint64_t)p[1] << 8 | (uint64_t)p[2] << 16 | (uint64_t)p[3] << 24 |
+           (uint64_t)p[4] << 32 | (uint64_t)p[5] << 40 | (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
 }
 
 #define BLAKE2B_G(a, b, c, d, x, y)          \
@@ -63,6 +62,9 @@ static void blake2b_compress(uint64_t h[8], const uint8_t block[128], uint64_t t
     v[12] ^= t;
     if (last) v[14] = ~v[14];
     for (int i = 0; i < 16; i++) m[i] = blake2b_load64(block + 8 * i);
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC unroll 12
+#endif
     for (int r = 0; r < 12; r++) {
         const uint8_t *s = blake2b_sigma[r];
         BLAKE2B_G(0, 4, 8, 12, m[s[0]], m[s[1]]);

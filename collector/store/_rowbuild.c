@@ -321,6 +321,47 @@ static PyObject *one_cell(PyObject *column, PyObject *value) {
     return d;
 }
 
+/* The hashes of recent msg ids: schema.msg_hash (4 bytes) and trace_id_for's own trace id (16),
+   which Python caches too (a message's events come close together). Direct-mapped by the id's
+   bytes; the GIL guards it. */
+#define ID_CACHE_SIZE 1024
+#define ID_CACHE_MAX 64
+typedef struct {
+    int used, has_own;
+    Py_ssize_t n;
+    unsigned char id[ID_CACHE_MAX], hash4[4], own[16];
+} IdHashes;
+static IdHashes id_cache[ID_CACHE_SIZE];
+
+static IdHashes *id_hashes(const char *id, Py_ssize_t n, IdHashes *scratch) {
+    IdHashes *e = scratch;
+    if (n <= ID_CACHE_MAX) {
+        uint32_t h = 2166136261u; /* FNV-1a */
+        for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)id[i]) * 16777619u;
+        e = &id_cache[h % ID_CACHE_SIZE];
+        if (e->used && e->n == n && memcmp(e->id, id, n) == 0) return e;
+        e->used = 1, e->n = n;
+        memcpy(e->id, id, n);
+    }
+    blake2b(e->hash4, 4, (const unsigned char *)id, n);
+    e->has_own = 0;
+    return e;
+}
+
+/* trace_id_for(msg_id) as the bytes its 32 hex digits spell: the id itself when it is a valid
+   W3C trace id (32 lower-case hex digits, not all zero), else BLAKE2b-128 of it. */
+static const unsigned char *own_trace_id(IdHashes *e, const char *id, Py_ssize_t n) {
+    static const char zeros[32] = "00000000000000000000000000000000";
+    if (!e->has_own) {
+        if (n == 32 && is_hex(id, 32) && memcmp(id, zeros, 32) != 0)
+            unhex(e->own, id, 32);
+        else
+            blake2b(e->own, 16, (const unsigned char *)id, n);
+        e->has_own = 1;
+    }
+    return e->own;
+}
+
 /* indexer._event_rows(header, event): 0, or -1 when the fallback must build them. */
 static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets, PyObject *mark, Rows *out) {
     Ev ev;
@@ -344,8 +385,8 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
     /* schema.message_row: (hash4(msg_id), msg_id); schema.event_key: the shared elements */
     const char *id = ev.s[F_MSG_ID];
     Py_ssize_t id_n = ev.n[F_MSG_ID];
-    unsigned char hash4[4];
-    blake2b(hash4, 4, (const unsigned char *)id, id_n);
+    IdHashes scratch, *hashes = id_hashes(id, id_n, &scratch);
+    const unsigned char *hash4 = hashes->hash4;
     if (key_escaped(&msg_row, 0x01, hash4, 4) < 0 || key_str(&msg_id, id, id_n) < 0 ||
         put(&msg_row, msg_id.p, msg_id.len) < 0 || key_str(&topic, ev.s[F_TOPIC], ev.n[F_TOPIC]) < 0)
         goto done;
@@ -418,15 +459,8 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
             if (bad) goto done;
         } else if (tid_n) {
             if (key_str(b, tid, tid_n) < 0) goto done;
-        } else { /* a valid trace id is its own trace (as its 16 bytes), else a hash of it */
-            unsigned char own[16];
-            static const char zeros[32] = "00000000000000000000000000000000";
-            if (id_n == 32 && is_hex(id, 32) && memcmp(id, zeros, 32) != 0)
-                unhex(own, id, 32);
-            else
-                blake2b(own, 16, (const unsigned char *)id, id_n);
-            if (key_escaped(b, 0x01, own, 16) < 0) goto done;
-        }
+        } else if (key_escaped(b, 0x01, own_trace_id(hashes, id, id_n), 16) < 0)
+            goto done;
         if (add_row(out, T_TRACEIDX, cat((Seg[]){SEG(*b), M}, 2), shared(cfg.index_cells)) < 0) goto done;
 
         int placing = type == PUB || store > 0; /* model.could_place */
@@ -480,6 +514,32 @@ typedef struct {
     PyObject *header, *sender; /* the last header and schema._sender() of it (None: not a str triple) */
 } Builder;
 
+/* list(rows.items()). Its (row key, cells) pairs are left out of the cyclic GC when the cells
+   cannot reach back to them (a dict of bytes, or a shared read-only cell), as the collector's own
+   pass would on the first pair; a batch is thousands of them, and the index job keeps several. */
+static PyObject *items_of(PyObject *rows) {
+    PyObject *list = PyList_New(PyDict_GET_SIZE(rows)), *key, *cells;
+    Py_ssize_t pos = 0, i = 0;
+    while (list && PyDict_Next(rows, &pos, &key, &cells)) {
+        PyObject *pair = PyTuple_Pack(2, key, cells);
+        if (!pair) Py_CLEAR(list);
+        else {
+            if (PyBytes_CheckExact(key) && (cells == cfg.index_cells || cells == cfg.received_cells ||
+                                            (PyDict_CheckExact(cells) && !PyObject_GC_IsTracked(cells))))
+                PyObject_GC_UnTrack(pair);
+            PyList_SET_ITEM(list, i++, pair);
+        }
+    }
+    return list;
+}
+
+static int hand_out(PyObject *full, PyObject *table, PyObject *rows) {
+    PyObject *items = items_of(rows), *batch = items ? PyTuple_Pack(2, table, items) : NULL;
+    int rc = batch ? PyList_Append(full, batch) : -1;
+    Py_XDECREF(items), Py_XDECREF(batch);
+    return rc;
+}
+
 /* One row into pending; a full table goes to `full` as (table, list of (row key, cells)). */
 static int merge(Builder *self, PyObject *full, PyObject *table, PyObject *row, PyObject *cells) {
     PyObject *rows = PyDict_GetItemWithError(self->pending, table);
@@ -496,10 +556,7 @@ static int merge(Builder *self, PyObject *full, PyObject *table, PyObject *row, 
         if (PyBytes_GET_SIZE(row) > self->limit) return self->too_long++, 0;
         if (PyDict_SetItem(rows, row, cells) < 0) return -1;
         if (PyDict_GET_SIZE(rows) >= self->batch_size) {
-            PyObject *items = PyDict_Items(rows), *batch = items ? PyTuple_Pack(2, table, items) : NULL;
-            int bad = !batch || PyList_Append(full, batch) < 0 || PyDict_DelItem(self->pending, table) < 0;
-            Py_XDECREF(items), Py_XDECREF(batch);
-            if (bad) return -1;
+            if (hand_out(full, table, rows) < 0 || PyDict_DelItem(self->pending, table) < 0) return -1;
         }
     } else if (existing != cells) {
         Py_INCREF(existing);
@@ -580,6 +637,15 @@ static PyObject *builder_feed(Builder *self, PyObject *iterator) {
     return full;
 }
 
+static PyObject *builder_drain(Builder *self, PyObject *unused) {
+    PyObject *full = PyList_New(0), *table, *rows;
+    Py_ssize_t pos = 0;
+    while (full && PyDict_Next(self->pending, &pos, &table, &rows))
+        if (hand_out(full, table, rows) < 0) Py_CLEAR(full);
+    if (full) PyDict_Clear(self->pending);
+    return full;
+}
+
 static int builder_init(Builder *self, PyObject *args, PyObject *kwargs) {
     static char *kw[] = {"fallback", "salt_buckets", "mark", "batch_size", "limit", NULL};
     PyObject *fallback, *mark;
@@ -609,6 +675,8 @@ static PyMethodDef builder_methods[] = {
     {"feed", (PyCFunction)builder_feed, METH_O,
      "feed(iterator) -> [(table, rows)]: takes records until a table's rows reach batch_size (those batches)\n"
      "or the iterator ends (an empty list)."},
+    {"drain", (PyCFunction)builder_drain, METH_NOARGS,
+     "drain() -> [(table, rows)]: every table's rows not handed out yet (pending is empty after)."},
     {NULL, NULL, 0, NULL},
 };
 

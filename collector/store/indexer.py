@@ -128,7 +128,9 @@ def batched_rows(
                                    batch_size=batch_size, salt_buckets=salt_buckets, mark=_MARK if mark else None)
     if builder is not None:  # the C extension: the same rows, merged and batched the same way
         yield from rowbuild.feed(builder, records)
-        yield from _rest(builder.pending, builder.too_long, dropped)
+        if dropped is not None and builder.too_long:
+            dropped[ROW_KEY_TOO_LONG] += builder.too_long
+        yield from rowbuild.drain(builder)
         return
     pending: dict[str, dict[bytes, Columns]] = {}
     too_long = 0
@@ -151,12 +153,6 @@ def batched_rows(
                 if type(existing) is not dict:
                     existing = rows[row] = dict(existing)
                 existing.update(columns)
-    yield from _rest(pending, too_long, dropped)
-
-
-def _rest(pending: dict[str, dict[bytes, Columns]], too_long: int,
-          dropped: Counter[str] | None) -> Iterator[tuple[str, list[Row]]]:
-    """The end of :func:`batched_rows`: count the rows left out, then hand out every table's last rows."""
     if dropped is not None and too_long:
         dropped[ROW_KEY_TOO_LONG] += too_long
     for table, rows in pending.items():

@@ -61,8 +61,8 @@ FAST_PATH = _rowbuild is not None
 def new_builder(event_rows: EventRows, *, batch_size: int, salt_buckets: int, mark: Cells | None) -> Any:
     """A ``_rowbuild.RowBuilder`` for one :func:`collector.store.indexer.batched_rows` run, or None
     when the extension is not in use or cannot take these arguments (the Python path then runs).
-    Its ``pending`` and ``too_long`` are batched_rows' own: the rows not handed out, and the rows
-    left out for a key over :data:`collector.store.schema.MAX_ROW_KEY_BYTES`."""
+    After :func:`feed`, its ``too_long`` counts the rows left out for a key over
+    :data:`collector.store.schema.MAX_ROW_KEY_BYTES` and the rest comes from :func:`drain`."""
     if not FAST_PATH or type(salt_buckets) is not int or not 1 <= salt_buckets <= keys.INT_MAX:
         return None
     if type(batch_size) is not int or not keys.INT_MIN <= batch_size <= keys.INT_MAX:
@@ -71,7 +71,19 @@ def new_builder(event_rows: EventRows, *, batch_size: int, salt_buckets: int, ma
 
 
 def feed(builder: Any, records: Iterable[tuple[BatchHeader, Event]]) -> Iterator[tuple[str, list[Row]]]:
-    """Every batch that fills up while ``builder`` takes ``records`` (the rest stays in ``builder.pending``)."""
+    """Every batch that fills up while ``builder`` takes ``records`` (the rest waits for :func:`drain`)."""
     it = iter(records)
-    while full := builder.feed(it):
+    while True:
+        # The cyclic GC stays off while a batch's rows are built (many small containers, no cycles),
+        # as it does while wire.decode_batch unpacks; never while the caller runs between batches.
+        with wire.no_gc():
+            full = builder.feed(it)
+        if not full:
+            return
         yield from full
+
+
+def drain(builder: Any) -> list[tuple[str, list[Row]]]:
+    """Every table's rows that ``builder`` has not handed out yet (after :func:`feed`)."""
+    with wire.no_gc():
+        return builder.drain()
