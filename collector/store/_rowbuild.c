@@ -399,10 +399,7 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
     if (add_row(out, T_MESSAGES, cat((Seg[]){SEG(msg_row)}, 1), one_cell(event_col, value_b)) < 0) goto done;
     if (consume) { /* schema.records_row and record_columns */
         PyObject *cells;
-        b->len = 0;
-        if (key_str(b, ev.s[F_GROUP], ev.n[F_GROUP]) < 0) goto done;
-        PyObject *row = cat((Seg[]){T, SEG(*b), TM, M}, 4);
-        if (type == SUB_AFTER && queue >= 0 && offset >= 0) {
+        if (type == SUB_AFTER && queue >= 0 && offset >= 0) { /* msgpack of (queue, offset) */
             b->len = 0;
             if (put_byte(b, 0x92) < 0 || mp_int(b, queue) < 0 || mp_int(b, offset) < 0) goto done;
             PyObject *col = cat((Seg[]){SEGB(cfg.received_column), SEG(*b)}, 2);
@@ -411,6 +408,8 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
             Py_XDECREF(col), Py_XDECREF(empty);
         } else
             cells = shared(cfg.received_cells);
+        b->len = 0;
+        PyObject *row = key_str(b, ev.s[F_GROUP], ev.n[F_GROUP]) < 0 ? NULL : cat((Seg[]){T, SEG(*b), TM, M}, 4);
         if (add_row(out, T_RECORDS, row, cells) < 0) goto done;
     }
     if (type == PUB || type == SUB_BEFORE || type == DEAD) {
@@ -429,23 +428,23 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
                 add_row(out, T_KEYIDX, cat((Seg[]){T, SEG(*b), REV, M}, 4), shared(cfg.index_cells)) < 0)
                 goto done;
         } else if (parts > 1) {
-            PyObject *space = PyUnicode_FromStringAndSize(" ", 1), *split = NULL, *set = NULL, *key;
-            Py_ssize_t pos = 0;
-            Py_hash_t hash;
+            PyObject *space = PyUnicode_FromStringAndSize(" ", 1), *split = NULL, *set = NULL, *it = NULL, *key;
             int bad = !space || !(split = PyUnicode_Split(ev.obj[F_KEYS], space, -1)) || !(set = PySet_New(NULL));
             for (Py_ssize_t i = 0; !bad && i < PyList_GET_SIZE(split); i++) {
                 key = PyList_GET_ITEM(split, i);
                 bad = PyUnicode_GET_LENGTH(key) && PySet_Add(set, key) < 0;
             }
-            while (!bad && _PySet_NextEntry(set, &pos, &key, &hash)) {
+            bad = bad || !(it = PyObject_GetIter(set));
+            while (!bad && (key = PyIter_Next(it))) {
                 Py_ssize_t n;
                 const char *s = PyUnicode_AsUTF8AndSize(key, &n);
                 b->len = 0;
                 bad = !s || key_str(b, s, n) < 0 ||
                       add_row(out, T_KEYIDX, cat((Seg[]){T, SEG(*b), REV, M}, 4), shared(cfg.index_cells)) < 0;
+                Py_DECREF(key);
             }
-            Py_XDECREF(space), Py_XDECREF(split), Py_XDECREF(set);
-            if (bad) goto done;
+            Py_XDECREF(space), Py_XDECREF(split), Py_XDECREF(set), Py_XDECREF(it);
+            if (bad || PyErr_Occurred()) goto done;
         }
         /* schema.trace_row: the event's trace id, else tracehook.context.trace_id_for(msg_id) */
         b->len = 0;
@@ -493,7 +492,8 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
                 goto done;
         }
     }
-    if (mark != Py_None && add_row(out, T_ROLLUPS, cat((Seg[]){SEGB(cfg.dirty_msg), SEG(msg_row)}, 2), shared(mark)) < 0)
+    if (mark != Py_None &&
+        add_row(out, T_ROLLUPS, cat((Seg[]){SEGB(cfg.dirty_msg), SEG(msg_row)}, 2), shared(mark)) < 0)
         goto done;
     rc = 0;
 done:
@@ -664,7 +664,8 @@ static int builder_init(Builder *self, PyObject *args, PyObject *kwargs) {
 }
 
 static void builder_dealloc(Builder *self) {
-    Py_XDECREF(self->pending), Py_XDECREF(self->fallback), Py_XDECREF(self->mark), Py_XDECREF(self->header), Py_XDECREF(self->sender);
+    Py_XDECREF(self->pending), Py_XDECREF(self->fallback), Py_XDECREF(self->mark);
+    Py_XDECREF(self->header), Py_XDECREF(self->sender);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -717,7 +718,8 @@ static int check_event_type(PyObject *fields, PyObject *defaults) {
                (d == Py_None ? want == Py_None : want != Py_None && PyObject_RichCompareBool(d, want, Py_EQ) == 1);
         Py_DECREF(want);
         if (PyErr_Occurred()) return -1;
-        if (!same) return PyErr_Format(PyExc_ValueError, "wire.Event field %d is not %s as modelled", f, field_names[f]), -1;
+        if (!same)
+            return PyErr_Format(PyExc_ValueError, "wire.Event field %d is not %s as modelled", f, field_names[f]), -1;
     }
     return 0;
 }

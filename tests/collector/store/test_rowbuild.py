@@ -105,7 +105,8 @@ ids = st.one_of(
 )
 msg_ids = st.one_of(st.sampled_from(["a" * 32, "m-1", "0" * 32, "b\x00"]), ids)  # a small pool: rows merge
 keys_strings = st.one_of(
-    st.lists(st.sampled_from(["", "k1", "k2", "k1", "\x00", "é", "a\tb", "\u00a0", "x" * 50]), max_size=5).map(" ".join),
+    st.lists(st.sampled_from(["", "k1", "k2", "k1", "\x00", "é", "a\tb", "\u00a0", "x" * 50]),
+             max_size=5).map(" ".join),
     texts,
 )
 # Mostly what the wire accepts; what no path can index (a message time below 0, an integer beyond
