@@ -321,45 +321,44 @@ static PyObject *one_cell(PyObject *column, PyObject *value) {
     return d;
 }
 
-/* The hashes of recent msg ids: schema.msg_hash (4 bytes) and trace_id_for's own trace id (16),
-   which Python caches too (a message's events come close together). Direct-mapped by the id's
-   bytes; the GIL guards it. */
+/* The hashes of a msg id: schema.msg_hash (4 bytes) and tracehook.context.trace_id_for's own trace
+   id as the 16 bytes its hex digits spell (the id itself when it is a valid W3C trace id: 32
+   lower-case hex digits, not all zero; else BLAKE2b-128 of it). */
+typedef struct {
+    unsigned char hash4[4], own[16];
+} IdHashes;
+
+/* Recent ids' hashes, which Python caches too (a message's events come close together):
+   direct-mapped by the id's bytes, read and written only under the GIL and never across a call
+   that could run Python code (the entry is copied out). */
 #define ID_CACHE_SIZE 1024
 #define ID_CACHE_MAX 64
-typedef struct {
-    int used, has_own;
+static struct {
+    int used;
     Py_ssize_t n;
-    unsigned char id[ID_CACHE_MAX], hash4[4], own[16];
-} IdHashes;
-static IdHashes id_cache[ID_CACHE_SIZE];
+    unsigned char id[ID_CACHE_MAX];
+    IdHashes hashes;
+} id_cache[ID_CACHE_SIZE];
 
-static IdHashes *id_hashes(const char *id, Py_ssize_t n, IdHashes *scratch) {
-    IdHashes *e = scratch;
-    if (n <= ID_CACHE_MAX) {
-        uint32_t h = 2166136261u; /* FNV-1a */
-        for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)id[i]) * 16777619u;
-        e = &id_cache[h % ID_CACHE_SIZE];
-        if (e->used && e->n == n && memcmp(e->id, id, n) == 0) return e;
-        e->used = 1, e->n = n;
-        memcpy(e->id, id, n);
-    }
-    blake2b(e->hash4, 4, (const unsigned char *)id, n);
-    e->has_own = 0;
-    return e;
-}
-
-/* trace_id_for(msg_id) as the bytes its 32 hex digits spell: the id itself when it is a valid
-   W3C trace id (32 lower-case hex digits, not all zero), else BLAKE2b-128 of it. */
-static const unsigned char *own_trace_id(IdHashes *e, const char *id, Py_ssize_t n) {
+static IdHashes id_hashes(const char *id, Py_ssize_t n) {
     static const char zeros[32] = "00000000000000000000000000000000";
-    if (!e->has_own) {
-        if (n == 32 && is_hex(id, 32) && memcmp(id, zeros, 32) != 0)
-            unhex(e->own, id, 32);
-        else
-            blake2b(e->own, 16, (const unsigned char *)id, n);
-        e->has_own = 1;
+    IdHashes out;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    if (n <= ID_CACHE_MAX) {
+        for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)id[i]) * 16777619u;
+        h %= ID_CACHE_SIZE;
+        if (id_cache[h].used && id_cache[h].n == n && memcmp(id_cache[h].id, id, n) == 0) return id_cache[h].hashes;
     }
-    return e->own;
+    blake2b(out.hash4, 4, (const unsigned char *)id, n);
+    if (n == 32 && is_hex(id, 32) && memcmp(id, zeros, 32) != 0)
+        unhex(out.own, id, 32);
+    else
+        blake2b(out.own, 16, (const unsigned char *)id, n);
+    if (n <= ID_CACHE_MAX) {
+        id_cache[h].used = 1, id_cache[h].n = n, id_cache[h].hashes = out;
+        memcpy(id_cache[h].id, id, n);
+    }
+    return out;
 }
 
 /* indexer._event_rows(header, event): 0, or -1 when the fallback must build them. */
@@ -385,8 +384,8 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
     /* schema.message_row: (hash4(msg_id), msg_id); schema.event_key: the shared elements */
     const char *id = ev.s[F_MSG_ID];
     Py_ssize_t id_n = ev.n[F_MSG_ID];
-    IdHashes scratch, *hashes = id_hashes(id, id_n, &scratch);
-    const unsigned char *hash4 = hashes->hash4;
+    IdHashes hashes = id_hashes(id, id_n);
+    const unsigned char *hash4 = hashes.hash4;
     if (key_escaped(&msg_row, 0x01, hash4, 4) < 0 || key_str(&msg_id, id, id_n) < 0 ||
         put(&msg_row, msg_id.p, msg_id.len) < 0 || key_str(&topic, ev.s[F_TOPIC], ev.n[F_TOPIC]) < 0)
         goto done;
@@ -458,7 +457,7 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
             if (bad) goto done;
         } else if (tid_n) {
             if (key_str(b, tid, tid_n) < 0) goto done;
-        } else if (key_escaped(b, 0x01, own_trace_id(hashes, id, id_n), 16) < 0)
+        } else if (key_escaped(b, 0x01, hashes.own, 16) < 0)
             goto done;
         if (add_row(out, T_TRACEIDX, cat((Seg[]){SEG(*b), M}, 2), shared(cfg.index_cells)) < 0) goto done;
 
