@@ -25,7 +25,7 @@ from tracehook.wire import BatchHeader, Event
 ENV_PYTHON_ROWS = "TRACEHOOK_PYTHON_ROWS"
 """Set to ``1`` to build index rows in Python even when the C extension is built."""
 
-EventRows = Callable[[BatchHeader, Event], list[tuple[str, bytes, schema.Cells]]]
+EventRows = Callable[[BatchHeader, Event], list[tuple[str, bytes, Cells]]]
 """Builds one event's rows: the Python path, for the events the extension does not model."""
 
 
@@ -74,8 +74,9 @@ def feed(builder: Any, records: Iterable[tuple[BatchHeader, Event]]) -> Iterator
     """Every batch that fills up while ``builder`` takes ``records`` (the rest waits for :func:`drain`)."""
     it = iter(records)
     while True:
-        # The cyclic GC stays off while a batch's rows are built (many small containers, no cycles),
-        # as it does while wire.decode_batch unpacks; never while the caller runs between batches.
+        # The cyclic GC stays off while a batch's rows are built (many small containers, no cycles;
+        # `records` is iterated meanwhile), as it does while wire.decode_batch unpacks; it is back
+        # on while the caller has a batch.
         with wire.no_gc():
             full = builder.feed(it)
         if not full:
