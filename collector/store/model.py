@@ -216,11 +216,6 @@ def placing_event(events: list[StoredEvent], send: StoredEvent | None = None) ->
     return send or next((e for e in events if could_place(e.event)), None)
 
 
-def sort_events(stored: Iterable[StoredEvent]) -> list[StoredEvent]:
-    """Stored events in the order :func:`build_trace` reads them."""
-    return sorted(stored, key=_sort_key)
-
-
 def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | None:
     """The trace of ``msg_id`` from its stored events; ``None`` when there are none."""
     events = sorted(stored, key=_sort_key)

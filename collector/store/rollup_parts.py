@@ -9,13 +9,14 @@ tested against (tests/collector/store/test_rollup_parts.py): :func:`part_of` aga
 Example::
 
     from collector.store.rollup_parts import aggregate, part_of
-    topic, part = part_of(msg_id, stored_events)
+    topic, part = part_of(msg_id, [schema.decode_event(v) for v in message_row_cells.values()])
     bucket = aggregate(topic, minute_ms, [part])
 """
 
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -30,14 +31,11 @@ from collector.store.model import (
     PENDING,
     RETRYING,
     MessageTrace,
+    could_place,
     outcome_of,
     pair_attempts,
-    placing_event,
-    send_of,
-    sort_events,
 )
 from collector.store.rollup_buckets import _VERSION, LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
-from collector.store.schema import StoredEvent
 from tracehook.wire import Event, EventType, Status
 
 
@@ -185,43 +183,54 @@ def _latency_ms(trace: MessageTrace, group: str) -> int | None:
     return None
 
 
-def part_of(msg_id: str, stored: Iterable[StoredEvent]) -> tuple[str, Part] | None:
+def part_of(msg_id: str, events: Iterable[Event]) -> tuple[str, Part] | None:
     """The topic and :class:`Part` of a message from its stored events; None while unplaced.
 
-    What ``Part.of(build_trace(msg_id, stored))`` gives (and the topic of that trace), without
-    building the trace's dicts: the rollups read every touched message back after each batch.
+    What ``Part.of(build_trace(msg_id, stored))`` gives (and the topic of that trace) for the
+    stored events' :class:`Event` (as :func:`collector.store.schema.decode_event` reads them
+    back), without building the trace's dicts: the rollups read every touched message back
+    after each batch.
     """
-    events = sort_events(stored)
-    send = send_of(events)
-    placing = placing_event(events, send)
-    if placing is None:
-        return None
-    placed_ms = schema.message_time(placing.event)
+    events = sorted(events, key=_TRACE_ORDER)
+    ok_send = last_send = None
     consumes: list[tuple[Event, Event]] = []
     dead_ms: dict[str, list[int]] = {}
     replay_ms: dict[str, int] = {}
-    for e in events:
-        event = e.event
+    for event in events:  # one pass: what send_of and the groups' outcomes read
         kind = event.type
         if kind == EventType.SUB_BEFORE or kind == EventType.SUB_AFTER:
             consumes.append((event, event))
+        elif kind == EventType.PUB:
+            last_send = event
+            if ok_send is None and event.status == Status.OK:
+                ok_send = event
         elif kind == EventType.DEAD:
             dead_ms.setdefault(event.group, []).append(event.time_ms)
         elif kind == EventType.REPLAY:
             replay_ms[event.group] = event.time_ms  # the group's last replay wins
-    attempts_by_group = pair_attempts(consumes)
+    send = ok_send or last_send  # send_of: the first successful PUB, else the last PUB
+    placing = send or next((e for e in events if could_place(e)), None)  # placing_event
+    if placing is None:
+        return None
+    placed_ms = schema.message_time(placing)
     groups: dict[str, tuple[str, bool, int | None]] = {}
+    attempts_by_group = pair_attempts(consumes) if consumes else {}
     for group in sorted(attempts_by_group.keys() | dead_ms.keys()):
         # (time of the attempt's first event, status or None while unfinished, retry, its SUB_AFTER)
         attempts = sorted(((first.time_ms, after.status if after else None, first.retry, after)
                            for first, after in ((a["before"] or a["after"], a["after"])
                                                 for a in attempts_by_group.get(group, ()))),
-                          key=lambda a: a[0])
+                          key=_FIRST)
         outcome = outcome_of([a[:3] for a in attempts], dead_ms.get(group, []), replay_ms.get(group, 0))
         latency = None
         if outcome == CONSUMED:
             latency = next((max(0, after.time_ms - placed_ms) for _, status, _, after in attempts
                             if status == Status.OK and after is not None), None)
         groups[group] = (outcome, len(attempts) > 1 or outcome == RETRYING, latency)
-    never_stored = send is not None and send.event.status != Status.OK and not (consumes or dead_ms)
-    return placing.event.topic, Part(msg_id, placed_ms, groups, stored=not never_stored)
+    never_stored = send is not None and send.status != Status.OK and not (consumes or dead_ms)
+    return placing.topic, Part(msg_id, placed_ms, groups, stored=not never_stored)
+
+
+_TRACE_ORDER = operator.itemgetter(*(Event._fields.index(f) for f in ("time_ms", "type", "request_id")))
+"""The order :func:`collector.store.model.build_trace` sorts a message's events in."""
+_FIRST = operator.itemgetter(0)
