@@ -18,6 +18,8 @@ Json = dict[str, Any]
 
 _CONSUME_TYPES = (EventType.SUB_BEFORE, EventType.SUB_AFTER)
 _FILING_TYPES = (EventType.PUB, EventType.SUB_BEFORE, EventType.DEAD)
+# Plain ints for the per-event checks of the rollups' read-back (an enum member's lookup costs more).
+_PUB, _OK, _RETRY_LATER = int(EventType.PUB), int(Status.OK), int(Status.RETRY_LATER)
 
 
 # A consumer group's outcome on one message (``GroupOutcome.outcome``).
@@ -203,7 +205,7 @@ def send_of(events: list[StoredEvent]) -> StoredEvent | None:
 def could_place(event: Event) -> bool:
     """Whether ``event`` can place its message (:func:`placing_event`): a send, or a consume
     or dead event that knew the broker's store time."""
-    return event.type == EventType.PUB or (event.type in _FILING_TYPES and event.store_ms > 0)
+    return event.type == _PUB or (event.type in _FILING_TYPES and event.store_ms > 0)
 
 
 def placing_event(events: list[StoredEvent], send: StoredEvent | None = None) -> StoredEvent | None:
@@ -296,15 +298,15 @@ def outcome_of(attempts: list[Attempt], dead_ms: list[int], replay_ms: int) -> s
     # A dead letter is final, unless tracehook replay re-delivered the message after it and the
     # group then consumed it.
     revived = bool(dead_ms) and replay_ms > max(dead_ms) and any(
-        status == Status.OK and time_ms >= replay_ms for time_ms, status, _ in attempts)
+        status == _OK and time_ms >= replay_ms for time_ms, status, _ in attempts)
     if dead_ms and not revived:
         return DEAD
-    if any(status == Status.OK for _, status, _ in attempts):
+    if any(status == _OK for _, status, _ in attempts):
         return CONSUMED
     if not attempts:
         return FAILED
     _, status, retry = attempts[-1]
-    if status == Status.RETRY_LATER:
+    if status == _RETRY_LATER:
         return RETRYING
     if status is None:
         return RETRYING if retry > 0 else PENDING

@@ -14,7 +14,7 @@ from index_helpers import ev
 
 from collector.store import schema
 from collector.store.model import build_trace
-from collector.store.rollup_parts import MOVED, Part, aggregate, aggregate_cells, part_of
+from collector.store.rollup_parts import MOVED, Part, aggregate, aggregate_cells, encoded_part_of, part_of
 from collector.store.schema import StoredEvent
 from tracehook.hooks import REPLAY_TARGET_PROP
 from tracehook.wire import EventType, Status
@@ -42,8 +42,12 @@ def test_the_lean_part_equals_the_part_of_the_full_trace(events: list[StoredEven
     values = [schema.encode_event_value(e.app, e.host, e.client_id, e.event) for e in events]
     trace = build_trace("m", [schema.decode_event_value(v) for v in values])  # the query path's reading
     expected = None if trace is None or trace.placed_ms is None else (trace.topic, Part.of(trace))
-    assert part_of("m", schema.decode_events(values)) == expected
+    trusted = schema.decode_events(values)
+    assert part_of("m", trusted) == expected
     assert part_of("m", [e.event for e in events]) == expected
+    # What the read-back stores: the same part, encoded.
+    assert encoded_part_of(trusted) == (None if expected is None else
+                                        (expected[0], expected[1].placed_ms, expected[1].encode()))
 
 
 def test_a_dead_letter_replayed_then_consumed_counts_as_consumed() -> None:
