@@ -278,11 +278,11 @@ def decode_checked_batch(data: bytes) -> Batch:
     Only for bytes :func:`check_batch` accepts; what it makes of anything else is undefined.
     """
     with no_gc():
+        # Tuples, not lists: cheaper to build, and a valid batch holds no array a caller sees.
         version, client_id, seq, app, host, sent_ms, stats, events = msgpack.unpackb(
-            data, raw=False, use_list=True, strict_map_key=True)[:8]
-        _pad(events)
+            data, raw=False, use_list=False, strict_map_key=True)[:8]
         return Batch(version, BatchHeader(client_id, seq, app, host, sent_ms, stats),
-                     [_new_tuple(Event, e) for e in events])
+                     [_new_tuple(Event, e + _PADDING[len(e)]) for e in events])
 
 
 def check_batch(data: bytes) -> tuple[BatchHeader, int]:
@@ -395,7 +395,9 @@ def _validate_all(events: list[Any], build: bool = True) -> list[Any] | None:
         return None
     # Pad first so every column exists (validate_event pads too; defaults are valid values).
     if min(lengths) < FIELD_COUNT:
-        _pad(events)
+        for e in events:
+            if len(e) < FIELD_COUNT:
+                e.extend(_PLAIN_DEFAULTS[len(e):])
     columns = list(zip(*events))
     try:
         for i in _STR_COLUMNS:
@@ -423,11 +425,8 @@ def _validate_all(events: list[Any], build: bool = True) -> list[Any] | None:
     return [_new_tuple(Event, e) for e in events] if build else events
 
 
-def _pad(events: list[list[Any]]) -> None:
-    """Pad every event array to :data:`FIELD_COUNT` fields with their (plain) defaults."""
-    for e in events:
-        if len(e) < FIELD_COUNT:
-            e.extend(_PLAIN_DEFAULTS[len(e):])
+_PADDING = tuple(_PLAIN_DEFAULTS[n:] for n in range(FIELD_COUNT + 1))
+"""What an event of each length lacks: its trailing fields' (plain) defaults."""
 
 
 def validate_event(raw: Any, index: int = 0) -> Event:
