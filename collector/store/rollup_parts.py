@@ -244,15 +244,19 @@ def _placed_groups(events: Iterable[Event]) -> tuple[str, int, Groups, bool] | N
     attempts_by_group = pair_attempts(consumes) if consumes else {}
     for group in sorted(attempts_by_group.keys() | dead_ms.keys()):
         # (time of the attempt's first event, status or None while unfinished, retry, its SUB_AFTER)
-        attempts = sorted(((first.time_ms, after.status if after else None, first.retry, after)
-                           for first, after in ((a["before"] or a["after"], a["after"])
-                                                for a in attempts_by_group.get(group, ()))),
-                          key=_FIRST)
+        attempts: list[tuple[int, int | None, int, Event | None]] = []
+        for a in attempts_by_group.get(group, ()):
+            after = a["after"]
+            first = a["before"] or after
+            attempts.append((first.time_ms, None if after is None else after.status, first.retry, after))
+        attempts.sort(key=_FIRST)
         outcome = outcome_of([a[:3] for a in attempts], dead_ms.get(group, []), replay_ms.get(group, 0))
         latency = None
         if outcome == CONSUMED:
-            latency = next((max(0, after.time_ms - placed_ms) for _, status, _, after in attempts
-                            if status == _OK and after is not None), None)
+            for _, status, _, after in attempts:  # the first successful attempt's
+                if status == _OK and after is not None:
+                    latency = max(0, after.time_ms - placed_ms)
+                    break
         groups[group] = (outcome, len(attempts) > 1 or outcome == RETRYING, latency)
     never_stored = send is not None and send.status != _OK and not (consumes or dead_ms)
     return placing.topic, placed_ms, groups, not never_stored
