@@ -6,6 +6,7 @@ message; it is pure, so it is tested without any store.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -191,8 +192,12 @@ def message_time_of(event: Json) -> int:
     return event["store_ms"] if event["store_ms"] > 0 else event["born_ms"] if event["born_ms"] > 0 else event["time_ms"]
 
 
+event_order = operator.itemgetter(*(Event._fields.index(f) for f in ("time_ms", "type", "request_id")))
+"""The key a message's events are read in: (time ms, type, request id)."""
+
+
 def _sort_key(ev: StoredEvent) -> tuple[int, int, str]:
-    return (ev.event.time_ms, ev.event.type, ev.event.request_id)
+    return event_order(ev.event)
 
 
 def send_of(events: list[StoredEvent]) -> StoredEvent | None:

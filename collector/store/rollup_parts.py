@@ -9,7 +9,7 @@ tested against (tests/collector/store/test_rollup_parts.py): :func:`part_of` aga
 Example::
 
     from collector.store.rollup_parts import aggregate, part_of
-    topic, part = part_of(msg_id, [schema.decode_event(v) for v in message_row_cells.values()])
+    topic, part = part_of(msg_id, schema.decode_events(message_row_cells.values()))
     bucket = aggregate(topic, minute_ms, [part])
 """
 
@@ -32,6 +32,7 @@ from collector.store.model import (
     RETRYING,
     MessageTrace,
     could_place,
+    event_order,
     outcome_of,
     pair_attempts,
 )
@@ -218,7 +219,7 @@ def encoded_part_of(events: Iterable[Event]) -> tuple[str, int, bytes] | None:
 
 def _placed_groups(events: Iterable[Event]) -> tuple[str, int, Groups, bool] | None:
     """A placed message's topic, placed ms, groups and stored flag (:class:`Part`'s fields); None while unplaced."""
-    events = sorted(events, key=_TRACE_ORDER)
+    events = sorted(events, key=event_order)  # as build_trace reads them
     ok_send = last_send = None
     consumes: list[tuple[Event, Event]] = []
     dead_ms: dict[str, list[int]] = {}
@@ -262,8 +263,6 @@ def _placed_groups(events: Iterable[Event]) -> tuple[str, int, Groups, bool] | N
     return placing.topic, placed_ms, groups, not never_stored
 
 
-_TRACE_ORDER = operator.itemgetter(*(Event._fields.index(f) for f in ("time_ms", "type", "request_id")))
-"""The order :func:`collector.store.model.build_trace` sorts a message's events in."""
 _FIRST = operator.itemgetter(0)
 # Plain ints: an enum member's lookup costs more than the comparison (once per event read back).
 _PUB, _SUB_BEFORE, _SUB_AFTER, _DEAD, _REPLAY = (
