@@ -1,4 +1,4 @@
-"""Batch validation on the ingest path: the C validator when it is built, else the wire module.
+"""Batch validation on the ingest and index paths: the C validator when it is built, else the wire module.
 
 ``collector/server/_wirecheck.c`` walks the msgpack bytes without building objects; it only
 answers "valid", so anything else goes through :func:`tracehook.wire.check_batch`, which
@@ -21,6 +21,15 @@ from tracehook.wire import BatchHeader
 def check_batch(data: bytes) -> tuple[BatchHeader, int]:
     """The batch's header and event count, or :class:`tracehook.wire.WireError` naming the problem."""
     return fast_check_batch(data) or wire.check_batch(data)
+
+
+def decode_batch(data: bytes) -> wire.Batch:
+    """:func:`tracehook.wire.decode_batch`: the same :class:`~tracehook.wire.Batch`, or the same
+    :class:`~tracehook.wire.WireError`, for every input (the index path's decode).  When the C
+    validator is built and accepts ``data``, the events are built without the Python checks."""
+    if _fast_check is not None and _fast_check(data) is not None:
+        return wire.decode_checked_batch(data)
+    return wire.decode_batch(data)
 
 
 def fast_check_batch(data: bytes) -> tuple[BatchHeader, int] | None:

@@ -316,14 +316,18 @@ def index_payloads(
     """:func:`index_records` for trace-log records (encoded batches): the one decode-and-index path.
 
     A record that does not decode is skipped and counted in ``dropped`` under the wire
-    format's reason (``bad_version``, ``bad_field``...); the others are indexed.
+    format's reason (``bad_version``, ``bad_field``...); the others are indexed.  Records are
+    decoded as :func:`tracehook.wire.decode_batch` does, checked by the collector's C validator
+    when it is built (:func:`collector.server.validate.decode_batch`).
     """
+    from collector.server import validate  # only this trace-log path decodes batches
+
     bad: Counter[str] = dropped if dropped is not None else Counter()
 
     def records() -> Iterator[tuple[BatchHeader, Event]]:
         for payload in payloads:
             try:
-                batch = wire.decode_batch(payload)
+                batch = validate.decode_batch(payload)
             except wire.WireError as exc:
                 bad[exc.reason] += 1
                 continue

@@ -6,6 +6,7 @@ message; it is pure, so it is tested without any store.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -18,6 +19,8 @@ Json = dict[str, Any]
 
 _CONSUME_TYPES = (EventType.SUB_BEFORE, EventType.SUB_AFTER)
 _FILING_TYPES = (EventType.PUB, EventType.SUB_BEFORE, EventType.DEAD)
+# Plain ints for the per-event checks of the rollups' read-back (an enum member's lookup costs more).
+_PUB, _OK, _RETRY_LATER = int(EventType.PUB), int(Status.OK), int(Status.RETRY_LATER)
 
 
 # A consumer group's outcome on one message (``GroupOutcome.outcome``).
@@ -189,8 +192,12 @@ def message_time_of(event: Json) -> int:
     return event["store_ms"] if event["store_ms"] > 0 else event["born_ms"] if event["born_ms"] > 0 else event["time_ms"]
 
 
+event_order = operator.itemgetter(*(Event._fields.index(f) for f in ("time_ms", "type", "request_id")))
+"""The key a message's events are read in: (time ms, type, request id)."""
+
+
 def _sort_key(ev: StoredEvent) -> tuple[int, int, str]:
-    return (ev.event.time_ms, ev.event.type, ev.event.request_id)
+    return event_order(ev.event)
 
 
 def send_of(events: list[StoredEvent]) -> StoredEvent | None:
@@ -203,7 +210,7 @@ def send_of(events: list[StoredEvent]) -> StoredEvent | None:
 def could_place(event: Event) -> bool:
     """Whether ``event`` can place its message (:func:`placing_event`): a send, or a consume
     or dead event that knew the broker's store time."""
-    return event.type == EventType.PUB or (event.type in _FILING_TYPES and event.store_ms > 0)
+    return event.type == _PUB or (event.type in _FILING_TYPES and event.store_ms > 0)
 
 
 def placing_event(events: list[StoredEvent], send: StoredEvent | None = None) -> StoredEvent | None:
@@ -214,11 +221,6 @@ def placing_event(events: list[StoredEvent], send: StoredEvent | None = None) ->
     """
     send = send or send_of(events)
     return send or next((e for e in events if could_place(e.event)), None)
-
-
-def sort_events(stored: Iterable[StoredEvent]) -> list[StoredEvent]:
-    """Stored events in the order :func:`build_trace` reads them."""
-    return sorted(stored, key=_sort_key)
 
 
 def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | None:
@@ -301,15 +303,15 @@ def outcome_of(attempts: list[Attempt], dead_ms: list[int], replay_ms: int) -> s
     # A dead letter is final, unless tracehook replay re-delivered the message after it and the
     # group then consumed it.
     revived = bool(dead_ms) and replay_ms > max(dead_ms) and any(
-        status == Status.OK and time_ms >= replay_ms for time_ms, status, _ in attempts)
+        status == _OK and time_ms >= replay_ms for time_ms, status, _ in attempts)
     if dead_ms and not revived:
         return DEAD
-    if any(status == Status.OK for _, status, _ in attempts):
+    if any(status == _OK for _, status, _ in attempts):
         return CONSUMED
     if not attempts:
         return FAILED
     _, status, retry = attempts[-1]
-    if status == Status.RETRY_LATER:
+    if status == _RETRY_LATER:
         return RETRYING
     if status is None:
         return RETRYING if retry > 0 else PENDING

@@ -52,9 +52,16 @@ from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the r
     MinuteBucket,
 )
 from collector.store.rollup_hours import hour_of, rewrite_hours
-from collector.store.rollup_parts import MOVED, Part, aggregate, aggregate_cells, part_of  # noqa: F401 -- re-exported too
-from collector.store.schema import StoredEvent
+from collector.store.rollup_parts import (  # noqa: F401 -- re-exported too
+    MOVED,
+    Part,
+    aggregate,
+    aggregate_cells,
+    encoded_part_of,
+    part_of,
+)
 from tracehook import wire
+from tracehook.wire import Event
 
 DEFAULT_CHUNK = 1000
 """Message rows read per round trip while recomputing."""
@@ -125,8 +132,8 @@ def read_parts(store: Store, msg_ids: Iterable[str], *, chunk: int = DEFAULT_CHU
             ids = ordered[i:i + chunk]
             rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in ids])
             for msg_id, columns in zip(ids, rows, strict=True):
-                stored = [schema.decode_event_value(v) for v in columns.values()]
-                out[msg_id] = (len(stored), _part_values(msg_id, stored))
+                # The indexer wrote these values from events the wire format accepted: not validated again.
+                out[msg_id] = (len(columns), _part_values(schema.decode_events(columns.values())))
     return out
 
 
@@ -138,19 +145,19 @@ def merge_parts(into: MessageParts, more: MessageParts) -> None:
             into[msg_id] = found
 
 
-def _part_values(msg_id: str, stored: list[StoredEvent]) -> dict[Minute, bytes]:
+def _part_values(events: list[Event]) -> dict[Minute, bytes]:
     """The part of a message with these stored events in the minute it is placed in, and
     :data:`MOVED` in every other minute it could have been placed in by an earlier batch."""
     values: dict[Minute, bytes] = {}
-    placed = part_of(msg_id, stored)
+    placed = encoded_part_of(events)
     here: Minute | None = None
     if placed is not None:
-        topic, part = placed
-        here = (topic, schema.minute_of(part.placed_ms))
-        values[here] = part.encode()
-    for e in stored:
-        if could_place(e.event):
-            there = (e.event.topic, schema.minute_of(schema.message_time(e.event)))
+        topic, placed_ms, value = placed
+        here = (topic, schema.minute_of(placed_ms))
+        values[here] = value
+    for e in events:
+        if could_place(e):
+            there = (e.topic, schema.minute_of(schema.message_time(e)))
             if there != here:
                 values[there] = MOVED
     return values

@@ -9,13 +9,14 @@ tested against (tests/collector/store/test_rollup_parts.py): :func:`part_of` aga
 Example::
 
     from collector.store.rollup_parts import aggregate, part_of
-    topic, part = part_of(msg_id, stored_events)
+    topic, part = part_of(msg_id, schema.decode_events(message_row_cells.values()))
     bucket = aggregate(topic, minute_ms, [part])
 """
 
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -30,15 +31,17 @@ from collector.store.model import (
     PENDING,
     RETRYING,
     MessageTrace,
+    could_place,
+    event_order,
     outcome_of,
     pair_attempts,
-    placing_event,
-    send_of,
-    sort_events,
 )
 from collector.store.rollup_buckets import _VERSION, LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
-from collector.store.schema import StoredEvent
 from tracehook.wire import Event, EventType, Status
+
+
+Groups = dict[str, tuple[str, bool, int | None]]
+"""A part's groups: group -> (outcome, retried, latency ms or None), as :class:`Part` holds them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +70,7 @@ class Part:
         }, stored=not trace.never_stored)
 
     def encode(self) -> bytes:
-        return msgpack.packb([_VERSION, self.placed_ms, self.stored, *_flat_groups(self.groups)])
+        return _encode(self.placed_ms, self.stored, self.groups)
 
     @classmethod
     def decode(cls, msg_id: str, value: bytes) -> Part:
@@ -84,7 +87,12 @@ MOVED = b""
 """The part value of a message that was placed in this minute once and is placed elsewhere now."""
 
 
-def _flat_groups(groups: dict[str, tuple[str, bool, int | None]]) -> list[object]:
+def _encode(placed_ms: int, stored: bool, groups: Groups) -> bytes:
+    """A part's cell value (:meth:`Part.encode`)."""
+    return msgpack.packb([_VERSION, placed_ms, stored, *_flat_groups(groups)])
+
+
+def _flat_groups(groups: Groups) -> list[object]:
     """A part's groups as its encoding lists them: group, outcome code, retried, latency, for each."""
     flat: list[object] = []
     for group, (outcome, retried, latency) in groups.items():
@@ -185,43 +193,78 @@ def _latency_ms(trace: MessageTrace, group: str) -> int | None:
     return None
 
 
-def part_of(msg_id: str, stored: Iterable[StoredEvent]) -> tuple[str, Part] | None:
+def part_of(msg_id: str, events: Iterable[Event]) -> tuple[str, Part] | None:
     """The topic and :class:`Part` of a message from its stored events; None while unplaced.
 
-    What ``Part.of(build_trace(msg_id, stored))`` gives (and the topic of that trace), without
-    building the trace's dicts: the rollups read every touched message back after each batch.
+    What ``Part.of(build_trace(msg_id, stored))`` gives (and the topic of that trace) for the
+    stored events' :class:`Event` (as :func:`collector.store.schema.decode_events` reads them
+    back), without building the trace's dicts.
     """
-    events = sort_events(stored)
-    send = send_of(events)
-    placing = placing_event(events, send)
-    if placing is None:
+    found = _placed_groups(events)
+    if found is None:
         return None
-    placed_ms = schema.message_time(placing.event)
+    topic, placed_ms, groups, stored = found
+    return topic, Part(msg_id, placed_ms, groups, stored=stored)
+
+
+def encoded_part_of(events: Iterable[Event]) -> tuple[str, int, bytes] | None:
+    """:func:`part_of`'s topic, ``placed_ms`` and :meth:`Part.encode`, without the :class:`Part`:
+    the rollups read every touched message back after each batch and store only its encoding."""
+    found = _placed_groups(events)
+    if found is None:
+        return None
+    topic, placed_ms, groups, stored = found
+    return topic, placed_ms, _encode(placed_ms, stored, groups)
+
+
+def _placed_groups(events: Iterable[Event]) -> tuple[str, int, Groups, bool] | None:
+    """A placed message's topic, placed ms, groups and stored flag (:class:`Part`'s fields); None while unplaced."""
+    events = sorted(events, key=event_order)  # as build_trace reads them
+    ok_send = last_send = None
     consumes: list[tuple[Event, Event]] = []
     dead_ms: dict[str, list[int]] = {}
     replay_ms: dict[str, int] = {}
-    for e in events:
-        event = e.event
+    for event in events:  # one pass: what send_of and the groups' outcomes read
         kind = event.type
-        if kind == EventType.SUB_BEFORE or kind == EventType.SUB_AFTER:
+        if kind == _SUB_BEFORE or kind == _SUB_AFTER:
             consumes.append((event, event))
-        elif kind == EventType.DEAD:
+        elif kind == _PUB:
+            last_send = event
+            if ok_send is None and event.status == _OK:
+                ok_send = event
+        elif kind == _DEAD:
             dead_ms.setdefault(event.group, []).append(event.time_ms)
-        elif kind == EventType.REPLAY:
+        elif kind == _REPLAY:
             replay_ms[event.group] = event.time_ms  # the group's last replay wins
-    attempts_by_group = pair_attempts(consumes)
-    groups: dict[str, tuple[str, bool, int | None]] = {}
+    send = ok_send or last_send  # send_of: the first successful PUB, else the last PUB
+    placing = send or next((e for e in events if could_place(e)), None)  # placing_event
+    if placing is None:
+        return None
+    placed_ms = schema.message_time(placing)
+    groups: Groups = {}
+    attempts_by_group = pair_attempts(consumes) if consumes else {}
     for group in sorted(attempts_by_group.keys() | dead_ms.keys()):
         # (time of the attempt's first event, status or None while unfinished, retry, its SUB_AFTER)
-        attempts = sorted(((first.time_ms, after.status if after else None, first.retry, after)
-                           for first, after in ((a["before"] or a["after"], a["after"])
-                                                for a in attempts_by_group.get(group, ()))),
-                          key=lambda a: a[0])
+        attempts: list[tuple[int, int | None, int, Event | None]] = []
+        for a in attempts_by_group.get(group, ()):
+            after = a["after"]
+            first = a["before"] or after
+            attempts.append((first.time_ms, None if after is None else after.status, first.retry, after))
+        attempts.sort(key=_FIRST)
         outcome = outcome_of([a[:3] for a in attempts], dead_ms.get(group, []), replay_ms.get(group, 0))
         latency = None
         if outcome == CONSUMED:
-            latency = next((max(0, after.time_ms - placed_ms) for _, status, _, after in attempts
-                            if status == Status.OK and after is not None), None)
+            for _, status, _, after in attempts:  # the first successful attempt's
+                if status == _OK and after is not None:
+                    latency = max(0, after.time_ms - placed_ms)
+                    break
         groups[group] = (outcome, len(attempts) > 1 or outcome == RETRYING, latency)
-    never_stored = send is not None and send.event.status != Status.OK and not (consumes or dead_ms)
-    return placing.event.topic, Part(msg_id, placed_ms, groups, stored=not never_stored)
+    never_stored = send is not None and send.status != _OK and not (consumes or dead_ms)
+    return placing.topic, placed_ms, groups, not never_stored
+
+
+_FIRST = operator.itemgetter(0)
+# Plain ints: an enum member's lookup costs more than the comparison (once per event read back).
+_PUB, _SUB_BEFORE, _SUB_AFTER, _DEAD, _REPLAY = (
+    int(t) for t in (EventType.PUB, EventType.SUB_BEFORE, EventType.SUB_AFTER, EventType.DEAD, EventType.REPLAY))
+_OK = int(Status.OK)

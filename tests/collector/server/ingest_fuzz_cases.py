@@ -268,3 +268,12 @@ def wire_verdict(body: bytes) -> Verdict:
     """The reference answer (:func:`wire_oracle.verdict`): the reasons a bad body may be refused
     with, or (no reasons) a valid body's header and event count."""
     return verdict(body)
+
+
+def decoded(decode: Callable[[bytes], wire.Batch], body: bytes) -> Any:
+    """What ``decode`` makes of ``body``: the batch with its events' value types, or the error's reason and detail."""
+    try:
+        batch = decode(body)
+    except wire.WireError as exc:
+        return (exc.reason, exc.detail)
+    return batch, [tuple(map(type, e)) for e in batch.events]

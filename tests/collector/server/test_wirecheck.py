@@ -3,6 +3,8 @@
 For every input both paths must give the same answer: the same header and event count, or
 both a rejection. Inputs are valid batches written with every msgpack encoding width, the
 same batches with one value swapped for something else, byte-level damage, and random bytes.
+The index path's decode (``validate.decode_batch``: C check, then the events built unchecked)
+must give what ``wire.decode_batch`` gives on each of them: the same batch or the same error.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ingest_fuzz_cases import decoded
 
 from collector.server import validate
 from tracehook import wire
@@ -269,8 +272,12 @@ def _fast(data: bytes) -> tuple[wire.BatchHeader, int] | None:
 def _agree(data: bytes) -> tuple[wire.BatchHeader, int] | None:
     expected = _python(data)
     assert _fast(data) == expected
+    # The index path's decode: the same batch (events value for value and type for type) or the same error.
+    wire_decoded = decoded(wire.decode_batch, data)
+    assert decoded(validate.decode_batch, data) == wire_decoded
     if expected is not None:
         assert validate.check_batch(data) == expected
+        assert decoded(wire.decode_checked_batch, data) == wire_decoded  # what it builds once C said valid
     return expected
 
 

@@ -1,5 +1,6 @@
-"""The rollups' short paths, against what they must equal: the lean read-back (``part_of``) gives what
-the full trace gives (``Part.of(build_trace(...))``) for any set of stored events of one message, and a
+"""The rollups' short paths, against what they must equal: the lean read-back (``part_of`` of the events
+as ``schema.decode_event`` reads them back, without validating) gives what the full trace of the validated
+events gives (``Part.of(build_trace(...))``) for any set of stored events of one message, and a
 minute aggregated in one pass over its parts (``aggregate``, ``aggregate_cells``) holds what the
 bucket's definitions say, worked out here by brute force."""
 
@@ -13,7 +14,7 @@ from index_helpers import ev
 
 from collector.store import schema
 from collector.store.model import build_trace
-from collector.store.rollup_parts import MOVED, Part, aggregate, aggregate_cells, part_of
+from collector.store.rollup_parts import MOVED, Part, aggregate, aggregate_cells, encoded_part_of, part_of
 from collector.store.schema import StoredEvent
 from tracehook.hooks import REPLAY_TARGET_PROP
 from tracehook.wire import EventType, Status
@@ -38,9 +39,15 @@ _event = st.builds(
 @settings(max_examples=1500, deadline=None)
 @given(events=st.lists(_event, max_size=10))
 def test_the_lean_part_equals_the_part_of_the_full_trace(events: list[StoredEvent]) -> None:
-    trace = build_trace("m", events)
+    values = [schema.encode_event_value(e.app, e.host, e.client_id, e.event) for e in events]
+    trace = build_trace("m", [schema.decode_event_value(v) for v in values])  # the query path's reading
     expected = None if trace is None or trace.placed_ms is None else (trace.topic, Part.of(trace))
-    assert part_of("m", events) == expected
+    trusted = schema.decode_events(values)
+    assert part_of("m", trusted) == expected
+    assert part_of("m", [e.event for e in events]) == expected
+    # What the read-back stores: the same part, encoded.
+    assert encoded_part_of(trusted) == (None if expected is None else
+                                        (expected[0], expected[1].placed_ms, expected[1].encode()))
 
 
 def test_a_dead_letter_replayed_then_consumed_counts_as_consumed() -> None:
@@ -59,7 +66,7 @@ def test_a_dead_letter_replayed_then_consumed_counts_as_consumed() -> None:
         stored(EventType.SUB_BEFORE, T0 + 30, request_id="b", retry=1),
         stored(EventType.SUB_AFTER, T0 + 35, request_id="b", retry=1),
     ]
-    assert part_of("m", events) == ("t", Part("m", T0, {"g1": ("consumed", True, 35)}))
+    assert part_of("m", [e.event for e in events]) == ("t", Part("m", T0, {"g1": ("consumed", True, 35)}))
 
 
 # --- aggregating a minute's parts -------------------------------------------------------------

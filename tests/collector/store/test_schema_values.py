@@ -3,13 +3,25 @@ filed by several events of one message are one cell."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given
 from hypothesis import strategies as st
 from index_helpers import CONSUMER, PRODUCER, consumed, ev, message
 
 from collector.store import schema
 from collector.store.indexer import rows_for
-from tracehook.wire import MAX_INT, EventType
+from tracehook.wire import (
+    FIELD_COUNT,
+    MAX_INT,
+    MIN_FIELDS,
+    MIN_INT,
+    Event,
+    EventType,
+    Status,
+    TxState,
+    validate_event,
+)
 
 # Ids as tracehook makes them (lower-case hex) and as other clients do: odd length, upper case, other text.
 ids = st.one_of(st.text(alphabet="0123456789abcdef", max_size=40), st.text(alphabet="0123456789abcdefABCDEF -g",
@@ -23,7 +35,8 @@ def test_stored_events_decode_to_the_indexed_event(msg_id, request_id, trace_id,
                                                    time_ms, born_ms, store_ms, type_) -> None:
     event = ev(type_, time_ms, "g", "t", msg_id, request_id=request_id, trace_id=trace_id, span_id=span_id,
                broker_msg_id=broker_msg_id, born_ms=born_ms, store_ms=store_ms)
-    stored = schema.decode_event_value(schema.encode_event_value("app", "host", "client", event))
+    value = schema.encode_event_value("app", "host", "client", event)
+    stored = schema.decode_event_value(value)
     assert stored == schema.StoredEvent("app", "host", "client", event)
     assert all(type(getattr(stored.event, f)) is str for f in ("msg_id", "request_id", "trace_id", "span_id"))
 
@@ -51,3 +64,41 @@ def test_send_and_consume_file_a_message_in_the_same_empty_cells() -> None:
     assert schema.record_positions(records[schema.RECORDS]) == [(3, 42)]
     received = [cols for t, _, cols in rows_for(CONSUMER, before) if t == schema.RECORDS]
     assert received == [{b"c:": b""}] and schema.record_positions(received[0]) == []
+
+
+def _valid_field(i: int) -> st.SearchStrategy[Any]:
+    """Any value the wire format accepts at event position ``i`` (validate_event checks it again)."""
+    name = Event._fields[i]
+    enums = {"type": EventType, "status": Status, "tx_state": TxState}
+    if name in enums:
+        return st.sampled_from([int(m) for m in enums[name]])
+    if name in ("time_ms", "queue", "offset", "born_ms", "store_ms"):
+        return st.integers(min_value=-1, max_value=MAX_INT)
+    if name in ("cost_us", "retry", "body_len"):
+        return st.integers(min_value=MIN_INT, max_value=MAX_INT)
+    if name == "props":
+        return st.none() | st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3)
+    if name == "body":
+        return st.none() | st.binary(max_size=8)
+    return ids.filter(bool) if name in ("topic", "msg_id") else ids
+
+
+@st.composite
+def _valid_event(draw: st.DrawFn) -> Event:
+    return validate_event([draw(_valid_field(i)) for i in range(draw(st.integers(MIN_FIELDS, FIELD_COUNT)))])
+
+
+@given(st.lists(st.tuples(_valid_event(), st.text(max_size=4), st.text(max_size=4), st.text(max_size=4)),
+                max_size=4))
+def test_the_unvalidated_read_back_gives_what_the_validated_one_does(
+        drawn: list[tuple[Event, str, str, str]]) -> None:
+    """Any events the wire format accepts, of any length, as the indexer stores them: ``decode_events``
+    (the rollups' read-back) gives exactly ``decode_event_value(...).event`` of each, value for value and
+    type for type."""
+    values = [schema.encode_event_value(app, host, client_id, event) for event, app, host, client_id in drawn]
+    validated = [schema.decode_event_value(v) for v in values]
+    assert validated == [schema.StoredEvent(app, host, client_id, event) for event, app, host, client_id in drawn]
+    trusted = schema.decode_events(values)
+    assert trusted == [s.event for s in validated]
+    assert [[type(v) for v in e] for e in trusted] == [[type(v) for v in s.event] for s in validated]
+    assert all(type(e) is Event for e in trusted)
