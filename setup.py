@@ -1,7 +1,7 @@
 """Builds the optional C extensions; everything else is in pyproject.toml.
 
 Both are optional: without a compiler the install still succeeds and the Python paths run.
-``collector.server._wirecheck`` validates batches (else :mod:`collector.server.validate` validates
+``collector.wirecheck._wirecheck`` validates batches (else :mod:`collector.wirecheck.validate` validates
 in Python: ``validate.FAST_PATH`` is False); ``collector.store._rowbuild`` builds index rows (else
 :func:`collector.store.indexer.batched_rows` builds them in Python: ``rowbuild.FAST_PATH`` is False).
 """
@@ -9,7 +9,7 @@ in Python: ``validate.FAST_PATH`` is False); ``collector.store._rowbuild`` build
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    Extension("collector.server._wirecheck", sources=["collector/server/_wirecheck.c"], optional=True),
+    Extension("collector.wirecheck._wirecheck", sources=["collector/wirecheck/_wirecheck.c"], optional=True),
     Extension("collector.store._rowbuild", sources=["collector/store/_rowbuild.c"],
               depends=["collector/store/_blake2b.h"], optional=True),
 ])

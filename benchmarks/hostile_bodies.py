@@ -23,7 +23,7 @@ import msgpack
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from collector.server import validate  # noqa: E402
+from collector.wirecheck import validate  # noqa: E402
 from tracehook import wire  # noqa: E402
 
 _HEAD = msgpack.packb([1, "client", 1, "app", "host", 0, {}])[1:]

@@ -273,7 +273,7 @@ def _decode_batch(data: bytes) -> Batch:
 def decode_checked_batch(data: bytes) -> Batch:
     """:func:`decode_batch` of a body a validator of these rules has accepted already, without
     checking anything again: the same :class:`Batch` (the collector's index path, whose C validator
-    answers "valid" faster; ``collector.server.validate.decode_batch``).
+    answers "valid" faster; ``collector.wirecheck.validate.decode_batch``).
 
     Only for bytes :func:`check_batch` accepts; what it makes of anything else is undefined.
     """
@@ -467,7 +467,7 @@ def validate_event(raw: Any, index: int = 0) -> Event:
 
 
 # -- the rules of the collector's C validator ------------------------------------------------
-# collector/server/_wirecheck.c walks the msgpack bytes instead of building objects. It knows
+# collector/wirecheck/_wirecheck.c walks the msgpack bytes instead of building objects. It knows
 # nothing of the format by itself: the collector configures it with these rules, so this module
 # stays the one definition of the wire format.
 _NONEMPTY = frozenset(Event._fields.index(f) for f in ("topic", "msg_id"))  # see validate_event

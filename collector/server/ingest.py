@@ -41,7 +41,7 @@ from collector.server.errors import (
 from collector.server.indexlag import IndexLag
 from collector.server.metrics import CollectorMetrics
 from collector.server.ratelimit import RateLimiter
-from collector.server.validate import check_batch
+from collector.wirecheck.validate import check_batch
 from tracehook.wire import BatchHeader, WireError
 
 log = logging.getLogger(__name__)
@@ -264,7 +264,7 @@ class Ingestor:
         return await asyncio.to_thread(fn, *args)
 
     async def _check(self, body: bytes) -> CheckResult:
-        # On the event loop: the C validator (collector.server.validate) accepts a valid 1000-event
+        # On the event loop: the C validator (collector.wirecheck.validate) accepts a valid 1000-event
         # batch in well under a millisecond; decode worker processes (removed) never paid for their IPC.
         return check_body(body)
 

@@ -30,7 +30,7 @@ from collector.server.auth import bearer_token, check_token
 from collector.server.errors import ANSWERED, BadOtlpRequest, PayloadTooLarge, UnsupportedMediaType
 from collector.server.ingest import INLINE_DECODE_BYTES
 from collector.server.metrics import CollectorMetrics
-from collector.server.validate import check_batch
+from collector.wirecheck.validate import check_batch
 from tracehook.wire import MAX_INT, BatchHeader, encode_batch_packed, encode_event
 
 ROUTE = "/v1/traces"

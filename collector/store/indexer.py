@@ -318,9 +318,9 @@ def index_payloads(
     A record that does not decode is skipped and counted in ``dropped`` under the wire
     format's reason (``bad_version``, ``bad_field``...); the others are indexed.  Records are
     decoded as :func:`tracehook.wire.decode_batch` does, checked by the collector's C validator
-    when it is built (:func:`collector.server.validate.decode_batch`).
+    when it is built (:func:`collector.wirecheck.validate.decode_batch`).
     """
-    from collector.server import validate  # only this trace-log path decodes batches
+    from collector.wirecheck import validate  # only this trace-log path decodes batches
 
     bad: Counter[str] = dropped if dropped is not None else Counter()
 

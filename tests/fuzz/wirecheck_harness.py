@@ -1,4 +1,4 @@
-"""Coverage-guided fuzzing of the C batch validator (collector.server._wirecheck) with atheris.
+"""Coverage-guided fuzzing of the C batch validator (collector.wirecheck._wirecheck) with atheris.
 
 Run through ``scripts/fuzz``, which builds the extension with AddressSanitizer,
 UndefinedBehaviorSanitizer and libFuzzer's coverage instrumentation into build/fuzz/,
@@ -6,10 +6,10 @@ preloads the ASan runtime and starts this file::
 
     scripts/fuzz 60                      # one minute, seeded from tests/fuzz/corpus/
 
-Every input goes through both paths of :func:`collector.server.validate.check_batch`: the C walk and
+Every input goes through both paths of :func:`collector.wirecheck.validate.check_batch`: the C walk and
 the Python validator, which defines the format. They must agree: the C path accepts exactly
 the batches the Python path accepts, with the same header and event count; for a rejected
-body :func:`collector.server.validate.check_batch` (C first, then Python for the reason) must raise the
+body :func:`collector.wirecheck.validate.check_batch` (C first, then Python for the reason) must raise the
 same :class:`~tracehook.wire.WireError` reason as the Python path alone. A disagreement
 raises :class:`Disagreement`, which atheris reports as a crash and saves the input.
 """
@@ -20,7 +20,7 @@ import importlib.util
 import os
 import sys
 
-# Load the instrumented build as collector.server._wirecheck before the validator imports it, so
+# Load the instrumented build as collector.wirecheck._wirecheck before the validator imports it, so
 # validate.FAST_PATH and validate.check_batch use the sanitized code, never an in-place .so.
 _SO = os.environ.get("WIRECHECK_FUZZ_SO")
 if not _SO:
@@ -28,17 +28,17 @@ if not _SO:
 
 import atheris  # noqa: E402
 
-with atheris.instrument_imports(include=["tracehook.wire", "collector.server.validate"]):
-    _spec = importlib.util.spec_from_file_location("collector.server._wirecheck", _SO)
+with atheris.instrument_imports(include=["tracehook.wire", "collector.wirecheck.validate"]):
+    _spec = importlib.util.spec_from_file_location("collector.wirecheck._wirecheck", _SO)
     assert _spec is not None and _spec.loader is not None
     _module = importlib.util.module_from_spec(_spec)
-    sys.modules["collector.server._wirecheck"] = _module
+    sys.modules["collector.wirecheck._wirecheck"] = _module
     _spec.loader.exec_module(_module)
-    from collector.server import validate  # noqa: E402
+    from collector.wirecheck import validate  # noqa: E402
     from tracehook import wire  # noqa: E402
 
 if not validate.FAST_PATH or validate._fast_check is not _module.check:
-    sys.exit(f"collector.server.validate is not using the instrumented extension at {_SO}")
+    sys.exit(f"collector.wirecheck.validate is not using the instrumented extension at {_SO}")
 
 
 class Disagreement(AssertionError):

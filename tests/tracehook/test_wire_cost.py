@@ -18,7 +18,7 @@ from collections.abc import Callable
 import msgpack
 import pytest
 
-from collector.server import validate
+from collector.wirecheck import validate
 from tracehook import wire
 
 SIZE = 256 * 1024

@@ -1,4 +1,4 @@
-"""The index path's batch decode, ``collector.server.validate.decode_batch`` (the C validator, then
+"""The index path's batch decode, ``collector.wirecheck.validate.decode_batch`` (the C validator, then
 the events built without the Python checks), against ``tracehook.wire.decode_batch`` and the
 independent wire oracle: for every trace-log record the same batch, or the same error (reason
 and detail), so ``index_payloads`` indexes the same events and drops a bad record for the same
@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ingest_fuzz_cases import Chooser, Drawer, batch, cases, decoded, hostile_bodies, pack, wire_verdict
 
-from collector.server import validate
+from collector.wirecheck import validate
 from tracehook import wire
 
 _SETTINGS = settings(max_examples=1000, deadline=None,

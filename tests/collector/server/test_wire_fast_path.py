@@ -9,7 +9,7 @@ import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.server import validate
+from collector.wirecheck import validate
 from tracehook import wire
 
 _VALUES = st.one_of(

@@ -1,4 +1,4 @@
-"""The C fast path of check_batch (collector.server._wirecheck) agrees with the Python validator.
+"""The C fast path of check_batch (collector.wirecheck._wirecheck) agrees with the Python validator.
 
 For every input both paths must give the same answer: the same header and event count, or
 both a rejection. Inputs are valid batches written with every msgpack encoding width, the
@@ -19,11 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ingest_fuzz_cases import decoded
 
-from collector.server import validate
+from collector.wirecheck import validate
 from tracehook import wire
 
 try:
-    from collector.server import _wirecheck
+    from collector.wirecheck import _wirecheck
 except ImportError:  # checked by test_extension_is_built
     _wirecheck = None
 
@@ -36,7 +36,7 @@ _SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Hea
 def test_extension_is_built() -> None:
     # The suite needs a C compiler (and Python.h): without one `pip install -e .[all]` still succeeds
     # but leaves the extension out, and every test here fails rather than skipping silently.
-    assert _wirecheck is not None, ("collector.server._wirecheck is not built (it needs a C compiler and Python.h): "
+    assert _wirecheck is not None, ("collector.wirecheck._wirecheck is not built (it needs a C compiler and Python.h): "
                                     "run pip install -e '.[all]'")
     assert validate.FAST_PATH
 
@@ -264,7 +264,7 @@ def _python(data: bytes) -> tuple[wire.BatchHeader, int] | None:
 
 
 def _fast(data: bytes) -> tuple[wire.BatchHeader, int] | None:
-    assert _wirecheck is not None, "collector.server._wirecheck is not built"
+    assert _wirecheck is not None, "collector.wirecheck._wirecheck is not built"
     got = _wirecheck.check(data)
     return None if got is None else (wire.BatchHeader(*got[:6]), got[6])
 

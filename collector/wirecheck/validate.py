@@ -1,6 +1,6 @@
 """Batch validation on the ingest and index paths: the C validator when it is built, else the wire module.
 
-``collector/server/_wirecheck.c`` walks the msgpack bytes without building objects; it only
+``collector/wirecheck/_wirecheck.c`` walks the msgpack bytes without building objects; it only
 answers "valid", so anything else goes through :func:`tracehook.wire.check_batch`, which
 names the problem. Its rules come from :func:`tracehook.wire.fast_path_rules`, so both
 paths accept exactly the same batches (tests/collector/server/test_wirecheck.py,
@@ -44,13 +44,13 @@ def fast_check_batch(data: bytes) -> tuple[BatchHeader, int] | None:
 
 def _load_fast_check() -> Callable[[bytes], tuple[Any, ...] | None] | None:
     try:
-        from collector.server import _wirecheck
+        from collector.wirecheck import _wirecheck
     except ImportError:  # not built (no compiler when installed)
         return None
     try:
         _wirecheck.configure(**wire.fast_path_rules())
     except (ValueError, TypeError, OverflowError):  # rules it cannot express: stay exact
-        logging.getLogger(__name__).warning("collector.server._wirecheck cannot model these rules; "
+        logging.getLogger(__name__).warning("collector.wirecheck._wirecheck cannot model these rules; "
                                             "validating in Python", exc_info=True)
         return None
     return _wirecheck.check
@@ -58,4 +58,4 @@ def _load_fast_check() -> Callable[[bytes], tuple[Any, ...] | None] | None:
 
 _fast_check = _load_fast_check()
 FAST_PATH = _fast_check is not None
-"""True when :func:`check_batch` validates with the C extension ``collector.server._wirecheck``."""
+"""True when :func:`check_batch` validates with the C extension ``collector.wirecheck._wirecheck``."""

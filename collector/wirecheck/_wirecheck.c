@@ -1,9 +1,9 @@
 /*
- * collector.server._wirecheck: validate a msgpack batch by walking its bytes.
+ * collector.wirecheck._wirecheck: validate a msgpack batch by walking its bytes.
  *
  * The collector validates every event it receives. Unpacking a batch into Python
  * objects and checking them costs about 1 us per event; walking the bytes here costs a
- * small fraction of that. This module is only a fast path: collector.server.validate.check_batch
+ * small fraction of that. This module is only a fast path: collector.wirecheck.validate.check_batch
  * calls check(data) and, when it answers None, runs the Python validator, which stays
  * the definition of the format and the only place that words error messages.
  *
@@ -746,8 +746,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "collector.server._wirecheck",
-    "Fast path of collector.server.validate.check_batch: validates a batch by walking its msgpack bytes.", -1, methods,
+    PyModuleDef_HEAD_INIT, "collector.wirecheck._wirecheck",
+    "Fast path of collector.wirecheck.validate.check_batch: validates a batch by walking its msgpack bytes.", -1, methods,
 };
 
 PyMODINIT_FUNC PyInit__wirecheck(void) { return PyModule_Create(&module); }
