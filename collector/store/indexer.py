@@ -223,8 +223,11 @@ def _unfinished(store: Store) -> set[str]:
 
 
 def _write_markers(store: Store, msg_ids: set[str]) -> None:
-    """Move ``msg_ids`` from memory to marker rows (one put), for :func:`finish_batch` to read."""
-    store.put_rows(schema.ROLLUPS, [(schema.rollup_dirty_msg_row(m), _MARK) for m in msg_ids])
+    """Move ``msg_ids`` from memory to marker rows, for :func:`finish_batch` to read (one put per
+    :data:`DEFAULT_BATCH_SIZE` rows: one put of all 100,000 made HBase warn of a large batch)."""
+    markers = [(schema.rollup_dirty_msg_row(m), _MARK) for m in msg_ids]
+    for i in range(0, len(markers), DEFAULT_BATCH_SIZE):
+        store.put_rows(schema.ROLLUPS, markers[i:i + DEFAULT_BATCH_SIZE])
     msg_ids.clear()
 
 
