@@ -176,8 +176,9 @@ def index_records(
     Each writer thread uses one store connection at a time, so ``writers=1`` writes over
     a single connection while the calling thread builds the next batch.
 
-    Each table's rows are written ``batch_size`` at a time by ``writers`` threads, so
-    building the next batch overlaps with the store's work on the previous ones.  When this returns,
+    Each table's rows are written ``batch_size`` at a time (or the store's ``preferred_put_rows``
+    when that is larger: the embedded store writes each put in one transaction) by ``writers``
+    threads, so building the next batch overlaps with the store's work on the previous ones.  When this returns,
     every row is in the store; if a write fails, its error is raised (after the other
     writes in flight have finished) and the caller must assume nothing was indexed.
     """
@@ -196,7 +197,8 @@ def index_records(
         try:
             # The count recorded with the store's tables: the one its queries scan.
             buckets = getattr(store, "salt_buckets", schema.DEFAULT_SALT_BUCKETS)
-            for table, rows in batched_rows(counted, batch_size, dropped=dropped, salt_buckets=buckets,
+            per_put = max(batch_size, getattr(store, "preferred_put_rows", batch_size))
+            for table, rows in batched_rows(counted, per_put, dropped=dropped, salt_buckets=buckets,
                                             mark=False):
                 in_flight.append(pool.submit(store.put_rows, table, rows))
                 # Bound memory: at most a couple of batches per writer wait to be written.

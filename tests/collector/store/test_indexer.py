@@ -49,14 +49,17 @@ def test_row_keys_do_not_depend_on_batch_seq_but_on_the_sender() -> None:
     assert rows_for(header, pub)[0][2] != rows_for(other_host, pub)[0][2]
 
 
-def test_reindexing_and_duplicates_change_nothing(store, dump_store) -> None:
+def test_reindexing_and_duplicates_change_nothing(store, dump_store, monkeypatch) -> None:
     topic = unique("orders")
     records = []
     for i in range(30):
         records += message(topic, f"m{i}", 1000 + i, keys=f"k{i % 3}", queue=i % 2, offset=i)
         records += consumed(topic, f"m{i}", 1000 + i, "g1", status=Status.OK if i % 4 else Status.EXCEPTION)
     records.append((CONSUMER, ev(EventType.DEAD, 9000, "g1", topic, "m4", store_ms=1004, error="gave up")))
+    # Puts of 7 rows on either store (the embedded one gathers bigger puts otherwise).
+    monkeypatch.setattr(store, "preferred_put_rows", 1, raising=False)
     assert index_records(store, records, batch_size=7) == len(records)
+    monkeypatch.undo()
     first = dump_store(store)
     assert sum(len(rows) for rows in first.values()) > 0
     # Again, in another batching, with every event duplicated (an at-least-once redelivery).
@@ -64,6 +67,31 @@ def test_reindexing_and_duplicates_change_nothing(store, dump_store) -> None:
     assert dump_store(store) == first
     trace = TraceQuery(store).get_trace("m4")
     assert len(trace.events) == 4  # PUB, SUB_BEFORE, SUB_AFTER, DEAD: each once
+
+
+def test_the_embedded_store_takes_each_table_in_one_put(tmp_path, monkeypatch) -> None:
+    """Fewer, bigger write transactions: a table's rows go in one put up to the store's
+    preferred size, and in ``batch_size`` chunks when the store prefers less (HBase)."""
+    from collector.store import open_store
+
+    store = open_store(f"local:{tmp_path / 'i.sqlite3'}")
+    put_sizes: dict[str, list[int]] = {}
+    write = store.put_rows
+
+    def counting(table, rows, **kwargs) -> None:
+        put_sizes.setdefault(table, []).append(len(rows))
+        write(table, rows, **kwargs)
+
+    monkeypatch.setattr(store, "put_rows", counting)
+    records = [r for i in range(2500) for r in message("t", f"m{i}", 1000 + i, keys=f"k{i}")]
+    assert index_records(store, records, batch_size=1000, writers=1) == 2500
+    assert put_sizes["messages"] == put_sizes["keyidx"] == [2500]
+    assert all(len(sizes) == 1 for sizes in put_sizes.values())
+    put_sizes.clear()
+    monkeypatch.setattr(store, "preferred_put_rows", 1)
+    assert index_records(store, records, batch_size=1000, writers=1) == 2500
+    assert put_sizes["messages"] == put_sizes["keyidx"] == [1000, 1000, 500]
+    store.close()
 
 
 def test_batch_size_must_be_positive(tmp_path) -> None:
