@@ -102,15 +102,19 @@ class Poller(threading.Thread):
 
 
 def _tree_sched(root: int) -> tuple[float, float]:
-    """(CPU seconds, seconds runnable but waiting for a CPU) of every thread of ``root`` and its
-    descendants so far (Linux ``/proc/<pid>/task/<tid>/schedstat``): a follower that falls
-    behind either works, waits for a core, or waits for something else (the rest of the wall time)."""
+    """(CPU seconds, seconds runnable but waiting for a CPU) of ``root`` and its descendants so far:
+    a follower that falls behind either works, waits for a core, or waits for something else.
+    CPU from ``/proc/<pid>/stat`` (with the process's exited threads and reaped children); the
+    wait from the live threads' ``/proc/<pid>/task/<tid>/schedstat`` only (exited ones are gone)."""
     parents: dict[int, int] = {}
+    cpu_ticks: dict[int, int] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/stat", encoding="utf-8") as f:
-                    parents[int(name)] = int(f.read().rsplit(")", 1)[1].split()[1])
+                    fields = f.read().rsplit(")", 1)[1].split()
+                parents[int(name)] = int(fields[1])
+                cpu_ticks[int(name)] = sum(int(t) for t in fields[11:15])  # utime stime cutime cstime
             except (OSError, ValueError, IndexError):
                 continue
     tree, grew = {root}, True
@@ -118,16 +122,15 @@ def _tree_sched(root: int) -> tuple[float, float]:
         more = {pid for pid, parent in parents.items() if parent in tree} - tree
         tree |= more
         grew = bool(more)
-    run = wait = 0
+    wait = 0
     for pid in tree:
         try:
             for tid in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="utf-8") as f:
-                    on_cpu, queued, _ = f.read().split()
-                run, wait = run + int(on_cpu), wait + int(queued)
-        except (OSError, ValueError):
+                    wait += int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
             continue
-    return run / 1e9, wait / 1e9
+    return sum(cpu_ticks.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK"), wait / 1e9
 
 
 def _load() -> float:

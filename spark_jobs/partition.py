@@ -132,7 +132,7 @@ def prepare_store(store_url: str) -> None:
 def one_task(store_url: str) -> bool:
     """True for a ``local:`` store: its single SQLite writer serialises tasks anyway, and two
     processes writing one file each find their page cache stale after the other's commits
-    (measured: more CPU per event and slower, benchmarks/RESULTS.md), so a batch is one task."""
+    (measured: more CPU per event, no faster; benchmarks/RESULTS.md), so a batch is one task."""
     return store_url.startswith("local:")
 
 
