@@ -9,7 +9,13 @@ sampled (about ``--samples`` per run): its hook-call time, then the time the col
 API first answers it.  The same-run peer is today's seal-then-index path: a message becomes
 queryable at the earliest when its segment seals (the manifest's ``sealed_ms``) plus a one-shot
 index run over that segment (its events / the one-shot throughput of part 2); a periodic
-``--every 60`` run adds up to 60 s more, not counted here.
+``--every 60`` run adds up to 60 s more, not counted here.  Where the follower's time goes, from
+the load's start until the last sample answers: events/s (the load's events over that time: the
+follower's own rate when it stayed behind, else a lower bound), and the CPU its process tree
+(driver, JVM, Python workers) was on, next to the thread-seconds it spent runnable but waiting
+for a core (``/proc/.../schedstat``), per second; with the load average, since the 2-core
+machine these benchmarks run on is shared.  ``--work-dir`` keeps the follower's progress lines
+(``procs.out``).
 
 Part 2: ``--backlog`` events written straight into a log (4 sealed segments), indexed once with
 ``index_once`` (AvailableNow) and once by a follow-mode query (trigger 1 s) into fresh stores, in
@@ -95,6 +101,42 @@ class Poller(threading.Thread):
                 time.sleep(0.02)
 
 
+def _tree_sched(root: int) -> tuple[float, float]:
+    """(CPU seconds, seconds runnable but waiting for a CPU) of ``root`` and its descendants so far:
+    a follower that falls behind either works, waits for a core, or waits for something else.
+    CPU from ``/proc/<pid>/stat`` (with the process's exited threads and reaped children); the
+    wait from the live threads' ``/proc/<pid>/task/<tid>/schedstat`` only (exited ones are gone)."""
+    parents: dict[int, int] = {}
+    cpu_ticks: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", encoding="utf-8") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                parents[int(name)] = int(fields[1])
+                cpu_ticks[int(name)] = sum(int(t) for t in fields[11:15])  # utime stime cutime cstime
+            except (OSError, ValueError, IndexError):
+                continue
+    tree, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    wait = 0
+    for pid in tree:
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="utf-8") as f:
+                    wait += int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return sum(cpu_ticks.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK"), wait / 1e9
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
 def freshness(rate: int, seconds: float, samples: int, master: str, work: str) -> dict[str, float]:
     import tracehook
 
@@ -122,6 +164,7 @@ def freshness(rate: int, seconds: float, samples: int, master: str, work: str) -
         poller.start()
         total = int(rate * seconds)
         every = max(1, total // samples)
+        load_before, sched_before, wall_before = _load(), _tree_sched(follower.pid), time.time()
         started = time.perf_counter()
         for i in range(total):
             due = started + i / rate
@@ -136,6 +179,7 @@ def freshness(rate: int, seconds: float, samples: int, master: str, work: str) -
         tracer.flush(120)
         stats = tracer.stats()
         _until(lambda: not poller.pending, "every sampled message to answer")
+        load_after, sched_after, wall_after = _load(), _tree_sched(follower.pid), time.time()
         poller.stop.set()
         lat = sorted(answered - hooked for _, hooked, answered in poller.done)
         # The peer: when the segment holding the load seals (default 60 s age), plus a one-shot run.
@@ -146,7 +190,12 @@ def freshness(rate: int, seconds: float, samples: int, master: str, work: str) -
                "the load's segment to seal (60 s age)", 300)
         seals = sorted(s.sealed_ms / 1000 for s in sealed_segments(log_dir))
         peer = sorted(min(t for t in seals if t > hooked) - hooked for _, hooked, _ in poller.done)
+        window = wall_after - wall_before
         return {"rate": rate, "sent": stats["sent"], "dropped": stats["dropped_total"],
+                # Until the last sample answered: the follower's rate when it stayed behind the load.
+                "indexed": total / window, "cores": (sched_after[0] - sched_before[0]) / window,
+                "cpu_us": (sched_after[0] - sched_before[0]) / total * 1e6,
+                "queued": (sched_after[1] - sched_before[1]) / window, "load": (load_before, load_after),
                 "achieved": total / offered_s, "n": len(lat),
                 "p50": _pct(lat, 50), "p99": _pct(lat, 99), "max": lat[-1],
                 "peer_p50": _pct(peer, 50), "peer_p99": _pct(peer, 99), "peer_max": peer[-1]}
@@ -218,23 +267,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=300, help="sampled messages per rate")
     parser.add_argument("--backlog", type=int, default=300_000, help="events for the throughput comparison")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--work-dir", default=None,
+                        help="keep the data and the processes' output (procs.out) here (default: a temporary "
+                             "directory, removed afterwards)")
     args = parser.parse_args(argv)
-    work = tempfile.mkdtemp(prefix="freshness-")
+    work = args.work_dir or tempfile.mkdtemp(prefix="freshness-")
+    if args.work_dir:
+        os.makedirs(work)
     try:
         print("| offered events/s | achieved | sent | dropped | samples | p50 s | p99 s | max s "
-              "| seal-then-index p50 / p99 / max s |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "| seal-then-index p50 / p99 / max s | follower events/s | follower CPU µs/event "
+              "| follower cores: on CPU / waiting for one | load avg start → end |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for rate in (int(r) for r in args.rates.split(",")):
             r = freshness(rate, args.seconds, args.samples, args.master, work)
             print(f"| {rate:,} | {r['achieved']:,.0f} | {r['sent']:,} | {r['dropped']:,} | {r['n']} "
                   f"| {r['p50']:.2f} | {r['p99']:.2f} | {r['max']:.2f} "
-                  f"| {r['peer_p50']:.1f} / {r['peer_p99']:.1f} / {r['peer_max']:.1f} + one index run |", flush=True)
+                  f"| {r['peer_p50']:.1f} / {r['peer_p99']:.1f} / {r['peer_max']:.1f} + one index run "
+                  f"| {r['indexed']:,.0f} | {r['cpu_us']:.0f} | {r['cores']:.2f} / {r['queued']:.2f} "
+                  f"| {r['load'][0]:.1f} → {r['load'][1]:.1f} |", flush=True)
         if args.backlog:
             oneshot, follow = throughput(args.backlog, args.master, work)
             print(f"\nbacklog of {args.backlog:,} events: one-shot AvailableNow (mean of 2) {oneshot:,.0f} events/s, "
                   f"follow (trigger 1 s) {follow:,.0f} events/s = {follow / oneshot:.0%} of one-shot")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -3,10 +3,11 @@
 A task decodes its rows' batches and writes their index rows over one store connection
 (:func:`index_partition`); the driver opens the store before the query (:func:`prepare_store`)
 and, once every partition of a micro-batch is written, runs the batch's finishing step
-(:func:`finish_partitions`)::
+(:func:`finish_partitions`); :func:`index_batch` does both for one batch::
 
     results = batch_df.rdd.mapPartitions(index_partition(store_url, batch_size)).collect()
     finish_partitions(store_url, results)
+    results = index_batch(batch_df.rdd, store_url, batch_size)   # the same, one task for a local: store
 """
 
 from __future__ import annotations
@@ -35,13 +36,17 @@ PartitionResult = tuple[int, int, dict[str, int], list[str], list[int], "Message
 parts of its messages read back after its writes) of one partition."""
 
 
-def index_partition(store_url: str, batch_size: int,
-                    writers: int = DEFAULT_WRITERS) -> Callable[[Iterator[Any]], Iterator[PartitionResult]]:
-    """The per-partition work; captures only plain data (a URL and numbers) to ship to executors."""
+def index_partition(store_url: str, batch_size: int, writers: int = DEFAULT_WRITERS, *,
+                    finish: bool = False) -> Callable[[Iterator[Any]], Iterator[PartitionResult]]:
+    """The per-partition work; captures only plain data (a URL and numbers) to ship to executors.
+
+    ``finish``: this task holds the whole batch, so it runs the batch's finishing step itself
+    (:func:`finish_partitions`' work, on its own connection) and returns no rollup parts.
+    """
 
     def run(rows: Iterator[Any]) -> Iterator[PartitionResult]:
         from collector.store import open_store
-        from collector.store.indexer import index_payloads
+        from collector.store.indexer import finish_batch, index_payloads
         from collector.store.rollup import read_parts
 
         counts = {"records": 0}
@@ -68,6 +73,9 @@ def index_partition(store_url: str, batch_size: int,
             # No rollup markers: the task reads its messages' parts back now, after its own writes
             # (another task's events of the same message are sorted out by merge_parts).
             parts = read_parts(store, touched)
+            if finish:  # no other partition wrote this batch: nothing to merge, no parts to ship
+                finish_batch(store, parts=parts)
+                parts = {}
         finally:
             store.close()
         yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage, sorted(bases), parts
@@ -121,10 +129,33 @@ def prepare_store(store_url: str) -> None:
         raise IndexJobError(f"store {store_url} unavailable; checkpoint not advanced: {exc}") from exc
 
 
+def one_task(store_url: str) -> bool:
+    """True for a ``local:`` store: its single SQLite writer serialises tasks anyway, and two
+    processes writing one file each find their page cache stale after the other's commits
+    (measured: more CPU per event, no faster; benchmarks/RESULTS.md), so a batch is one task."""
+    return store_url.startswith("local:")
+
+
 def split_into(spark: Any, store_url: str) -> int:
     """Partitions a large segment slice may be split into: one per core, except into a ``local:``
-    store, whose single SQLite writer serialises the tasks anyway (measured slower split)."""
-    return 1 if store_url.startswith("local:") else max(1, spark.sparkContext.defaultParallelism)
+    store (:func:`one_task`)."""
+    return 1 if one_task(store_url) else max(1, spark.sparkContext.defaultParallelism)
+
+
+def index_batch(rdd: Any, store_url: str, batch_size: int, writers: int = DEFAULT_WRITERS) -> list[PartitionResult]:
+    """Index and finish one batch: ``rdd`` holds the data source's rows (any number of partitions).
+
+    Into a ``local:`` store (:func:`one_task`) the partitions are coalesced into one task, which
+    finishes the batch itself: the rollup parts of its messages never leave the executor.
+    Otherwise one task per partition, then :func:`finish_partitions` on the driver.
+    Task failures come out as Spark raises them; a driver-side store failure as ``IndexJobError``.
+    """
+    if one_task(store_url) and rdd.getNumPartitions() > 0:
+        whole = rdd if rdd.getNumPartitions() == 1 else rdd.coalesce(1)
+        return whole.mapPartitions(index_partition(store_url, batch_size, writers, finish=True)).collect()
+    results = rdd.mapPartitions(index_partition(store_url, batch_size, writers)).collect()
+    finish_partitions(store_url, results)
+    return results
 
 
 def finish_partitions(store_url: str, results: list[PartitionResult]) -> None:

@@ -32,8 +32,7 @@ from spark_jobs.errors import CheckpointMismatchError, IndexJobError, LogInputEr
 from spark_jobs.partition import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_WRITERS,
-    finish_partitions,
-    index_partition,
+    index_batch,
     prepare_store,
     purge_expired,
     split_into,
@@ -68,6 +67,16 @@ def _stream_error(exc: BaseException, run: RunTotals) -> IndexJobError:
             return kind(text[at + len(name) + 2:].splitlines()[0].strip())
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
     return IndexJobError(f"indexing failed; checkpoint not advanced: {first}")
+
+
+def _index_batch(rdd: Any, store_url: str, batch_size: int, writers: int, run: RunTotals) -> list[Any]:
+    """:func:`spark_jobs.partition.index_batch`, a failure as one :class:`IndexJobError`."""
+    try:
+        return index_batch(rdd, store_url, batch_size, writers)
+    except IndexJobError:
+        raise
+    except Exception as exc:  # Py4J/Spark wrap task errors in their own types
+        raise _stream_error(exc, run) from exc
 
 
 def _commit_recorder(log_dir: str, store_url: str, checkpoint: str) -> Any:
@@ -150,18 +159,13 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
         protect_from_retention(log_dir, store_url, checkpoint)
     unit = "segment" if source is None else "partition"
     run = RunTotals(unit)
-    work = index_partition(store_url, batch_size, writers)
 
     def process(batch_df: Any, batch_id: int) -> None:
         try:
             if source is None:
                 sync_commit(log_dir, store_url, checkpoint)  # the previous batch is in Spark's commit log now
             batch_started = time.monotonic()
-            try:
-                results = batch_df.rdd.mapPartitions(work).collect()
-            except Exception as exc:  # Py4J/Spark wrap task errors in their own types
-                raise _stream_error(exc, run) from exc
-            finish_partitions(store_url, results)
+            results = _index_batch(batch_df.rdd, store_url, batch_size, writers, run)
             _fault_pause(batch_id)
             batch = RunTotals(unit)
             if source is not None:
@@ -253,12 +257,7 @@ def index_window(spark: Any, source: KafkaTopic, store_url: str, from_ms: int, t
     check_store_for_master(spark.sparkContext.master, store_url)
     prepare_store(store_url)
     run = RunTotals("partition")
-    try:
-        results = window_rows(spark, source, from_ms, to_ms).rdd.mapPartitions(
-            index_partition(store_url, batch_size, writers)).collect()
-    except Exception as exc:  # Py4J/Spark wrap task errors in their own types
-        raise _stream_error(exc, run) from exc
-    finish_partitions(store_url, results)
+    results = _index_batch(window_rows(spark, source, from_ms, to_ms).rdd, store_url, batch_size, writers, run)
     run.topic_partitions = _topic_size(spark, source, results, run)
     for records, events, reasons, _damage, bases, _parts in results:
         run.records += records

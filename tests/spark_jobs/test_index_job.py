@@ -258,30 +258,69 @@ def test_bad_input_is_refused_with_nothing_written(spark: Any, tmp_path: Any, ca
         store.close()
 
 
-def test_rollups_read_back_by_tasks_equal_the_in_process_index(spark: Any, tmp_path: Any) -> None:
-    """The job's tasks read their messages' rollup parts back themselves (no markers), sends and
-    consumes of one message in different partitions: every cell, rollups and their parts rows
-    included, is what indexing in process writes, and no marker is left."""
-    from collector.store.indexer import finish_batch, index_payloads
+def _sample_payloads() -> tuple[int, list[bytes]]:
+    """(events, encoded batches) of 600 messages consumed by two groups; each client's events in batches of 200."""
     from tests.fixtures.sample import bulk
 
     records = list(bulk(600, T0, span_ms=5 * 60_000, consumers=("billing", "audit")))
     headers = {h.client_id: h for h, _ in records}
     batches = [(header, [e for h, e in records if h.client_id == client]) for client, header in headers.items()]
-    payloads = [encode_batch(header, events[i:i + 200]) for header, events in batches
-                for i in range(0, len(events), 200)]
-    log_dir = str(tmp_path / "log")
-    _write_log(log_dir, [payloads[:len(payloads) // 2], payloads[len(payloads) // 2:]])
+    return len(records), [encode_batch(header, events[i:i + 200]) for header, events in batches
+                          for i in range(0, len(events), 200)]
 
-    report = index_once(spark, log_dir, f"local:{tmp_path / 'spark.sqlite3'}")
 
-    assert report.events == len(records)
+def _reference_rows(tmp_path: Any, payloads: list[bytes]) -> list[Any]:
+    """Every cell the in-process indexer writes for ``payloads`` (one batch, then finish_batch)."""
+    from collector.store.indexer import finish_batch, index_payloads
+
     reference = open_store(f"local:{tmp_path / 'reference.sqlite3'}")
     try:
         index_payloads(reference, payloads)
         finish_batch(reference)
     finally:
         reference.close()
+    return _store_rows(str(tmp_path / "reference.sqlite3"))
+
+
+def test_rollups_read_back_by_tasks_equal_the_in_process_index(spark: Any, tmp_path: Any) -> None:
+    """The job's task reads its messages' rollup parts back itself (no markers) and, into a local:
+    store, finishes the batch itself (two segments' slices, coalesced into one task): every cell,
+    rollups and their parts rows included, is what indexing in process writes, and no marker is left."""
+    events, payloads = _sample_payloads()
+    log_dir = str(tmp_path / "log")
+    _write_log(log_dir, [payloads[:len(payloads) // 2], payloads[len(payloads) // 2:]])
+
+    report = index_once(spark, log_dir, f"local:{tmp_path / 'spark.sqlite3'}")
+
+    assert (report.segments, report.events) == (2, events)
     rows = _store_rows(str(tmp_path / "spark.sqlite3"))
     assert dict(rows)["rollups"], "rollups were written"
-    assert rows == _store_rows(str(tmp_path / "reference.sqlite3"))
+    assert rows == _reference_rows(tmp_path, payloads)
+
+
+def test_partitions_finished_on_the_driver_equal_the_in_process_index(tmp_path: Any) -> None:
+    """The path of a store with parallel tasks (HBase): two partitions, sends and consumes of one
+    message in different ones, each returning its messages' rollup parts; the driver merges them
+    and finishes the batch. No Spark needed: the same functions the tasks and the driver run."""
+    from typing import NamedTuple
+
+    from spark_jobs.partition import finish_partitions, index_partition
+
+    class Row(NamedTuple):  # a data source row (spark_jobs.datasource.SCHEMA)
+        payload: bytes
+        base: int = 0
+        error: str | None = None
+        skipped_bytes: int = 0
+        lost_records: int = 0
+
+    events, payloads = _sample_payloads()
+    url = f"local:{tmp_path / 'split.sqlite3'}"
+    open_store(url).close()  # the driver creates the tables (prepare_store)
+    task = index_partition(url, 1000)
+    half = len(payloads) // 2
+    results = [r for part in (payloads[:half], payloads[half:]) for r in task(iter(Row(p) for p in part))]
+    assert sum(r[1] for r in results) == events and all(r[5] for r in results), "each task returns its parts"
+
+    finish_partitions(url, results)
+
+    assert _store_rows(str(tmp_path / "split.sqlite3")) == _reference_rows(tmp_path, payloads)
