@@ -42,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
-from collector.store.model import MessageTrace, build_trace, could_place
+from collector.store.model import MessageTrace, build_trace
 from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the rollups' public names live here
     _VERSION,
     LATENCY_BOUNDS_MS,
@@ -57,6 +57,7 @@ from collector.store.rollup_parts import (  # noqa: F401 -- re-exported too
     Part,
     aggregate,
     aggregate_cells,
+    encoded_part_and_places,
     encoded_part_of,
     part_of,
 )
@@ -130,7 +131,7 @@ def read_parts(store: Store, msg_ids: Iterable[str], *, chunk: int = DEFAULT_CHU
     with wire.no_gc():  # every event decoded is a few containers, none in a cycle
         for i in range(0, len(ordered), chunk):
             ids = ordered[i:i + chunk]
-            rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in ids])
+            rows = store.get_rows(schema.MESSAGES, schema.message_rows(ids))
             for msg_id, columns in zip(ids, rows, strict=True):
                 # The indexer wrote these values from events the wire format accepted: not validated again.
                 out[msg_id] = (len(columns), _part_values(schema.decode_events(columns.values())))
@@ -149,17 +150,16 @@ def _part_values(events: list[Event]) -> dict[Minute, bytes]:
     """The part of a message with these stored events in the minute it is placed in, and
     :data:`MOVED` in every other minute it could have been placed in by an earlier batch."""
     values: dict[Minute, bytes] = {}
-    placed = encoded_part_of(events)
+    placed, places = encoded_part_and_places(events)
     here: Minute | None = None
     if placed is not None:
         topic, placed_ms, value = placed
         here = (topic, schema.minute_of(placed_ms))
         values[here] = value
-    for e in events:
-        if could_place(e):
-            there = (e.topic, schema.minute_of(schema.message_time(e)))
-            if there != here:
-                values[there] = MOVED
+    for topic, time_ms in places:
+        there = (topic, schema.minute_of(time_ms))
+        if there != here:
+            values[there] = MOVED
     return values
 
 

@@ -200,7 +200,7 @@ def part_of(msg_id: str, events: Iterable[Event]) -> tuple[str, Part] | None:
     stored events' :class:`Event` (as :func:`collector.store.schema.decode_events` reads them
     back), without building the trace's dicts.
     """
-    found = _placed_groups(events)
+    found, _ = _placed_groups(events)
     if found is None:
         return None
     topic, placed_ms, groups, stored = found
@@ -210,21 +210,34 @@ def part_of(msg_id: str, events: Iterable[Event]) -> tuple[str, Part] | None:
 def encoded_part_of(events: Iterable[Event]) -> tuple[str, int, bytes] | None:
     """:func:`part_of`'s topic, ``placed_ms`` and :meth:`Part.encode`, without the :class:`Part`:
     the rollups read every touched message back after each batch and store only its encoding."""
-    found = _placed_groups(events)
+    return encoded_part_and_places(events)[0]
+
+
+Places = set[tuple[str, int]]
+"""The (topic, message time) of each event that could place a message (:func:`collector.store.model.could_place`)."""
+
+
+def encoded_part_and_places(events: Iterable[Event]) -> tuple[tuple[str, int, bytes] | None, Places]:
+    """:func:`encoded_part_of`, and the :data:`Places` of the events, from one pass over them: the
+    read-back files a message's part in its minute and :data:`MOVED` in the other minutes it could
+    have been placed in."""
+    found, places = _placed_groups(events)
     if found is None:
-        return None
+        return None, places
     topic, placed_ms, groups, stored = found
-    return topic, placed_ms, _encode(placed_ms, stored, groups)
+    return (topic, placed_ms, _encode(placed_ms, stored, groups)), places
 
 
-def _placed_groups(events: Iterable[Event]) -> tuple[str, int, Groups, bool] | None:
-    """A placed message's topic, placed ms, groups and stored flag (:class:`Part`'s fields); None while unplaced."""
+def _placed_groups(events: Iterable[Event]) -> tuple[tuple[str, int, Groups, bool] | None, Places]:
+    """A placed message's topic, placed ms, groups and stored flag (:class:`Part`'s fields), None
+    while unplaced; and the events' :data:`Places`."""
     events = sorted(events, key=event_order)  # as build_trace reads them
     ok_send = last_send = None
     consumes: list[tuple[Event, Event]] = []
     dead_ms: dict[str, list[int]] = {}
     replay_ms: dict[str, int] = {}
-    for event in events:  # one pass: what send_of and the groups' outcomes read
+    places: Places = set()
+    for event in events:  # one pass: what send_of, the groups' outcomes and the places read
         kind = event.type
         if kind == _SUB_BEFORE or kind == _SUB_AFTER:
             consumes.append((event, event))
@@ -236,21 +249,24 @@ def _placed_groups(events: Iterable[Event]) -> tuple[str, int, Groups, bool] | N
             dead_ms.setdefault(event.group, []).append(event.time_ms)
         elif kind == _REPLAY:
             replay_ms[event.group] = event.time_ms  # the group's last replay wins
+        if could_place(event):
+            places.add((event.topic, schema.message_time(event)))
     send = ok_send or last_send  # send_of: the first successful PUB, else the last PUB
     placing = send or next((e for e in events if could_place(e)), None)  # placing_event
     if placing is None:
-        return None
+        return None, places
     placed_ms = schema.message_time(placing)
     groups: Groups = {}
     attempts_by_group = pair_attempts(consumes) if consumes else {}
-    for group in sorted(attempts_by_group.keys() | dead_ms.keys()):
+    for group in sorted(attempts_by_group.keys() | dead_ms.keys() if dead_ms else attempts_by_group):
         # (time of the attempt's first event, status or None while unfinished, retry, its SUB_AFTER)
         attempts: list[tuple[int, int | None, int, Event | None]] = []
         for a in attempts_by_group.get(group, ()):
             after = a["after"]
             first = a["before"] or after
             attempts.append((first.time_ms, None if after is None else after.status, first.retry, after))
-        attempts.sort(key=_FIRST)
+        if len(attempts) > 1:
+            attempts.sort(key=_FIRST)
         outcome = outcome_of([a[:3] for a in attempts], dead_ms.get(group, []), replay_ms.get(group, 0))
         latency = None
         if outcome == CONSUMED:
@@ -260,7 +276,7 @@ def _placed_groups(events: Iterable[Event]) -> tuple[str, int, Groups, bool] | N
                     break
         groups[group] = (outcome, len(attempts) > 1 or outcome == RETRYING, latency)
     never_stored = send is not None and send.status != _OK and not (consumes or dead_ms)
-    return placing.topic, placed_ms, groups, not never_stored
+    return (placing.topic, placed_ms, groups, not never_stored), places
 
 
 _FIRST = operator.itemgetter(0)

@@ -53,7 +53,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -135,6 +135,14 @@ def salt(msg_id: str, buckets: int) -> int:
 def message_row(msg_id: str) -> bytes:
     # Cached: each of a message's events (often in one batch) writes this row.
     return keys.pack((msg_hash(msg_id), msg_id))
+
+
+def message_rows(msg_ids: Iterable[str]) -> list[bytes]:
+    """:func:`message_row` of each id, computed afresh: the rollup read-back asks for every message
+    of a batch once, where the caches only add a lookup and an eviction to each (measured: 2.7 vs
+    1.5 µs per id)."""
+    pack, digest = keys.pack, msg_hash.__wrapped__
+    return [pack((digest(m), m)) for m in msg_ids]
 
 
 class EventKey(NamedTuple):

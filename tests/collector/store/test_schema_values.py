@@ -3,13 +3,14 @@ filed by several events of one message are one cell."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 from index_helpers import CONSUMER, PRODUCER, consumed, ev, message
 
-from collector.store import schema
+from collector.store import keys, schema
 from collector.store.indexer import rows_for
 from tracehook.wire import (
     FIELD_COUNT,
@@ -102,3 +103,11 @@ def test_the_unvalidated_read_back_gives_what_the_validated_one_does(
     assert trusted == [s.event for s in validated]
     assert [[type(v) for v in e] for e in trusted] == [[type(v) for v in s.event] for s in validated]
     assert all(type(e) is Event for e in trusted)
+
+
+@given(st.lists(st.text(max_size=20), max_size=20))
+def test_message_rows_are_the_message_row_of_each_id(msg_ids: list[str]) -> None:
+    """The read-back's uncached bulk form: the same keys, in order, as the cached one and as the layout spells them."""
+    rows = schema.message_rows(msg_ids)
+    assert rows == [schema.message_row(m) for m in msg_ids]
+    assert rows == [keys.pack((hashlib.blake2b(m.encode("utf-8"), digest_size=4).digest(), m)) for m in msg_ids]
