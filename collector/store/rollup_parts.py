@@ -127,12 +127,13 @@ _Entry = tuple[int, object, bool, list, int]
 """A part as :func:`_aggregate` reads it: (placed ms, its msg id or parts column: the tie-break,
 stored, a flat list holding (group, outcome code, retried, latency) from the given index on)."""
 _RETRYING_CODE, _PENDING_CODE = _OUTCOME_CODES[RETRYING], _OUTCOME_CODES[PENDING]
+_PLACED_THEN_ID = operator.itemgetter(0, 1)
 
 
 def _aggregate(topic: str, minute_ms: int, entries: list[_Entry]) -> MinuteBucket:
     """One pass over the minute's parts in (placed ms, msg id) order (UTF-8 bytes of msg ids sort
     as the strings do).  A group a stored message never reached counts as open for that message."""
-    entries.sort(key=lambda e: (e[0], e[1]))
+    entries.sort(key=_PLACED_THEN_ID)
     stored = [e for e in entries if e[2]]
     out = MinuteBucket(topic, minute_ms, sent=len(stored), first_ms=stored[0][0] if stored else None,
                        failed_sends=len(entries) - len(stored))
