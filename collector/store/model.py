@@ -20,7 +20,8 @@ Json = dict[str, Any]
 _CONSUME_TYPES = (EventType.SUB_BEFORE, EventType.SUB_AFTER)
 _FILING_TYPES = (EventType.PUB, EventType.SUB_BEFORE, EventType.DEAD)
 # Plain ints for the per-event checks of the rollups' read-back (an enum member's lookup costs more).
-_PUB, _OK, _RETRY_LATER = int(EventType.PUB), int(Status.OK), int(Status.RETRY_LATER)
+_PUB, _SUB_BEFORE = int(EventType.PUB), int(EventType.SUB_BEFORE)
+_OK, _RETRY_LATER = int(Status.OK), int(Status.RETRY_LATER)
 
 
 # A consumer group's outcome on one message (``GroupOutcome.outcome``).
@@ -339,9 +340,11 @@ def pair_attempts(consume_events: Iterable[tuple[Event, Any]]) -> dict[str, list
     and SUB_AFTER event, None when missing), consume events in time order, attempts in order seen."""
     by_group: dict[str, list[Json]] = {}
     for event, payload in consume_events:
-        attempts = by_group.setdefault(event.group, [])
-        side = "before" if event.type == EventType.SUB_BEFORE else "after"
-        attempt = _open_attempt(attempts, event.request_id, side)
+        attempts = by_group.get(event.group)
+        if attempts is None:
+            attempts = by_group[event.group] = []
+        side = "before" if event.type == _SUB_BEFORE else "after"
+        attempt = _open_attempt(attempts, event.request_id, side) if attempts else None
         if attempt is None:
             attempt = {"request_id": event.request_id, "before": None, "after": None}
             attempts.append(attempt)
