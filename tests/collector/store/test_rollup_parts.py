@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from index_helpers import ev
 
 from collector.store import schema
-from collector.store.model import build_trace
+from collector.store.model import build_trace, could_place
+from collector.store.rollup import _part_values
 from collector.store.rollup_parts import MOVED, Part, aggregate, aggregate_cells, encoded_part_of, part_of
 from collector.store.schema import StoredEvent
 from tracehook.hooks import REPLAY_TARGET_PROP
@@ -48,6 +49,23 @@ def test_the_lean_part_equals_the_part_of_the_full_trace(events: list[StoredEven
     # What the read-back stores: the same part, encoded.
     assert encoded_part_of(trusted) == (None if expected is None else
                                         (expected[0], expected[1].placed_ms, expected[1].encode()))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(events=st.lists(_event, max_size=10))
+def test_the_read_back_files_the_part_in_its_minute_and_moved_in_the_others(events: list[StoredEvent]) -> None:
+    """What the read-back writes for a message (one pass over its events, rollup._part_values): its
+    part in the minute the full trace places it in, and MOVED in every other minute one of its
+    events could have placed it in (a batch that saw only those events filed it there)."""
+    values = [schema.encode_event_value(e.app, e.host, e.client_id, e.event) for e in events]
+    trace = build_trace("m", [schema.decode_event_value(v) for v in values])
+    expected: dict[tuple[str, int], bytes] = {}
+    for e in events:
+        if could_place(e.event):
+            expected[(e.event.topic, schema.minute_of(schema.message_time(e.event)))] = MOVED
+    if trace is not None and trace.placed_ms is not None:
+        expected[(trace.topic, schema.minute_of(trace.placed_ms))] = Part.of(trace).encode()
+    assert _part_values(schema.decode_events(values)) == expected
 
 
 def test_a_dead_letter_replayed_then_consumed_counts_as_consumed() -> None:
