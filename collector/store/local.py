@@ -108,7 +108,7 @@ class LocalStore:
 
     def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
         ts = self._clock() if ts is None else ts
-        cells = [(row, col, ts, value) for row, columns in rows for col, value in columns.items()]
+        cells = _cells(rows, ts)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -195,6 +195,18 @@ class LocalStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _cells(rows: Sequence[Row], ts: int) -> list[tuple[bytearray, bytearray, int, bytearray]]:
+    """The parameters of :meth:`LocalStore.put_rows`' upsert: one ``(row, col, ts, value)`` per cell.
+
+    The blobs go to SQLite as ``bytearray``: Python's sqlite3 binds a ``bytes`` parameter only after
+    looking for an adapter for it (CPython 3.11's ``need_adapt``: a key tuple, a dict lookup and an
+    ``AttributeError`` raised and cleared, per value), a ``bytearray`` directly, as the same BLOB.
+    Measured: about 1 µs less per cell, copies included (benchmarks/RESULTS.md).
+    """
+    b = bytearray
+    return [(b(row), b(col), ts, b(value)) for row, columns in rows for col, value in columns.items()]
 
 
 def _group_cells(cells: list[tuple[bytes, bytes, bytes]]) -> list[Row]:
