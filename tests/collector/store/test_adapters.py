@@ -106,6 +106,20 @@ def test_local_rewriting_identical_cells_restarts_their_ttl(tmp_path) -> None:
     store.close()
 
 
+@pytest.mark.parametrize("table", ["messages", T])
+def test_local_put_of_one_row_twice_keeps_the_later_columns(tmp_path, table: str) -> None:
+    # The embedded store sorts the rows of a put into hash-keyed tables: a row given twice in one put
+    # still ends with the later of its two values.
+    store = LocalStore(str(tmp_path / "i.sqlite3"))
+    row, before, after = keys.pack(("m", 2)), keys.pack(("m", 1)), keys.pack(("m", 3))
+    store.put_rows(table, [(row, {b"c:a": b"first", b"c:b": b"b"}), (after, {b"c:a": b"x"}), (before, {b"c:a": b"y"}),
+                           (row, {b"c:a": b"second"})])
+    assert store.get_row(table, row) == {b"c:a": b"second", b"c:b": b"b"}
+    lo, hi = keys.prefix_range(("m",))
+    assert [r for r, _ in store.scan(table, lo, hi)] == [before, row, after]
+    store.close()
+
+
 def test_local_cells_are_stored_as_blobs(tmp_path) -> None:
     # The stored cells are what a plain insert of the bytes gives: BLOBs (an empty value too, never NULL or TEXT).
     path = str(tmp_path / "i.sqlite3")
