@@ -1,9 +1,10 @@
 """Builds the optional C extensions; everything else is in pyproject.toml.
 
-Both are optional: without a compiler the install still succeeds and the Python paths run.
+All three are optional: without a compiler the install still succeeds and the Python paths run.
 ``collector.wirecheck._wirecheck`` validates batches (else :mod:`collector.wirecheck.validate` validates
 in Python: ``validate.FAST_PATH`` is False); ``collector.store._rowbuild`` builds index rows (else
-:func:`collector.store.indexer.batched_rows` builds them in Python: ``rowbuild.FAST_PATH`` is False).
+:func:`collector.store.indexer.batched_rows` builds them in Python: ``rowbuild.FAST_PATH`` is False);
+``collector.store._cells`` makes the embedded store's SQLite parameters (else ``local._py_cells`` does).
 """
 
 from setuptools import Extension, setup
@@ -12,4 +13,5 @@ setup(ext_modules=[
     Extension("collector.wirecheck._wirecheck", sources=["collector/wirecheck/_wirecheck.c"], optional=True),
     Extension("collector.store._rowbuild", sources=["collector/store/_rowbuild.c"],
               depends=["collector/store/_blake2b.h"], optional=True),
+    Extension("collector.store._cells", sources=["collector/store/_cells.c"], optional=True),
 ])

@@ -179,7 +179,8 @@ def index_records(
 
     Each table's rows are written ``batch_size`` at a time (or the store's ``preferred_put_rows``
     when that is larger: the embedded store writes each put in one transaction) by ``writers``
-    threads, so building the next batch overlaps with the store's work on the previous ones.  When this returns,
+    threads (at most the store's ``max_writers``: the embedded store takes one), so building the next
+    batch overlaps with the store's work on the previous ones.  When this returns,
     every row is in the store; if a write fails, its error is raised (after the other
     writes in flight have finished) and the caller must assume nothing was indexed.
     """
@@ -191,6 +192,7 @@ def index_records(
         counted = _Counted(records, _unfinished(store), spill=lambda ids: _write_markers(store, ids))
     else:
         counted = _Counted(records, touched)
+    writers = min(writers, getattr(store, "max_writers", writers))
     # The rows of a batch are many small containers and form no cycles: a collector pass every
     # 700 of them, walking the waiting rows, cost about a tenth of the CPU (measured).
     with wire.no_gc(), ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index") as pool:

@@ -8,6 +8,7 @@ cell expires ``ttl_s`` seconds after it was written; reads skip expired cells an
 
 from __future__ import annotations
 
+import operator
 import os
 import sqlite3
 import threading
@@ -40,6 +41,9 @@ class LocalStore:
     one write transaction, and a transaction writes every page it touched to the WAL, so one put of
     a table's rows per micro-batch writes fewer pages than chunks of 1,000 (measured: the message
     rows are hash-keyed, and each chunk touched a page per row)."""
+    max_writers = 1
+    """Writer threads the indexer runs for this store at most: every call holds the connection's
+    lock, so a second writer only waits for it (measured: more CPU per event, and slower)."""
 
     def __init__(self, path: str, options: StoreOptions = DEFAULT_OPTIONS, *, clock: Callable[[], int] = _now_ms) -> None:
         self.url = f"local:{path}"
@@ -108,7 +112,9 @@ class LocalStore:
 
     def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
         ts = self._clock() if ts is None else ts
-        cells = [(row, col, ts, value) for row, columns in rows for col, value in columns.items()]
+        if table in _HASH_KEYED:  # stable: of a row put twice, the later columns still win
+            rows = sorted(rows, key=_row_key)
+        cells = _cells(rows, ts)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -205,6 +211,34 @@ class LocalStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+_HASH_KEYED = frozenset((schema.MESSAGES, schema.PENDING))
+"""Tables keyed by a hash of the msg id (:func:`schema.message_row`), whose puts :meth:`LocalStore.put_rows`
+sorts: a put's rows land all over such a table, and in key order it visits each page once, in turn
+(measured at 10^6 events: 3.5 KB less read per event and 1-2 µs less CPU, 383 instead of 385 bytes)."""
+_row_key = operator.itemgetter(0)
+
+
+def _py_cells(rows: Sequence[Row], ts: int) -> list[tuple[bytearray, bytearray, int, bytearray]]:
+    """The parameters of :meth:`LocalStore.put_rows`' upsert: one ``(row, col, ts, value)`` per cell.
+
+    The blobs go to SQLite as ``bytearray``: Python's sqlite3 binds a ``bytes`` parameter only after
+    looking for an adapter for it (CPython 3.11's ``need_adapt``: a key tuple, a dict lookup and an
+    ``AttributeError`` raised and cleared, per value), a ``bytearray`` directly, as the same BLOB.
+    Measured: about 1 µs less per cell, copies included (benchmarks/RESULTS.md).  The optional C
+    extension ``collector.store._cells`` gives the same cells for less (:data:`_cells`).
+    """
+    b = bytearray
+    return [(b(row), b(col), ts, b(value)) for row, columns in rows for col, value in columns.items()]
+
+
+_cells: Callable[[Sequence[Row], int], list[tuple[bytearray, bytearray, int, bytearray]]]
+""":func:`_py_cells`, in C when ``collector/store/_cells.c`` is built (tests/collector/store/test_cells.py)."""
+try:
+    from collector.store._cells import sqlite_cells as _cells
+except ImportError:  # not built (no compiler at install): the same cells from Python
+    _cells = _py_cells
 
 
 def _group_cells(cells: list[tuple[bytes, bytes, bytes]]) -> list[Row]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import pytest
@@ -89,6 +90,52 @@ def test_local_ttl_hides_then_purges_expired_cells(tmp_path) -> None:
     now[0] -= 60_000  # even with the clock turned back, the purged cell is gone for good
     assert store.get_row(T, old) == {}
     store.close()
+
+
+def test_local_rewriting_identical_cells_restarts_their_ttl(tmp_path) -> None:
+    # Re-indexing rewrites identical cells, and each rewrite is a new write (HBase's put): its TTL starts again.
+    now = [1_000_000]
+    store = LocalStore(str(tmp_path / "i.sqlite3"), StoreOptions(ttl_s=60), clock=lambda: now[0])
+    row, other = keys.pack(("t", 1)), keys.pack(("t", 2))
+    store.put_rows(T, [(row, {b"i:a": b"v", b"i:b": b""}), (other, {b"i:a": b"w"})])
+    now[0] += 45_000
+    store.put_rows(T, [(row, {b"i:a": b"v", b"i:b": b""})])
+    now[0] += 30_000  # 75 s after the first write, 30 s after the rewrite of `row`
+    assert store.get_row(T, row) == {b"i:a": b"v", b"i:b": b""}
+    assert store.get_row(T, other) == {}
+    store.close()
+
+
+@pytest.mark.parametrize("table", ["messages", T])
+def test_local_put_of_one_row_twice_keeps_the_later_columns(tmp_path, table: str) -> None:
+    # The embedded store sorts the rows of a put into hash-keyed tables: a row given twice in one put
+    # still ends with the later of its two values.
+    store = LocalStore(str(tmp_path / "i.sqlite3"))
+    row, before, after = keys.pack(("m", 2)), keys.pack(("m", 1)), keys.pack(("m", 3))
+    store.put_rows(table, [(row, {b"c:a": b"first", b"c:b": b"b"}), (after, {b"c:a": b"x"}), (before, {b"c:a": b"y"}),
+                           (row, {b"c:a": b"second"})])
+    assert store.get_row(table, row) == {b"c:a": b"second", b"c:b": b"b"}
+    lo, hi = keys.prefix_range(("m",))
+    assert [r for r, _ in store.scan(table, lo, hi)] == [before, row, after]
+    store.close()
+
+
+def test_local_cells_are_stored_as_blobs(tmp_path) -> None:
+    # The stored cells are what a plain insert of the bytes gives: BLOBs (an empty value too, never NULL or TEXT).
+    path = str(tmp_path / "i.sqlite3")
+    store = LocalStore(path, clock=lambda: 1234)
+    put = [(b"r\x00", {b"i:a": b"", b"i:\xff": b"\x00v"}), (b"s", {b"i:": b"w"})]
+    store.put_rows(T, put)
+    store.close()
+    db = sqlite3.connect(path)
+    try:
+        stored = db.execute(f'SELECT row, col, ts, value, typeof(row), typeof(col), typeof(value) FROM "{T}" '
+                            "ORDER BY row, col").fetchall()
+    finally:
+        db.close()
+    assert stored == [(b"r\x00", b"i:a", 1234, b"", "blob", "blob", "blob"),
+                      (b"r\x00", b"i:\xff", 1234, b"\x00v", "blob", "blob", "blob"),
+                      (b"s", b"i:", 1234, b"w", "blob", "blob", "blob")]
 
 
 @pytest.mark.hbase
