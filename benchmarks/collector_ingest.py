@@ -111,7 +111,7 @@ def tree_cpu_seconds(pid: int) -> float:
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as f:
                     pending.extend(int(c) for c in f.read().split())
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):  # it exited meanwhile (ESRCH while it is a zombie)
             continue
     return total
 

@@ -13,7 +13,7 @@ One table per run; every row of one (events, mix) pair indexes the same events:
 * ``c``  both into real HBase (``scripts/hbase start``): client CPU as above, plus the CPU of the HBase
   JVM and the Thrift server (/proc of their pids) while indexing and flushing the memstores after;
   bytes in the namespace's table directories after that flush and a major compaction (the WAL apart;
-  ``HBaseCompact.java``; the compaction's CPU is printed on stderr);
+  ``HBaseCompact.java``; the compaction's CPU and the bytes of each table are printed on stderr);
 * ``d``  the floor: decode, then three SQLite tables (events by message id; topic+key+time -> id;
   topic+time -> id), one ``executemany`` transaction per micro-batch.  A yardstick, not a design.
 
@@ -66,9 +66,9 @@ from benchmarks.index_cost_support import (
     floor,
     floor_rows,
     micro_batches,
-    namespace_bytes,
     rows_and_cells,
     sqlite_bytes,
+    table_bytes,
     write_log,
 )
 from collector.store import BadStoreUrlError, StoreUnavailableError, check_store_url, open_store
@@ -193,7 +193,11 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
             admin(hbase, "compact", namespace(url))
             print(f"  {path}: the major compaction took {(hbase.cpu_seconds() - server0) * 1e6 / n:.1f} µs "
                   "of HBase CPU per event", file=sys.stderr, flush=True)
-            size = namespace_bytes(hbase, namespace(url))
+            tables = table_bytes(hbase, namespace(url))
+            size = sum(tables.values())
+            print(f"  {path}: bytes per event by table: " + ", ".join(
+                f"{name} {b / n:.1f}" for name, b in sorted(tables.items(), key=lambda t: -t[1])),
+                file=sys.stderr, flush=True)
         n_rows, n_cells = rows_and_cells(url)
         results.append(Result(n, mix, path, cost.cpu_s, cost.seconds, size, n_rows, n_cells, cost.server_cpu_s))
         drop(url)

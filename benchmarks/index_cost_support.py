@@ -278,11 +278,14 @@ def admin(hbase: HBase, action: str, namespace: str) -> None:
         raise RuntimeError(f"{ADMIN_TOOL} {action} failed (exit {done.returncode}): {done.stderr[-2000:]}")
 
 
-def namespace_bytes(hbase: HBase, namespace: str) -> int:
-    """Bytes of the namespace's table directories (store files; the WAL lives elsewhere)."""
-    total = 0
+def table_bytes(hbase: HBase, namespace: str) -> dict[str, int]:
+    """Bytes of each of the namespace's table directories (store files; the WAL lives elsewhere),
+    by table name without the namespace prefix."""
+    sizes: dict[str, int] = {}
     for name in os.listdir(hbase.tables_dir):
         if name.startswith(namespace + "_"):
-            for parent, _, files in os.walk(os.path.join(hbase.tables_dir, name)):
-                total += sum(os.path.getsize(os.path.join(parent, f)) for f in files)
-    return total
+            sizes[name.removeprefix(namespace + "_")] = sum(
+                os.path.getsize(os.path.join(parent, f))
+                for parent, _, files in os.walk(os.path.join(hbase.tables_dir, name)) for f in files)
+    return sizes
+
