@@ -28,8 +28,8 @@ COMPRESSIONS = ("gz", "lz4", "zstd", "none")
 (Hadoop's native one, or the pure-Java aircompressor ones that scripts/hbase sets up); GZ loads anywhere."""
 BLOCK_ENCODINGS = ("fast_diff", "row_index_v1", "none")
 """Data block encodings a store URL may name (``block_encoding=``); set only through Thrift2."""
-# Measured (docs/index-store.md): GZ and ZSTD both cut the tables to a fifth of their bytes; GZ is
-# the default as every HBase can load it.  FAST_DIFF takes 5 % more off and keeps cached blocks small.
+# Measured (docs/index-store.md): GZ and ZSTD both cut the tables to about a sixth of their bytes (layout 2); GZ is
+# the default as every HBase can load it.  FAST_DIFF takes 5-8 % more off and keeps cached blocks small.
 DEFAULT_COMPRESSION = "gz"
 DEFAULT_BLOCK_ENCODING = "fast_diff"
 
