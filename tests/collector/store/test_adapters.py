@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pathlib
 import time
 
 import pytest
@@ -121,7 +120,7 @@ def test_bad_store_urls_are_named(url: str) -> None:
         open_store(url)
 
 
-def test_cache_mib_sets_the_sqlite_page_cache(tmp_path: pathlib.Path) -> None:
+def test_cache_mib_sets_the_sqlite_page_cache(tmp_path) -> None:
     """``cache_mib`` is SQLite's page cache of the store's connection; without it, the default."""
     from collector.store.local import CACHE_KIB
 
