@@ -1,7 +1,8 @@
 """The index job's writes: each partition's work on an executor, and the driver's work around a batch.
 
 A task decodes its rows' batches and writes their index rows over one store connection
-(:func:`index_partition`); the driver opens the store before the query (:func:`prepare_store`)
+(:func:`index_partition`), which its process keeps open for the next micro-batch
+(:mod:`spark_jobs.store_cache`); the driver opens the store before the query (:func:`prepare_store`)
 and, once every partition of a micro-batch is written, runs the batch's finishing step
 (:func:`finish_partitions`); :func:`index_batch` does both for one batch::
 
@@ -45,9 +46,9 @@ def index_partition(store_url: str, batch_size: int, writers: int = DEFAULT_WRIT
     """
 
     def run(rows: Iterator[Any]) -> Iterator[PartitionResult]:
-        from collector.store import open_store
         from collector.store.indexer import finish_batch, index_payloads
         from collector.store.rollup import read_parts
+        from spark_jobs.store_cache import job_store
 
         counts = {"records": 0}
         bad: Counter[str] = Counter()
@@ -65,10 +66,9 @@ def index_partition(store_url: str, batch_size: int, writers: int = DEFAULT_WRIT
                 counts["records"] += 1
                 yield bytes(row.payload)
 
-        # The driver created the tables (:func:`prepare_store`): tasks skip that round trip.
-        store = open_store(store_url, create_tables=False)
         touched: set[str] = set()
-        try:
+        # Kept open in this worker for the next micro-batch (a local: store's page cache stays warm).
+        with job_store(store_url) as store:
             n = index_payloads(store, payloads(), batch_size, writers=writers, dropped=bad, touched=touched)
             # No rollup markers: the task reads its messages' parts back now, after its own writes
             # (another task's events of the same message are sorted out by merge_parts).
@@ -76,8 +76,6 @@ def index_partition(store_url: str, batch_size: int, writers: int = DEFAULT_WRIT
             if finish:  # no other partition wrote this batch: nothing to merge, no parts to ship
                 finish_batch(store, parts=parts)
                 parts = {}
-        finally:
-            store.close()
         yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage, sorted(bases), parts
 
     return run
@@ -162,18 +160,16 @@ def finish_partitions(store_url: str, results: list[PartitionResult]) -> None:
     """Run :func:`collector.store.indexer.finish_batch` on the driver once every partition of the
     batch is written, with the rollup parts the partitions read back (merged: the read that saw
     the most events of a message wins, :func:`collector.store.rollup.merge_parts`)."""
-    from collector.store import StoreError, open_store
+    from collector.store import StoreError
     from collector.store.indexer import finish_batch
     from collector.store.rollup import merge_parts
+    from spark_jobs.store_cache import job_store
 
     parts: MessageParts = {}
     for result in results:
         merge_parts(parts, result[5])
     try:
-        store = open_store(store_url, create_tables=False)
-        try:
+        with job_store(store_url) as store:
             finish_batch(store, parts=parts)
-        finally:
-            store.close()
     except (StoreError, OSError) as exc:
         raise IndexJobError(f"store {store_url} unavailable; checkpoint not advanced: {exc}") from exc

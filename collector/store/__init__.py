@@ -15,7 +15,8 @@ Store URLs: ``local:PATH`` (embedded SQLite, the default) and
 ``hbase://HOST:PORT?namespace=NS`` (HBase Thrift1 through happybase; tables are
 named ``NS_messages`` and so on).  Both take ``ttl_days=N`` (retention, default 30)
 and ``salt_buckets=N`` (time-index buckets, recorded with the tables and checked on
-every open: :mod:`collector.store.layout`).  HBase takes ``thrift2=HOST:PORT``, an HBase
+every open: :mod:`collector.store.layout`).  ``local:`` takes ``cache_mib=N``, SQLite's
+page cache per connection (:data:`collector.store.local.CACHE_KIB` by default).  HBase takes ``thrift2=HOST:PORT``, an HBase
 Thrift2 gateway through which new tables are created pre-split and encoded (Thrift1
 cannot), and ``compression=`` / ``block_encoding=`` for new tables
 (:mod:`collector.store.hbase_admin`).
@@ -43,6 +44,8 @@ __all__ = ["LayoutVersionError", "OldLayoutError", "QueryError", "SaltBucketsMis
            "StoreOptions", "StoreUnavailableError",
            "check_store_url", "open_store", "resolve_store_url", "local_path", "absolute_store_url"]
 
+MAX_CACHE_MIB = 65536
+"""Upper bound of a ``local:`` URL's ``cache_mib`` (a typo's extra zeros are refused, not allocated)."""
 INDEX_FILE = "index.sqlite3"
 """The embedded index's file name inside a collector's (or the demo's) data directory."""
 
@@ -69,14 +72,26 @@ def _store_options(opts: dict[str, str]) -> StoreOptions:
     return StoreOptions(ttl_s=max(1, int(days * 86400)), salt_buckets=buckets)
 
 
+def _cache_mib(text: str) -> int:
+    """The ``cache_mib`` option of a ``local:`` URL: SQLite's page cache per connection, in MiB."""
+    try:
+        mib = int(text)
+    except ValueError:
+        raise BadStoreUrlError(f"cache_mib must be a whole number of MiB, not {text!r}") from None
+    if not 1 <= mib <= MAX_CACHE_MIB:
+        raise BadStoreUrlError(f"cache_mib must be between 1 and {MAX_CACHE_MIB}, not {mib}")
+    return mib
+
+
 def _parse(url: str) -> tuple[str, dict[str, Any]]:
     """The backend a URL names and its constructor arguments; ``BadStoreUrlError`` when it names none."""
     if url.startswith("local:"):
         path, _, query = url[len("local:"):].partition("?")
         if not path:
             raise BadStoreUrlError("local: needs a file path, e.g. local:/var/lib/tracehook/index.sqlite3")
-        opts = _options(parse_qs(query), {"ttl_days", "salt_buckets"})
-        return "local", {"path": path, "options": _store_options(opts)}
+        opts = _options(parse_qs(query), {"ttl_days", "salt_buckets", "cache_mib"})
+        cache_kib = _cache_mib(opts["cache_mib"]) * 1024 if "cache_mib" in opts else None
+        return "local", {"path": path, "options": _store_options(opts), "cache_kib": cache_kib}
     if url.startswith("hbase://"):
         parts = urlsplit(url)
         opts = _options(parse_qs(parts.query),
@@ -174,7 +189,7 @@ def _open(url: str, create_tables: bool) -> Store:
         from collector.store.local import LocalStore
 
         try:
-            return LocalStore(args["path"], args["options"])
+            return LocalStore(args["path"], args["options"], cache_kib=args["cache_kib"])
         except (sqlite3.Error, OSError) as exc:  # a directory, a file that is not SQLite, no permission
             raise BadStoreUrlError(f"cannot open the index at {args['path']}: {exc}") from None
     from collector.store.hbase import DEFAULT_NAMESPACE, HBaseStore

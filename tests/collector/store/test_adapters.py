@@ -159,8 +159,21 @@ def test_hbase_family_ttl_expires_cells(make_hbase_url) -> None:
 
 @pytest.mark.parametrize(
     "url", ["sqlite:/x", "local:", "local:/x?ttl_days=abc", "local:/x?ttl_days=-1", "local:/x?bogus=1",
-            "hbase://h:99999?namespace=x"],
+            "hbase://h:99999?namespace=x", "local:/x?cache_mib=0", "local:/x?cache_mib=1.5",
+            "local:/x?cache_mib=65537", "hbase://h:9090?namespace=x&cache_mib=64"],
 )
 def test_bad_store_urls_are_named(url: str) -> None:
     with pytest.raises(BadStoreUrlError):
         open_store(url)
+
+
+def test_cache_mib_sets_the_sqlite_page_cache(tmp_path) -> None:
+    """``cache_mib`` is SQLite's page cache of the store's connection; without it, the default."""
+    from collector.store.local import CACHE_KIB
+
+    for query, kib in (("?cache_mib=3", 3 * 1024), ("", CACHE_KIB)):
+        store = open_store(f"local:{tmp_path / 'index.sqlite3'}{query}")
+        try:
+            assert store._db.execute("PRAGMA cache_size").fetchone() == (-kib,)
+        finally:
+            store.close()
