@@ -38,6 +38,7 @@ from collector.store.errors import (
     SaltBucketsMismatchError,
     StoreError,
     StoreUnavailableError,
+    url_int,
 )
 
 __all__ = ["LayoutVersionError", "OldLayoutError", "QueryError", "SaltBucketsMismatchError", "Store", "StoreError",
@@ -74,13 +75,7 @@ def _store_options(opts: dict[str, str]) -> StoreOptions:
 
 def _cache_mib(text: str) -> int:
     """The ``cache_mib`` option of a ``local:`` URL: SQLite's page cache per connection, in MiB."""
-    try:
-        mib = int(text)
-    except ValueError:
-        raise BadStoreUrlError(f"cache_mib must be a whole number of MiB, not {text!r}") from None
-    if not 1 <= mib <= MAX_CACHE_MIB:
-        raise BadStoreUrlError(f"cache_mib must be between 1 and {MAX_CACHE_MIB}, not {mib}")
-    return mib
+    return url_int("cache_mib", text, MAX_CACHE_MIB, " of MiB")
 
 
 def _parse(url: str) -> tuple[str, dict[str, Any]]:

@@ -19,6 +19,17 @@ class BadStoreUrlError(StoreError, ValueError):
     reason = "bad_store_url"
 
 
+def url_int(option: str, text: str, high: int, unit: str = "") -> int:
+    """A store URL's whole-number ``option`` from 1 to ``high``; :class:`BadStoreUrlError` naming the bad value."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise BadStoreUrlError(f"{option} must be a whole number{unit}, not {text!r}") from None
+    if not 1 <= n <= high:
+        raise BadStoreUrlError(f"{option} must be between 1 and {high}, not {n}")
+    return n
+
+
 class StoreUnavailableError(StoreError):
     """The backend did not answer (HBase down, connection refused or reset)."""
 

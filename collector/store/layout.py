@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from collector.store import keys, layout_v1, schema
-from collector.store.errors import BadStoreUrlError, LayoutVersionError, OldLayoutError, SaltBucketsMismatchError
+from collector.store.errors import LayoutVersionError, OldLayoutError, SaltBucketsMismatchError, url_int
 
 LAYOUT_VERSION = 2
 """The layout this release reads and writes (issue 27's lean index; rollups of format 3 folded in)."""
@@ -50,13 +50,7 @@ BUCKET_SPLIT_TABLES = (schema.TIMEIDX,)
 
 def parse_salt_buckets(text: str) -> int:
     """The ``salt_buckets`` URL option as an int; :class:`BadStoreUrlError` naming the bad value."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise BadStoreUrlError(f"salt_buckets must be a whole number, not {text!r}") from None
-    if not 1 <= n <= MAX_SALT_BUCKETS:
-        raise BadStoreUrlError(f"salt_buckets must be between 1 and {MAX_SALT_BUCKETS}, not {n}")
-    return n
+    return url_int("salt_buckets", text, MAX_SALT_BUCKETS)
 
 
 def encode_count(n: int) -> bytes:
