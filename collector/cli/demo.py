@@ -277,6 +277,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"collector: {url} (data in {data_dir})")
     # A plain `kill` must also stop the collector subprocess: exit through the finally below.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    # Ctrl-C stops it even when started in the background of a script, whose shell starts it with
+    # SIGINT ignored (Python then installs no KeyboardInterrupt handler of its own).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     no_spark = spark_unavailable()
     if no_spark is not None:  # scripts/setup installs both; the index job is the point of the demo
         print(f"demo: {no_spark}; the demo indexes with the Spark job (bash scripts/setup installs it)",
