@@ -25,7 +25,8 @@ store's own scans return over every table of the layout (the floor: its rows, on
 Mixes (``--mix``): ``simple``, a message sent and consumed once by one group (send, consume start,
 consume end; benchmarks/index_throughput.py's events); ``realistic``, 3-6 events per message (a send,
 one or two groups' consume start/end, some failures, retries and dead letters; one or two keys; four
-topics; a fixed seed).  Trace-log records of 100 events each, from one client each::
+topics; a fixed seed); ``sends``, only sends, each a new message, 50,000 per second (benchmarks/freshness.py's
+load; not in the default run).  Trace-log records of 100 events each, from one client each::
 
     python benchmarks/index_cost.py --events 100000 --rows a,d --mix simple     # a quick look
     scripts/hbase start
@@ -57,6 +58,8 @@ sys.path.insert(0, ROOT)
 
 from benchmarks.collector_ingest import tree_cpu_seconds
 from benchmarks.index_cost_support import (
+    DEFAULT_MIXES,
+    MICRO_BATCH_EVENTS,
     MIXES,
     HBase,
     LogRow,
@@ -190,7 +193,7 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
             spark_holder: list[Any], work: str) -> list[Result]:
     """Every asked row for ``n`` events of ``mix``, in the order a, d, b, c."""
     payloads = encode(MIXES[mix](n))
-    batches = list(micro_batches(payloads))
+    batches = list(micro_batches(payloads, args.micro_batch))
     results: list[Result] = []
 
     def local(tag: str) -> str:
@@ -286,8 +289,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=parse_events, default=list(DEFAULT_EVENTS),
                         help="comma list of event counts (default 100000,1000000)")
-    parser.add_argument("--mix", type=lambda s: parse_list(s, tuple(MIXES), "--mix"), default=list(MIXES),
-                        help="simple, realistic or both (default)")
+    parser.add_argument("--mix", type=lambda s: parse_list(s, tuple(MIXES), "--mix"), default=list(DEFAULT_MIXES),
+                        help="comma list of simple, realistic, sends (default simple,realistic)")
+    parser.add_argument("--micro-batch", type=int, default=MICRO_BATCH_EVENTS,
+                        help=f"events per in-process micro-batch (row a; default {MICRO_BATCH_EVENTS:,}: a follow run "
+                             "behind the log takes bigger ones)")
     parser.add_argument("--rows", type=lambda s: parse_list(s, ROWS, "--rows"), default=list(ROWS),
                         help="comma list of a, b, c, d (default all)")
     parser.add_argument("--master", default="local[2]", help="Spark master of rows b and c")
@@ -324,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nindex cost per event ({os.cpu_count()} cores; trace-log records of 100 events; "
-          f"micro-batches of ~20,000 events in process)")
+          f"micro-batches of ~{args.micro_batch:,} events in process)")
     print(table(results))
     return 0
 

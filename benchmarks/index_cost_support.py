@@ -27,7 +27,7 @@ from collector.log.file import TraceLog
 from collector.store import open_store, schema
 from tests.fixtures.sample import BILLING_HEADER, PRODUCER_HEADER, SHIPPING_HEADER, _event, consume, send
 from tracehook import wire
-from tracehook.wire import BatchHeader, Event, EventType, Status
+from tracehook.wire import BatchHeader, Event, EventType, Status, make_event
 
 Record = tuple[BatchHeader, Event]
 BATCH_EVENTS = 100
@@ -38,6 +38,7 @@ SEGMENT_RECORDS = 1000
 """Trace-log records per sealed segment (100,000 events)."""
 SEED = 27
 TOPICS = ("orders", "payments", "shipments", "refunds")
+SENDS_HEADER = BatchHeader("bench-1", 1, app="bench", host="load-1")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ADMIN_TOOL = os.path.join(ROOT, "benchmarks", "HBaseCompact.java")
 
@@ -85,7 +86,21 @@ def realistic_mix(n: int, seed: int = SEED) -> list[Record]:
     return out[:n]
 
 
-MIXES = {"simple": simple_mix, "realistic": realistic_mix}
+def sends_mix(n: int) -> list[Record]:
+    """``n`` messages, each only sent (benchmarks/freshness.py's load: one ``record_send`` per message,
+    no trace id, one of 100 keys, eight queues) at 50,000 per second: every event is a new message,
+    and a minute holds up to 3 million of them."""
+    out: list[Record] = []
+    for i in range(n):
+        t = T0 + i // 50
+        out.append((SENDS_HEADER, Event._make(make_event(EventType.PUB, t, "", "bench", f"r-{i:09d}", keys=f"k{i % 100}",
+                                                         queue=i % 8, offset=i))))
+    return out
+
+
+MIXES = {"simple": simple_mix, "realistic": realistic_mix, "sends": sends_mix}
+DEFAULT_MIXES = ("simple", "realistic")
+"""The mixes a run measures unless ``--mix`` says otherwise (issue 27's two)."""
 
 
 class Payload(NamedTuple):
