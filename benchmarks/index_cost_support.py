@@ -25,7 +25,15 @@ from benchmarks.index_throughput import T0
 from benchmarks.index_throughput import events as simple_mix  # noqa: F401 - the simple mix, re-exported
 from collector.log.file import TraceLog
 from collector.store import open_store, schema
-from tests.fixtures.sample import BILLING_HEADER, PRODUCER_HEADER, SHIPPING_HEADER, _event, consume, send
+from tests.fixtures.sample import (  # noqa: F401 - LogRow re-exported for index_cost.py
+    BILLING_HEADER,
+    PRODUCER_HEADER,
+    SHIPPING_HEADER,
+    LogRow,
+    _event,
+    consume,
+    send,
+)
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event, EventType, Status, make_event
 
@@ -130,18 +138,6 @@ def encode(records: Sequence[Record]) -> list[Payload]:
     for header, events in pending.values():
         emit(header, events)
     return out
-
-
-class LogRow(NamedTuple):
-    """A trace-log record as the index job's data source gives it to ``index_partition``
-    (:data:`spark_jobs.datasource.SCHEMA`)."""
-
-    payload: bytes
-    base: int = 0
-    offset: int = 0
-    error: str | None = None
-    skipped_bytes: int = 0
-    lost_records: int = 0
 
 
 def micro_batches(payloads: Sequence[Payload], events: int = MICRO_BATCH_EVENTS) -> Iterator[list[Payload]]:

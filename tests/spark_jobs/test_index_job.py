@@ -302,23 +302,15 @@ def test_partitions_finished_on_the_driver_equal_the_in_process_index(tmp_path: 
     """The path of a store with parallel tasks (HBase): two partitions, sends and consumes of one
     message in different ones, each returning its messages' rollup parts; the driver merges them
     and finishes the batch. No Spark needed: the same functions the tasks and the driver run."""
-    from typing import NamedTuple
-
     from spark_jobs.partition import finish_partitions, index_partition
-
-    class Row(NamedTuple):  # a data source row (spark_jobs.datasource.SCHEMA)
-        payload: bytes
-        base: int = 0
-        error: str | None = None
-        skipped_bytes: int = 0
-        lost_records: int = 0
+    from tests.fixtures.sample import LogRow
 
     events, payloads = _sample_payloads()
     url = f"local:{tmp_path / 'split.sqlite3'}"
     open_store(url).close()  # the driver creates the tables (prepare_store)
     task = index_partition(url, 1000)
     half = len(payloads) // 2
-    results = [r for part in (payloads[:half], payloads[half:]) for r in task(iter(Row(p) for p in part))]
+    results = [r for part in (payloads[:half], payloads[half:]) for r in task(iter(LogRow(p) for p in part))]
     assert sum(r[1] for r in results) == events and all(r[5] for r in results), "each task returns its parts"
 
     finish_partitions(url, results)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 
@@ -20,24 +20,17 @@ from spark_jobs import store_cache
 from spark_jobs.errors import IndexJobError
 from spark_jobs.partition import finish_partitions, index_partition
 from tests.collector.store.v1_store import write_local
+from tests.fixtures.sample import LogRow
 from tracehook.wire import BatchHeader, EventType, encode_batch, make_event
 
 T0 = 1_790_000_000_000
-
-
-class Row(NamedTuple):  # a data source row (spark_jobs.datasource.SCHEMA)
-    payload: bytes
-    base: int = 0
-    error: str | None = None
-    skipped_bytes: int = 0
-    lost_records: int = 0
 
 
 def _micro_batch(url: str, seq: int, msg_id: str) -> None:
     """One micro-batch (one message sent) through a task and the driver step, as a run does."""
     header = BatchHeader("client-1", seq, "shop", "host-a", T0, {})
     payload = encode_batch(header, [make_event(EventType.PUB, T0 + seq, "", "orders", msg_id, keys="k")])
-    finish_partitions(url, list(index_partition(url, 1000)(iter([Row(payload)]))))
+    finish_partitions(url, list(index_partition(url, 1000)(iter([LogRow(payload)]))))
 
 
 def _found(path: str, msg_id: str) -> bool:
