@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from collector.store.base import ChangeMark, Columns, Store
 from collector.store.rollup_buckets import LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
-from collector.store.rollup_parts import _PENDING_CODE, _RETRYING_CODE, MOVED, Key, cell_entry
+from collector.store.rollup_parts import _PENDING_CODE, _PLACED_THEN_ID, _RETRYING_CODE, MOVED, Key, _Entry, cell_entry
 
 MAX_KEPT_MINUTES = 256
 """Minutes a store object keeps at most (the least recently refreshed go first): a bucket and a
@@ -96,8 +96,8 @@ def _count(bucket: GroupBucket, code: int, retried: bool, ms: int | None, sign: 
         bucket.latency_sum_ms += sign * ms
 
 
-def _remove(state: MinuteState, value: bytes, column: bytes) -> bool:
-    placed, _, stored, flat, start = cell_entry(column, value)
+def _remove(state: MinuteState, entry: _Entry) -> bool:
+    placed, column, stored, flat, start = entry
     out = state.bucket
     if not stored:  # a failed send has no groups (Part): only counted
         out.failed_sends -= 1
@@ -123,15 +123,16 @@ def _remove(state: MinuteState, value: bytes, column: bytes) -> bool:
     return True
 
 
-def _add(state: MinuteState, value: bytes, column: bytes) -> bool:
-    placed, _, stored, flat, start = cell_entry(column, value)
+def _add(state: MinuteState, entry: _Entry) -> bool:
+    placed, column, stored, flat, start = entry
     out = state.bucket
     if not stored:
         out.failed_sends += 1
         return True
     key = (placed, column)
     before_last, before_first = state.last_key, out.first_ms
-    has: dict[str, tuple[int, bool, int | None]] = {g: (c, r, ms) for g, c, r, ms in _groups(flat, start)}
+    has: dict[str, tuple[int, bool, int | None]] = (
+        {g: (c, r, ms) for g, c, r, ms in _groups(flat, start)} if len(flat) > start else {})
     for group, (code, _, _) in has.items():
         if group in out.groups:
             if key < state.first_keys[group]:
@@ -169,15 +170,15 @@ def apply_changes(state: MinuteState, changes: Iterable[Change]) -> bool:
 
     Old parts go first, then the new ones in key order (a batch's new messages usually follow
     the minute's others, where an addition is always exact)."""
-    added: list[tuple[Key, bytes]] = []
+    added: list[_Entry] = []
     for column, old, new in changes:
-        if old is not None and old != MOVED and not _remove(state, old, column):
+        if old is not None and old != MOVED and not _remove(state, cell_entry(column, old)):
             return False
         if new != MOVED:
-            added.append(((cell_entry(column, new)[0], column), new))
-    added.sort(key=lambda a: a[0])
-    for (_, column), new in added:
-        if not _add(state, new, column):
+            added.append(cell_entry(column, new))
+    added.sort(key=_PLACED_THEN_ID)
+    for entry in added:
+        if not _add(state, entry):
             return False
     return True
 
