@@ -164,6 +164,37 @@ def _add(state: MinuteState, entry: _Entry) -> bool:
     return True
 
 
+def _replace(state: MinuteState, old: _Entry, new: _Entry) -> bool:
+    """A stored part changed in place (same key, still stored): a consume indexed since, mostly."""
+    placed, column = new[0], new[1]
+    key = (placed, column)
+    out = state.bucket
+    had = {g: (c, r, ms) for g, c, r, ms in _groups(old[3], old[4])}
+    has = {g: (c, r, ms) for g, c, r, ms in _groups(new[3], new[4])}
+    if has.keys() - out.groups.keys():
+        return False  # a new group: see _add
+    for group, bucket in out.groups.items():
+        before, now = had.get(group), has.get(group)
+        first = state.first_keys[group]
+        if (before is not None and now is None and key == first) or (now is not None and key < first):
+            return False  # the group's first part changes: which parts follow it is not known here
+        was_open = before is None or _open(before[0])
+        is_open = now is None or _open(now[0])
+        after = key >= first  # (the first part itself counts as after it)
+        if was_open and not is_open and (placed == bucket.oldest_open_ms or (
+                after and placed == bucket.oldest_open_after_first_ms)):
+            return False  # maybe the oldest open one: the next oldest is not known here
+        if is_open and not was_open:
+            bucket.oldest_open_ms = _min(bucket.oldest_open_ms, placed)
+            if after:
+                bucket.oldest_open_after_first_ms = _min(bucket.oldest_open_after_first_ms, placed)
+        if before is not None:
+            _count(bucket, *before, -1)
+        if now is not None:
+            _count(bucket, *now, 1)
+    return True
+
+
 def apply_changes(state: MinuteState, changes: Iterable[Change]) -> bool:
     """Update ``state`` (in place) for these changed parts cells; False when that is not provably
     what a whole aggregation gives (``state`` is then left half-updated: aggregate the row instead).
@@ -172,10 +203,16 @@ def apply_changes(state: MinuteState, changes: Iterable[Change]) -> bool:
     the minute's others, where an addition is always exact)."""
     added: list[_Entry] = []
     for column, old, new in changes:
-        if old is not None and old != MOVED and not _remove(state, cell_entry(column, old)):
+        before = None if old is None or old == MOVED else cell_entry(column, old)
+        now = None if new == MOVED else cell_entry(column, new)
+        if before is not None and now is not None and before[2] and now[2] and before[0] == now[0]:
+            if not _replace(state, before, now):
+                return False
+            continue
+        if before is not None and not _remove(state, before):
             return False
-        if new != MOVED:
-            added.append(cell_entry(column, new))
+        if now is not None:
+            added.append(now)
     added.sort(key=_PLACED_THEN_ID)
     for entry in added:
         if not _add(state, entry):
