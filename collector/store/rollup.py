@@ -16,9 +16,10 @@ per message, the read that saw the most events); an in-process indexer hands
 keeps them with the store object) and it reads them back.  A crash before that leaves an
 uncommitted Spark batch, or an in-process batch to index again, so the work is redone.
 ``rollups`` rows of kind DIRTY_MSG (markers of older indexers) are still read back and
-removed.  A batch costs one read per touched message plus one parts row per touched minute,
-never the touched minutes' other messages; each touched minute is re-aggregated from its
-parts row in one pass (:func:`aggregate_cells`).
+removed.  A batch costs one read per touched message plus, per touched minute, the old values
+of the cells it changes when the store object refreshed the minute lately and can update its
+rollup from them exactly (:mod:`collector.store.rollup_delta`), else the minute's whole parts
+row, aggregated in one pass (:func:`aggregate_cells`); never the touched minutes' other messages.
 
 Example::
 
@@ -182,8 +183,8 @@ def refresh_rollups(
     index job's tasks, :func:`read_parts`); each message of ``touched`` (the in-process indexer's,
     :func:`collector.store.indexer.index_records`) and each marked one has its :class:`Part`
     rebuilt from its message row now, which wins over ``read`` as the later read.  The parts are
-    merged into their minutes' parts rows, and each touched minute is then aggregated from
-    its parts row alone.
+    merged into their minutes' parts rows, and each touched minute's rollup is then brought up
+    to date from its parts row alone (only from the changed cells where that is exact).
     Idempotent, and safe to interrupt: markers go only after their minutes are written.
     """
     found = dict(read or {})
@@ -231,7 +232,7 @@ def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Colu
     kept = kept_minutes(store)
     mark = store.change_mark()
     ttl_s = store.options.ttl_s
-    states = {m: kept.current(m, mark, ttl_s) for m in minutes if m not in full}
+    states = {m: kept.current(m, mark, ttl_s) for m in minutes}  # (taken out, each: kept again once written)
     part_puts: list[Row] = []
     topics = sorted({t for t, _ in minutes})
     rollup_puts: list[Row] = [(schema.rollup_topic_row(t), {schema.ROLLUP_COLUMN: b"1"}) for t in topics]
@@ -240,7 +241,7 @@ def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Colu
     keep: list[tuple[Minute, MinuteState]] = []  # kept once written
     for minute, state in states.items():
         new = parts.get(minute, {})
-        if state is None or (state.rollup and not state.has_cells):
+        if minute in full or state is None or (state.rollup and not state.has_cells):
             whole.append(minute)
             continue
         old = store.get_cells(schema.ROLLUPS, schema.rollup_parts_row(*minute), new)
@@ -250,9 +251,9 @@ def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Colu
             continue
         _write_minute(minute, new, state, part_puts, rollup_puts, stale)
         state.has_cells = state.has_cells or bool(new)
-        state.born_ms = min(state.born_ms, mark.now_ms)  # (mark is not None: the state was current)
+        assert mark is not None  # the state was current
+        state.born_ms = min(state.born_ms, mark.now_ms)
         keep.append((minute, state))
-    whole += [m for m in minutes if m in full]
     part_rows = [schema.rollup_parts_row(t, m) for t, m in whole]
     both = store.get_rows(schema.ROLLUPS, part_rows + [schema.rollup_row(t, m) for t, m in whole])
     existing, rollups = both[:len(whole)], both[len(whole):]
@@ -274,8 +275,9 @@ def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Colu
         state = MinuteState(bucket, first_keys, last_key, rollup, bool(merged))
         _write_minute(minute, new, state, part_puts, rollup_puts, stale)
         # Kept when every cell of its rows is known to be younger than its TTL: this object wrote them all.
-        was = states.get(minute)
-        born = was.born_ms if was is not None else None if rebuild or cells or rollup or mark is None else mark.now_ms
+        was = states[minute]
+        born = (None if rebuild or mark is None else was.born_ms if was is not None
+                else None if cells or rollup else mark.now_ms)
         if born is not None and mark is not None:
             state.version, state.born_ms = mark.version, min(born, mark.now_ms)
             keep.append((minute, state))

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from collector.store.base import ChangeMark, Columns, Store
 from collector.store.rollup_buckets import LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
-from collector.store.rollup_parts import _PENDING_CODE, _PLACED_THEN_ID, _RETRYING_CODE, MOVED, Key, _Entry, cell_entry
+from collector.store.rollup_parts import _PENDING_CODE, _PLACED_THEN_ID, _RETRYING_CODE, MOVED, _Entry, Key, cell_entry
 
 MAX_KEPT_MINUTES = 256
 """Minutes a store object keeps at most (the least recently refreshed go first): a bucket and a

@@ -80,7 +80,8 @@ _batch = st.lists(st.tuples(
     st.sampled_from(MINUTES),                # the minute it is placed in now
     st.none() | _part,                       # its part there (None: unplaced now)
 ), max_size=8, unique_by=lambda m: m[0])
-_batches = st.lists(st.tuples(st.booleans(), _batch), min_size=1, max_size=8)  # (written by a second store object, batch)
+# (written through a second store object on the same file, the batch)
+_batches = st.lists(st.tuples(st.booleans(), _batch), min_size=1, max_size=8)
 
 
 def _found(batch: list, model: dict[int, int]) -> MessageParts:
