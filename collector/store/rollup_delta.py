@@ -131,8 +131,13 @@ def _add(state: MinuteState, entry: _Entry) -> bool:
         return True
     key = (placed, column)
     before_last, before_first = state.last_key, out.first_ms
-    has: dict[str, tuple[int, bool, int | None]] = (
-        {g: (c, r, ms) for g, c, r, ms in _groups(flat, start)} if len(flat) > start else {})
+    if len(flat) == start and not out.groups:  # no groups at all (a minute of sends no one consumed yet)
+        out.sent += 1
+        out.first_ms = _min(before_first, placed)
+        if before_last is None or key > before_last:
+            state.last_key = key
+        return True
+    has: dict[str, tuple[int, bool, int | None]] = {g: (c, r, ms) for g, c, r, ms in _groups(flat, start)}
     for group, (code, _, _) in has.items():
         if group in out.groups:
             if key < state.first_keys[group]:
