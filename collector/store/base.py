@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from collector.store import schema
 
@@ -35,6 +35,15 @@ class StoreOptions:
 
 
 DEFAULT_OPTIONS = StoreOptions()
+
+
+class ChangeMark(NamedTuple):
+    """What :meth:`Store.change_mark` gives: equal versions mean no other connection changed the store."""
+
+    version: int
+    """Changes whenever another connection or process commits to the store (not for this object's own writes)."""
+    now_ms: int
+    """The store's clock, which cells' TTL counts by."""
 
 
 @runtime_checkable
@@ -61,6 +70,13 @@ class Store(Protocol):
 
     def get_rows(self, table: str, rows: Sequence[bytes]) -> list[Columns]:
         """:meth:`get_row` for many rows in one round trip, in the order asked."""
+
+    def get_cells(self, table: str, row: bytes, columns: Iterable[bytes]) -> Columns:
+        """The live cells of ``row`` among ``columns`` (absent ones left out): a few cells of a wide row."""
+
+    def change_mark(self) -> ChangeMark | None:
+        """A mark that tells whether anyone else wrote to the store since an earlier mark (their
+        versions differ then); None when the store cannot tell (HBase), so callers read as now."""
 
     def scan(
         self, table: str, start: bytes, stop: bytes, *, limit: int | None = None, reverse: bool = False

@@ -234,6 +234,16 @@ class HBaseStore:
             found = dict(conn.table(table).rows(list(rows)))
         return [dict(found.get(row, {})) for row in rows]
 
+    def get_cells(self, table: str, row: bytes, columns: Iterable[bytes]) -> Columns:
+        wanted = sorted(set(columns))
+        if not wanted:  # happybase reads no columns as all of them
+            return {}
+        with self._connection() as conn:
+            return dict(conn.table(table).row(row, columns=wanted))
+
+    def change_mark(self) -> None:
+        return None  # another client's writes leave no trace a reader could compare
+
     def scan(
         self, table: str, start: bytes, stop: bytes, *, limit: int | None = None, reverse: bool = False
     ) -> Iterator[Row]:

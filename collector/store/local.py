@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from collector.store import keys, layout, schema
-from collector.store.base import DEFAULT_OPTIONS, DEFAULT_SCAN_BATCH, Columns, Row, StoreOptions
+from collector.store.base import DEFAULT_OPTIONS, DEFAULT_SCAN_BATCH, ChangeMark, Columns, Row, StoreOptions
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 """How long a writer waits for another process's write lock (the index job vs. the collector)."""
@@ -163,6 +163,24 @@ class LocalStore:
             return [dict(found.get(row, {})) for row in rows]
         pop = found.pop
         return [pop(row, None) or {} for row in rows]
+
+    def get_cells(self, table: str, row: bytes, columns: Iterable[bytes]) -> Columns:
+        wanted = sorted(set(columns))
+        name = _name(table)
+        found: Columns = {}
+        for i in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[i:i + _IN_CHUNK]
+            with self._lock:
+                found.update(self._db.execute(
+                    f'SELECT col, value FROM "{name}" WHERE row = ? AND col IN ({",".join("?" * len(chunk))}) '
+                    "AND ts >= ?", (row, *chunk, self._oldest_live_ms())))
+        return found
+
+    def change_mark(self) -> ChangeMark:
+        # data_version changes with every commit of another connection (this process's or not), never ours.
+        with self._lock:
+            (version,) = self._db.execute("PRAGMA data_version").fetchone()
+            return ChangeMark(version, self._clock())
 
     def scan(
         self, table: str, start: bytes, stop: bytes, *, limit: int | None = None, reverse: bool = False

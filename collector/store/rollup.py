@@ -16,9 +16,10 @@ per message, the read that saw the most events); an in-process indexer hands
 keeps them with the store object) and it reads them back.  A crash before that leaves an
 uncommitted Spark batch, or an in-process batch to index again, so the work is redone.
 ``rollups`` rows of kind DIRTY_MSG (markers of older indexers) are still read back and
-removed.  A batch costs one read per touched message plus one parts row per touched minute,
-never the touched minutes' other messages; each touched minute is re-aggregated from its
-parts row in one pass (:func:`aggregate_cells`).
+removed.  A batch costs one read per touched message plus, per touched minute, the old values
+of the cells it changes when the store object refreshed the minute lately and can update its
+rollup from them exactly (:mod:`collector.store.rollup_delta`), else the minute's whole parts
+row, aggregated in one pass (:func:`aggregate_cells`); never the touched minutes' other messages.
 
 Example::
 
@@ -51,12 +52,15 @@ from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the r
     GroupBucket,
     MinuteBucket,
 )
+from collector.store.rollup_delta import MinuteState, apply_changes, kept_minutes
 from collector.store.rollup_hours import hour_of, rewrite_hours
 from collector.store.rollup_parts import (  # noqa: F401 -- re-exported too
     MOVED,
     Part,
     aggregate,
     aggregate_cells,
+    aggregate_entries,
+    cell_entries,
     encoded_part_and_places,
     encoded_part_of,
     part_of,
@@ -179,8 +183,8 @@ def refresh_rollups(
     index job's tasks, :func:`read_parts`); each message of ``touched`` (the in-process indexer's,
     :func:`collector.store.indexer.index_records`) and each marked one has its :class:`Part`
     rebuilt from its message row now, which wins over ``read`` as the later read.  The parts are
-    merged into their minutes' parts rows, and each touched minute is then aggregated from
-    its parts row alone.
+    merged into their minutes' parts rows, and each touched minute's rollup is then brought up
+    to date from its parts row alone (only from the changed cells where that is exact).
     Idempotent, and safe to interrupt: markers go only after their minutes are written.
     """
     found = dict(read or {})
@@ -221,39 +225,85 @@ def write_parts(store: Store, found: MessageParts, full: Iterable[Minute] = (), 
 
 
 def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Columns], full: set[Minute]) -> None:
-    """Merge the new part cells into each minute's parts row and rewrite the minute's rollup (and its hour's)."""
-    part_rows = [schema.rollup_parts_row(t, m) for t, m in minutes]
-    both = store.get_rows(schema.ROLLUPS, part_rows + [schema.rollup_row(t, m) for t, m in minutes])
-    existing, rollups = both[:len(minutes)], both[len(minutes):]
+    """Merge the new part cells into each minute's parts row and rewrite the minute's rollup (and its hour's).
+
+    A minute this store object refreshed lately is updated from the changed cells alone when that is
+    exact (:mod:`collector.store.rollup_delta`); any other is aggregated from its whole parts row."""
+    kept = kept_minutes(store)
+    mark = store.change_mark()
+    ttl_s = store.options.ttl_s
+    states = {m: kept.current(m, mark, ttl_s) for m in minutes}  # (taken out, each: kept again once written)
     part_puts: list[Row] = []
     topics = sorted({t for t, _ in minutes})
     rollup_puts: list[Row] = [(schema.rollup_topic_row(t), {schema.ROLLUP_COLUMN: b"1"}) for t in topics]
     stale: list[bytes] = []
-    for (topic, minute_ms), row, cells, rollup in zip(minutes, part_rows, existing, rollups, strict=True):
+    whole: list[Minute] = []
+    keep: list[tuple[Minute, MinuteState]] = []  # kept once written
+    for minute, state in states.items():
+        new = parts.get(minute, {})
+        if minute in full or state is None or (state.rollup and not state.has_cells):
+            whole.append(minute)
+            continue
+        old = store.get_cells(schema.ROLLUPS, schema.rollup_parts_row(*minute), new)
+        new = {c: v for c, v in new.items() if old.get(c, MOVED) != v}  # as below: only cells that change
+        if not apply_changes(state, [(c, old.get(c), v) for c, v in new.items()]):
+            whole.append(minute)  # read whole, and kept again: this object wrote every cell since it was born
+            continue
+        _write_minute(minute, new, state, part_puts, rollup_puts, stale)
+        state.has_cells = state.has_cells or bool(new)
+        assert mark is not None  # the state was current
+        state.born_ms = min(state.born_ms, mark.now_ms)
+        keep.append((minute, state))
+    part_rows = [schema.rollup_parts_row(t, m) for t, m in whole]
+    both = store.get_rows(schema.ROLLUPS, part_rows + [schema.rollup_row(t, m) for t, m in whole])
+    existing, rollups = both[:len(whole)], both[len(whole):]
+    for (topic, minute_ms), cells, rollup in zip(whole, existing, rollups, strict=True):
+        minute = (topic, minute_ms)
         # A minute rolled up before parts rows existed (a rollup, no parts): its parts are rebuilt
         # from the messages once, and written in the same row put as this batch's cells.
-        if (topic, minute_ms) in full or (rollup and not cells):
+        rebuild = minute in full or bool(rollup and not cells)
+        if rebuild:
             rebuilt = {schema.rollup_part_column(t.msg_id): Part.of(t).encode()
                        for t in minute_traces(store, topic, minute_ms, salt_buckets=store.salt_buckets)}
             new = {c: MOVED for c in cells} | rebuilt
         else:
-            new = parts.get((topic, minute_ms), {})
+            new = parts.get(minute, {})
         # Only cells that change are written (a MOVED cell only over a part).
         new = {c: v for c, v in new.items() if cells.get(c, MOVED) != v}
-        if new:
-            part_puts.append((row, new))
         merged = cells | new
-        bucket = aggregate_cells(topic, minute_ms, merged)
-        columns = bucket.columns()
-        if rollup and (not bucket.placed or not rollup.keys() <= columns.keys()):
-            # Emptied, or a group left with a message placed elsewhere now: the old row goes first.
-            stale.append(schema.rollup_row(topic, minute_ms))
-        if bucket.placed and columns != rollup:  # an unchanged rollup row is not written again
-            rollup_puts.append((schema.rollup_row(topic, minute_ms), columns))
+        bucket, first_keys, last_key = aggregate_entries(topic, minute_ms, cell_entries(merged))
+        state = MinuteState(bucket, first_keys, last_key, rollup, bool(merged))
+        _write_minute(minute, new, state, part_puts, rollup_puts, stale)
+        # Kept when every cell of its rows is known to be younger than its TTL: this object wrote them all.
+        was = states[minute]
+        born = (None if rebuild or mark is None else was.born_ms if was is not None
+                else None if cells or rollup else mark.now_ms)
+        if born is not None and mark is not None:
+            state.version, state.born_ms = mark.version, min(born, mark.now_ms)
+            keep.append((minute, state))
     if stale:
         store.delete_rows(schema.ROLLUPS, stale)
     store.put_rows(schema.ROLLUPS, part_puts + rollup_puts)
+    for minute, state in keep:
+        kept.keep(minute, state)
     rewrite_hours(store, {(t, hour_of(m)) for t, m in minutes})  # the hours merge the minutes just written
+
+
+def _write_minute(minute: Minute, new: Columns, state: MinuteState, part_puts: list[Row], rollup_puts: list[Row],
+                  stale: list[bytes]) -> None:
+    """Add the minute's changed parts cells and its rollup row (when it changed) to the puts; record
+    in ``state`` the rollup row as it will be stored."""
+    topic, minute_ms = minute
+    if new:
+        part_puts.append((schema.rollup_parts_row(topic, minute_ms), new))
+    bucket, rollup = state.bucket, state.rollup
+    columns = bucket.columns()
+    if rollup and (not bucket.placed or not rollup.keys() <= columns.keys()):
+        # Emptied, or a group left with a message placed elsewhere now: the old row goes first.
+        stale.append(schema.rollup_row(topic, minute_ms))
+    if bucket.placed and columns != rollup:  # an unchanged rollup row is not written again
+        rollup_puts.append((schema.rollup_row(topic, minute_ms), columns))
+    state.rollup = columns if bucket.placed else {}
 
 
 # --- reading ---------------------------------------------------------------

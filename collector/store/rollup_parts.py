@@ -111,16 +111,7 @@ def aggregate(topic: str, minute_ms: int, parts: Iterable[Part]) -> MinuteBucket
 def aggregate_cells(topic: str, minute_ms: int, cells: Columns) -> MinuteBucket:
     """:func:`aggregate` of a minute's parts row as stored (its :data:`MOVED` cells left out),
     read straight from the encoded parts: a touched minute is re-aggregated after every batch."""
-    entries: list[_Entry] = []
-    for column, value in cells.items():
-        if value == MOVED:
-            continue
-        flat = msgpack.unpackb(value)
-        if flat[0] >= 2:
-            entries.append((flat[1], column, bool(flat[2]), flat, 3))
-        else:  # format 1 had no stored flag
-            entries.append((flat[1], column, True, flat, 2))
-    return _aggregate(topic, minute_ms, entries)
+    return aggregate_entries(topic, minute_ms, cell_entries(cells))[0]
 
 
 _Entry = tuple[int, object, bool, list, int]
@@ -128,10 +119,35 @@ _Entry = tuple[int, object, bool, list, int]
 stored, a flat list holding (group, outcome code, retried, latency) from the given index on)."""
 _RETRYING_CODE, _PENDING_CODE = _OUTCOME_CODES[RETRYING], _OUTCOME_CODES[PENDING]
 _PLACED_THEN_ID = operator.itemgetter(0, 1)
+Key = tuple[int, object]
+"""Where a part sorts in its minute: (placed ms, msg id or parts column)."""
+
+
+def cell_entry(column: bytes, value: bytes) -> _Entry:
+    """A parts cell (not :data:`MOVED`) as :func:`_aggregate` reads it."""
+    flat = msgpack.unpackb(value)
+    if flat[0] >= 2:
+        return flat[1], column, bool(flat[2]), flat, 3
+    return flat[1], column, True, flat, 2  # format 1 had no stored flag
+
+
+def cell_entries(cells: Columns) -> list[_Entry]:
+    """The parts of a parts row as :func:`_aggregate` reads them (its :data:`MOVED` cells left out)."""
+    return [cell_entry(column, value) for column, value in cells.items() if value != MOVED]
 
 
 def _aggregate(topic: str, minute_ms: int, entries: list[_Entry]) -> MinuteBucket:
-    """One pass over the minute's parts in (placed ms, msg id) order (UTF-8 bytes of msg ids sort
+    """The bucket of :func:`aggregate_entries`."""
+    return aggregate_entries(topic, minute_ms, entries)[0]
+
+
+def aggregate_entries(
+    topic: str, minute_ms: int, entries: list[_Entry],
+) -> tuple[MinuteBucket, dict[str, Key], Key | None]:
+    """The minute's bucket, each group's first part's :data:`Key` and the last stored part's (None
+    without stored parts): what :mod:`collector.store.rollup_delta` starts from.
+
+    One pass over the minute's parts in (placed ms, msg id) order (UTF-8 bytes of msg ids sort
     as the strings do).  A group a stored message never reached counts as open for that message."""
     entries.sort(key=_PLACED_THEN_ID)
     stored = [e for e in entries if e[2]]
@@ -183,7 +199,8 @@ def _aggregate(topic: str, minute_ms: int, entries: list[_Entry]) -> MinuteBucke
             oldest_open_after_first_ms=stored[oldest_after][0] if oldest_after <= end else None,
             latency_sum_ms=latency_sum[group], latency=latency[group],
         )
-    return out
+    first_keys = {group: (stored[i][0], stored[i][1]) for group, i in first.items()}
+    return out, first_keys, (stored[end][0], stored[end][1]) if stored else None
 
 
 def _latency_ms(trace: MessageTrace, group: str) -> int | None:

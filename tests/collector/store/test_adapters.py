@@ -76,6 +76,28 @@ def test_delete_rows(store) -> None:
     assert [r for r, _ in store.scan(T, lo, hi)] == [data[0][0], data[2][0], data[4][0]]
 
 
+def test_get_cells_reads_only_the_columns_asked(store) -> None:
+    row = keys.pack(("t", 1))
+    store.put_rows(T, [(row, {b"i:%d" % c: b"v%d" % c for c in range(1200)})])  # more than one IN list
+    wanted = [b"i:%d" % c for c in range(0, 1200, 2)] + [b"i:absent", b"i:0"]
+    assert store.get_cells(T, row, wanted) == {b"i:%d" % c: b"v%d" % c for c in range(0, 1200, 2)}
+    assert store.get_cells(T, keys.pack(("t", 2)), [b"i:0"]) == {}
+    assert store.get_cells(T, row, []) == {}
+
+
+def test_change_mark_moves_with_another_connections_commits_only(store, store_url: str) -> None:
+    if not store_url.startswith("local:"):
+        assert store.change_mark() is None  # HBase cannot tell: callers read as now
+        return
+    before = store.change_mark()
+    store.put_rows(T, rows(3))
+    assert store.change_mark().version == before.version  # its own writes
+    other = open_store(store_url)
+    other.put_rows(T, rows(1, topic="u"))
+    other.close()
+    assert store.change_mark().version != before.version
+
+
 def test_local_ttl_hides_then_purges_expired_cells(tmp_path) -> None:
     now = [1_000_000]
     store = LocalStore(str(tmp_path / "i.sqlite3"), StoreOptions(ttl_s=60), clock=lambda: now[0])
