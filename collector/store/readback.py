@@ -1,0 +1,85 @@
+"""The rollup read-back's per-message work: each stored event cut down to what a part reads.
+
+:func:`collector.store.rollup.read_parts` reads every message a batch touched back after the
+batch's writes and computes its part of its minute's rollup from its stored events
+(:mod:`collector.store.rollup_parts`).  A part reads nine of an event's 25 fields, so the
+read-back decodes only those (:class:`PartEvent`), and builds the message row keys
+(:func:`message_rows`), in C when the optional extension
+``collector/store/_readback.c`` is built (:data:`FAST_PATH`); a value the extension does not
+model, and every value without it, is decoded by :func:`collector.store.schema.decode_events`,
+which stays the definition (tests/collector/store/test_readback.py checks both paths against
+each other).
+
+Example::
+
+    from collector.store.readback import part_events
+    events = part_events(message_row_cells.values())   # [PartEvent(time_ms, type, ...), ...]
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Collection, Sequence
+from typing import Any, NamedTuple
+
+from collector.store import schema
+
+
+class PartEvent(NamedTuple):
+    """The fields of a stored event a rollup part reads, named as :class:`tracehook.wire.Event`'s
+    (so :func:`collector.store.model.could_place`, :func:`collector.store.schema.message_time` and
+    :func:`collector.store.model.pair_attempts` read it as they read an event); the first three
+    are the order a message's events are read in (:data:`ORDER`)."""
+
+    time_ms: int
+    type: int
+    request_id: str
+    group: str
+    topic: str
+    store_ms: int
+    born_ms: int
+    status: int
+    retry: int
+
+
+ORDER = operator.itemgetter(0, 1, 2)
+""":data:`collector.store.model.event_order` for a :class:`PartEvent`: (time ms, type, request id)."""
+
+
+def _load() -> Any:
+    try:
+        from collector.store import _readback
+    except ImportError:  # not built (no compiler when installed)
+        return None
+    return _readback
+
+
+_readback = _load()
+FAST_PATH = _readback is not None
+"""True when the C extension builds the read-back's row keys (:func:`message_rows`) and decodes its events
+(:func:`part_events`)."""
+
+
+def message_rows(msg_ids: Sequence[str]) -> list[bytes]:
+    """:func:`collector.store.schema.message_rows`, in C when the extension is built."""
+    if _readback is not None:
+        found: list[bytes] | None = _readback.message_rows(msg_ids)
+        if found is not None:
+            return found
+    return schema.message_rows(msg_ids)
+
+
+def part_events(values: Collection[bytes]) -> list[PartEvent]:
+    """The :class:`PartEvent` of each stored value (in the order of ``values``), as
+    ``schema.decode_events(values)`` reads them: only for values an indexer wrote (not validated)."""
+    if _readback is not None:
+        found: list[PartEvent] | None = _readback.part_events(values, PartEvent)
+        if found is not None:
+            return found
+    return py_part_events(values)
+
+
+def py_part_events(values: Collection[bytes]) -> list[PartEvent]:
+    """:func:`part_events` in Python: the definition the C extension is tested against."""
+    return [PartEvent(e.time_ms, e.type, e.request_id, e.group, e.topic, e.store_ms, e.born_ms, e.status, e.retry)
+            for e in schema.decode_events(values)]
