@@ -12,10 +12,15 @@
  *                             of each event as cls(time_ms, type, request_id, group, topic,
  *                             store_ms, born_ms, status, retry) (readback.PartEvent), in the order
  *                             of values; None when a value is not exactly what the indexer writes
+ *   parts(rows, cls, version, minute_ms)
+ *                             for each message row (a dict of its cells): when its one event is a
+ *                             send (most messages of a busy topic, read back in the batch that sent
+ *                             them), what rollup._part_values gives for it, {(topic, minute): the
+ *                             part's msgpack [version, placed ms, stored]}; else its part_events
  *
  * It is only a fast path, and gives exactly what the Python path gives: part_events is
  * schema.decode_events (times and hex ids restored, missing fields defaulted) cut down to those
- * fields. A value it does not model (not a 4-array of sender strings and the event array, a
+ * fields, and a sent message's part is what collector/store/rollup_parts.py encodes for it. A value it does not model (not a 4-array of sender strings and the event array, a
  * needed field of another type, an int beyond 64 bits, a str that is not UTF-8, a map key that
  * is not str or bin, an ext type, trailing bytes...) makes it answer None, and the caller decodes
  * that message in Python (which raises the errors it raises). tests/collector/store/test_readback.py
@@ -227,6 +232,7 @@ static int read_array(Reader *r, uint64_t *n) {
 /* -- part_events ---------------------------------------------------------------------------- */
 
 /* wire.Event's fields the part reads (tracehook/wire.py), and their count. */
+enum { PUB = 1 }; /* wire.EventType.PUB */
 enum { F_TYPE = 0, F_TIME = 1, F_GROUP = 2, F_TOPIC = 3, F_BORN = 11, F_STORE = 12, F_STATUS = 14, F_RETRY = 16,
        F_REQUEST_ID = 19, N_FIELDS = 25, MIN_FIELDS = 5 };
 
@@ -241,13 +247,19 @@ static PyObject *hex_str(const unsigned char *s, Py_ssize_t n) { /* bytes.hex() 
 
 static PyObject *str_of(const Obj *o) { return PyUnicode_DecodeUTF8((const char *)o->s, o->n, NULL); }
 
-/* One stored value: cls(time_ms, type, request_id, group, topic, store_ms, born_ms, status, retry). */
-static int part_event(PyObject *value, PyTypeObject *cls, PyObject **out) {
+/* The fields of one stored event a part reads. */
+typedef struct {
+    int64_t type, time, born, store, status, retry;
+    Obj group, topic, request;
+} Fields;
+
+/* One stored value's Fields; FALLBACK when the value is not exactly what the indexer writes. */
+static int read_fields(PyObject *value, Fields *ev) {
     Reader r = {(const unsigned char *)PyBytes_AS_STRING(value),
                 (const unsigned char *)PyBytes_AS_STRING(value) + PyBytes_GET_SIZE(value)};
     uint64_t n;
-    Obj o, group = {0}, topic = {0}, request = {O_STR, 0, (const unsigned char *)"", 0};
-    int64_t type = 0, time = 0, born = 0, store = 0, status = 0, retry = 0;
+    Obj o;
+    *ev = (Fields){.request = {O_STR, 0, (const unsigned char *)"", 0}};
     if (r.p >= r.end || *r.p++ != 0x94) return FALLBACK; /* [app, host, client_id, raw] */
     for (int i = 0; i < 3; i++)
         if (skip_object(&r, 0) < 0) return FALLBACK;
@@ -257,37 +269,62 @@ static int part_event(PyObject *value, PyTypeObject *cls, PyObject **out) {
         switch (f) {
         case F_TYPE: case F_TIME: case F_BORN: case F_STORE: case F_STATUS: case F_RETRY:
             if (o.kind != O_INT) return FALLBACK;
-            *(f == F_TYPE ? &type : f == F_TIME ? &time : f == F_BORN ? &born : f == F_STORE ? &store
-              : f == F_STATUS ? &status : &retry) = o.i;
+            *(f == F_TYPE ? &ev->type : f == F_TIME ? &ev->time : f == F_BORN ? &ev->born : f == F_STORE ? &ev->store
+              : f == F_STATUS ? &ev->status : &ev->retry) = o.i;
             break;
         case F_GROUP: case F_TOPIC:
             if (o.kind != O_STR) return FALLBACK;
-            *(f == F_GROUP ? &group : &topic) = o;
+            *(f == F_GROUP ? &ev->group : &ev->topic) = o;
             break;
         case F_REQUEST_ID: /* str, or bin: hex digits kept as the bytes they spell */
             if (o.kind != O_STR && o.kind != O_BIN) return FALLBACK;
-            request = o;
+            ev->request = o;
             break;
         }
     }
     if (r.p != r.end) return FALLBACK;
     /* schema._restored: born and store times are kept as their difference from time_ms */
-    if (n > F_BORN && __builtin_add_overflow(born, time, &born)) return FALLBACK;
-    if (n > F_STORE && __builtin_add_overflow(store, time, &store)) return FALLBACK;
+    if (n > F_BORN && __builtin_add_overflow(ev->born, ev->time, &ev->born)) return FALLBACK;
+    if (n > F_STORE && __builtin_add_overflow(ev->store, ev->time, &ev->store)) return FALLBACK;
+    return 0;
+}
+
+/* cls(time_ms, type, request_id, group, topic, store_ms, born_ms, status, retry), or NULL. */
+static PyObject *part_event(const Fields *ev, PyTypeObject *cls) {
     PyObject *obj = cls->tp_alloc(cls, 9);
-    if (!obj) return ERR;
+    if (!obj) return NULL;
     PyObject *items[9] = {
-        PyLong_FromLongLong(time), PyLong_FromLongLong(type),
-        request.kind == O_BIN ? hex_str(request.s, request.n) : str_of(&request), str_of(&group), str_of(&topic),
-        PyLong_FromLongLong(store), PyLong_FromLongLong(born), PyLong_FromLongLong(status), PyLong_FromLongLong(retry)};
+        PyLong_FromLongLong(ev->time), PyLong_FromLongLong(ev->type),
+        ev->request.kind == O_BIN ? hex_str(ev->request.s, ev->request.n) : str_of(&ev->request),
+        str_of(&ev->group), str_of(&ev->topic), PyLong_FromLongLong(ev->store), PyLong_FromLongLong(ev->born),
+        PyLong_FromLongLong(ev->status), PyLong_FromLongLong(ev->retry)};
     int bad = 0;
     for (int i = 0; i < 9; i++) {
         bad |= items[i] == NULL;
         PyTuple_SET_ITEM(obj, i, items[i]); /* NULL items are fine to dealloc */
     }
-    if (bad) return Py_DECREF(obj), ERR;
-    *out = obj;
-    return 0;
+    if (bad) Py_CLEAR(obj);
+    return obj;
+}
+
+/* The PartEvents of a sequence of values; None (a new reference) when one is not modelled. */
+static PyObject *events_of(PyObject *values, PyTypeObject *cls) {
+    PyObject *seq = PySequence_List(values); /* a private list: values may be a dict's values() */
+    if (!seq) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(seq);
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out && i < count; i++) {
+        PyObject *value = PyList_GET_ITEM(seq, i), *event;
+        Fields ev;
+        if (!PyBytes_CheckExact(value) || read_fields(value, &ev) < 0) {
+            Py_SETREF(out, Py_NewRef(Py_None));
+            break;
+        }
+        if (!(event = part_event(&ev, cls))) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, event);
+    }
+    Py_DECREF(seq);
+    return out;
 }
 
 static PyObject *part_events(PyObject *module, PyObject *args) {
@@ -295,20 +332,82 @@ static PyObject *part_events(PyObject *module, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OO!", &values, &PyType_Type, &cls)) return NULL;
     if (!PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type))
         return PyErr_SetString(PyExc_TypeError, "cls must be a tuple type"), NULL;
-    PyObject *seq = PySequence_List(values); /* a private list: values may be a dict's values() */
+    return events_of(values, (PyTypeObject *)cls);
+}
+
+/* -- a message only sent: its part values ---------------------------------------------------- */
+
+/* msgpack's encoding of an int (msgpack.packb): the shortest form; returns the bytes written. */
+static int mp_int(unsigned char *o, int64_t v) {
+    int width;
+    unsigned char tag;
+    if (v >= 0 && v < 128) return o[0] = (unsigned char)v, 1;
+    if (v < 0 && v >= -32) return o[0] = (unsigned char)(int8_t)v, 1;
+    if (v >= 0) width = v < 256 ? 1 : v < 65536 ? 2 : v < 4294967296LL ? 4 : 8, tag = 0xcc;
+    else width = v >= -128 ? 1 : v >= -32768 ? 2 : v >= -2147483648LL ? 4 : 8, tag = 0xd0;
+    o[0] = (unsigned char)(tag + (width == 1 ? 0 : width == 2 ? 1 : width == 4 ? 2 : 3));
+    for (int i = 0; i < width; i++) o[1 + i] = (unsigned char)((uint64_t)v >> (8 * (width - 1 - i)));
+    return 1 + width;
+}
+
+/* The minute a send places its message in: schema.minute_of(schema.message_time(send)) (Python's
+   modulo: never negative); 0 when it is beyond 64 bits. */
+static int sent_minute(const Fields *ev, int64_t minute_ms, int64_t *placed, int64_t *minute) {
+    *placed = ev->store > 0 ? ev->store : ev->born > 0 ? ev->born : ev->time;
+    return !__builtin_sub_overflow(*placed, (*placed % minute_ms + minute_ms) % minute_ms, minute);
+}
+
+/* rollup._part_values of a message whose one stored event is a send: {(topic, minute): part}, the part
+   being rollup_parts._encode(placed_ms, stored, {}) = msgpack [version, placed_ms, stored]. */
+static PyObject *sent_part(const Fields *ev, int64_t version, int64_t placed, int64_t minute) {
+    unsigned char buf[1 + 9 + 9 + 1];
+    int n = 1;
+    buf[0] = 0x93;
+    n += mp_int(buf + n, version);
+    n += mp_int(buf + n, placed);
+    buf[n++] = ev->status == 0 ? 0xc3 : 0xc2; /* stored: the send did not fail */
+    PyObject *topic = str_of(&ev->topic), *minute_o = PyLong_FromLongLong(minute), *key = NULL, *value = NULL,
+             *out = NULL;
+    if (topic && minute_o && (key = PyTuple_Pack(2, topic, minute_o)) &&
+        (value = PyBytes_FromStringAndSize((const char *)buf, n)) && (out = PyDict_New()) &&
+        PyDict_SetItem(out, key, value) < 0)
+        Py_CLEAR(out);
+    Py_XDECREF(topic), Py_XDECREF(minute_o), Py_XDECREF(key), Py_XDECREF(value);
+    return out;
+}
+
+static PyObject *parts(PyObject *module, PyObject *args) {
+    PyObject *rows, *cls;
+    long long version, minute_ms;
+    if (!PyArg_ParseTuple(args, "OO!LL", &rows, &PyType_Type, &cls, &version, &minute_ms)) return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type))
+        return PyErr_SetString(PyExc_TypeError, "cls must be a tuple type"), NULL;
+    if (minute_ms < 1) return PyErr_SetString(PyExc_ValueError, "minute_ms must be >= 1"), NULL;
+    PyObject *seq = PySequence_Fast(rows, "rows must be a sequence");
     if (!seq) return NULL;
-    Py_ssize_t count = PyList_GET_SIZE(seq);
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
     PyObject *out = PyList_New(count);
     for (Py_ssize_t i = 0; out && i < count; i++) {
-        PyObject *value = PyList_GET_ITEM(seq, i), *event = NULL;
-        int rc = PyBytes_CheckExact(value) ? part_event(value, (PyTypeObject *)cls, &event) : FALLBACK;
-        if (rc == FALLBACK) {
-            Py_DECREF(out);
-            Py_DECREF(seq);
-            Py_RETURN_NONE;
+        PyObject *columns = PySequence_Fast_GET_ITEM(seq, i), *item = NULL;
+        if (!PyDict_CheckExact(columns)) {
+            item = Py_NewRef(Py_None);
+        } else {
+            Py_ssize_t pos = 0;
+            PyObject *col, *value;
+            Fields ev;
+            int64_t placed, minute;
+            if (PyDict_GET_SIZE(columns) == 1 && PyDict_Next(columns, &pos, &col, &value) &&
+                PyBytes_CheckExact(value) && read_fields(value, &ev) == 0 && ev.type == PUB &&
+                sent_minute(&ev, minute_ms, &placed, &minute))
+                item = sent_part(&ev, version, placed, minute);
+            else {
+                PyObject *values = PyDict_Values(columns);
+                item = values ? events_of(values, (PyTypeObject *)cls) : NULL;
+                Py_XDECREF(values);
+            }
         }
-        if (rc == ERR) Py_CLEAR(out);
-        else PyList_SET_ITEM(out, i, event);
+        if (!item) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, item);
     }
     Py_DECREF(seq);
     return out;
@@ -317,6 +416,9 @@ static PyObject *part_events(PyObject *module, PyObject *args) {
 static PyMethodDef methods[] = {
     {"message_rows", message_rows, METH_O,
      "message_rows(ids) -> [schema.message_row(id) for id in ids], or None when an id is not a UTF-8 str."},
+    {"parts", parts, METH_VARARGS,
+     "parts(rows, cls, version, minute_ms) -> for each message row ({column: value}): its part values as\n"
+     "rollup._part_values gives them when its one event is a send, else its part_events, else None."},
     {"part_events", part_events, METH_VARARGS,
      "part_events(values, cls) -> [cls(time_ms, type, request_id, group, topic, store_ms, born_ms, status,\n"
      "retry)] of stored event values as schema.decode_events reads them, or None when one is not modelled."},

@@ -3,8 +3,8 @@
 :func:`collector.store.rollup.read_parts` reads every message a batch touched back after the
 batch's writes and computes its part of its minute's rollup from its stored events
 (:mod:`collector.store.rollup_parts`).  A part reads nine of an event's 25 fields, so the
-read-back decodes only those (:class:`PartEvent`), and builds the message row keys
-(:func:`message_rows`), in C when the optional extension
+read-back decodes only those (:class:`PartEvent`), computes the part of a message only sent
+without them (:func:`parts`), and builds the message row keys (:func:`message_rows`), in C when the optional extension
 ``collector/store/_readback.c`` is built (:data:`FAST_PATH`); a value the extension does not
 model, and every value without it, is decoded by :func:`collector.store.schema.decode_events`,
 which stays the definition (tests/collector/store/test_readback.py checks both paths against
@@ -19,10 +19,11 @@ Example::
 from __future__ import annotations
 
 import operator
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from collector.store import schema
+from collector.store.rollup_buckets import _VERSION
 
 
 class PartEvent(NamedTuple):
@@ -57,7 +58,7 @@ def _load() -> Any:
 _readback = _load()
 FAST_PATH = _readback is not None
 """True when the C extension builds the read-back's row keys (:func:`message_rows`) and decodes its events
-(:func:`part_events`)."""
+(:func:`parts`, :func:`part_events`)."""
 
 
 def message_rows(msg_ids: Sequence[str]) -> list[bytes]:
@@ -67,6 +68,20 @@ def message_rows(msg_ids: Sequence[str]) -> list[bytes]:
         if found is not None:
             return found
     return schema.message_rows(msg_ids)
+
+
+SentParts = dict[tuple[str, int], bytes]
+"""The part values of a message only sent: ``{(topic, minute): part}``, what ``rollup._part_values`` gives."""
+
+
+def parts(rows: Sequence[Mapping[bytes, bytes]]) -> list[SentParts | list[PartEvent]]:
+    """For each message row's cells: the :data:`SentParts` of a message whose one stored event is its
+    send (read back in the batch that sent it: most messages of a busy topic), else the
+    :class:`PartEvent` of each cell, for ``rollup._part_values``."""
+    if _readback is None:
+        return [py_part_events(columns.values()) for columns in rows]
+    found = _readback.parts(rows, PartEvent, _VERSION, schema.MINUTE_MS)
+    return [got if got is not None else py_part_events(columns.values()) for got, columns in zip(found, rows)]
 
 
 def part_events(values: Collection[bytes]) -> list[PartEvent]:

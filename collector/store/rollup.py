@@ -138,9 +138,9 @@ def read_parts(store: Store, msg_ids: Iterable[str], *, chunk: int = DEFAULT_CHU
         for i in range(0, len(ordered), chunk):
             part = ordered[i:i + chunk]
             found = store.get_rows(schema.MESSAGES, [rows[j] for j in part])
-            for j, columns in zip(part, found, strict=True):
-                # The indexer wrote these values from events the wire format accepted: not validated again.
-                out[ids[j]] = (len(columns), _part_values(readback.part_events(columns.values()), readback.ORDER))
+            # The indexer wrote these values from events the wire format accepted: not validated again.
+            for j, columns, got in zip(part, found, readback.parts(found), strict=True):
+                out[ids[j]] = (len(columns), got if type(got) is dict else _part_values(got, readback.ORDER))
     return out
 
 

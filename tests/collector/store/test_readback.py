@@ -20,6 +20,7 @@ from test_schema_values import _valid_event
 
 from collector.store import keys, readback, schema
 from collector.store.readback import PartEvent
+from collector.store.rollup import _part_values
 from tracehook.wire import Event, EventType
 
 try:
@@ -115,6 +116,33 @@ def test_damaged_values_give_the_python_paths_fields_or_none(event: Event, cut: 
         found = _readback.part_events([v], PartEvent)
         if found is not None:
             assert found == readback.py_part_events([v])
+
+
+_sends = _valid_event().map(lambda e: e._replace(type=int(EventType.PUB)))
+
+
+@settings(max_examples=400)
+@given(st.lists(st.one_of(st.lists(_sends, min_size=1, max_size=1), st.lists(_valid_event() | _sends, max_size=3)),
+                max_size=4))
+def test_the_parts_of_message_rows_are_the_python_paths(rows_events: list[list[Event]]) -> None:
+    """``parts``: a message only sent gets its part values straight from C (every time and status a send
+    can have), any other its fields; both are what ``_part_values`` gives for its decoded events."""
+    rows = [{b"s:" + schema.event_id(v): v for v in (schema.encode_event_value("a", "h", "c", e) for e in events)}
+            for events in rows_events]
+    found = readback.parts(rows)
+    assert len(found) == len(rows)
+    for got, columns in zip(found, rows):
+        expected = _part_values(schema.decode_events(list(columns.values())))
+        assert (got if type(got) is dict else _part_values(got, readback.ORDER)) == expected
+        if len(columns) == 1 and schema.decode_events(list(columns.values()))[0].type == EventType.PUB:
+            assert type(got) is dict or not all(-2**63 <= t < 2**63 for t in _stored_times(columns))
+    assert _readback.parts([None, {}], PartEvent, 2, schema.MINUTE_MS) == [None, []]
+
+
+def _stored_times(columns: dict[bytes, bytes]) -> list[int]:
+    """The time and the stored differences of the born and store times (what the extension reads as 64-bit ints)."""
+    raw = msgpack.unpackb(next(iter(columns.values())))[3]
+    return [raw[1], *raw[11:13]]
 
 
 @given(st.lists(st.text(max_size=20), max_size=20))
