@@ -8,6 +8,7 @@
  *
  *   message_rows(ids)         schema.message_row of each id (a list of str), or None when one is
  *                             not a str or not UTF-8 encodable (the Python path then runs)
+ *   sorted_message_rows(ids)  the same rows in key order, and the ids in that order (or None)
  *   part_events(values, cls)  for a message row's stored values (bytes), the fields the part reads
  *                             of each event as cls(time_ms, type, request_id, group, topic,
  *                             store_ms, born_ms, status, retry) (readback.PartEvent), in the order
@@ -78,6 +79,48 @@ static PyObject *message_rows(PyObject *module, PyObject *ids) {
         PyList_SET_ITEM(out, i, row);
     }
     Py_DECREF(seq);
+    return out;
+}
+
+/* A row key and the index of its id, sorted by key (memcmp, shorter first on a tie: bytes order). */
+typedef struct {
+    const char *p;
+    Py_ssize_t n, index;
+} Keyed;
+
+static int by_key(const void *a, const void *b) {
+    const Keyed *x = a, *y = b;
+    int c = memcmp(x->p, y->p, (size_t)(x->n < y->n ? x->n : y->n));
+    return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+/* (rows, ids): message_rows(ids) in key order, and the ids in the same order; None as message_rows. */
+static PyObject *sorted_message_rows(PyObject *module, PyObject *ids) {
+    PyObject *seq = PySequence_List(ids), *rows = seq ? message_rows(module, seq) : NULL, *out = NULL;
+    if (!rows || rows == Py_None) {
+        Py_XDECREF(seq);
+        return rows;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(rows);
+    Keyed *keyed = PyMem_Malloc((count ? count : 1) * sizeof *keyed);
+    PyObject *sorted_rows = PyList_New(count), *sorted_ids = PyList_New(count);
+    if (!keyed || !sorted_rows || !sorted_ids) {
+        if (!keyed) PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        keyed[i] = (Keyed){PyBytes_AS_STRING(row), PyBytes_GET_SIZE(row), i};
+    }
+    qsort(keyed, (size_t)count, sizeof *keyed, by_key); /* equal keys are equal ids: their order cannot show */
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyList_SET_ITEM(sorted_rows, i, Py_NewRef(PyList_GET_ITEM(rows, keyed[i].index)));
+        PyList_SET_ITEM(sorted_ids, i, Py_NewRef(PyList_GET_ITEM(seq, keyed[i].index)));
+    }
+    out = PyTuple_Pack(2, sorted_rows, sorted_ids);
+done:
+    PyMem_Free(keyed);
+    Py_XDECREF(sorted_rows), Py_XDECREF(sorted_ids), Py_DECREF(rows), Py_DECREF(seq);
     return out;
 }
 
@@ -369,9 +412,12 @@ static PyObject *sent_part(const Fields *ev, int64_t version, int64_t placed, in
     PyObject *topic = str_of(&ev->topic), *minute_o = PyLong_FromLongLong(minute), *key = NULL, *value = NULL,
              *out = NULL;
     if (topic && minute_o && (key = PyTuple_Pack(2, topic, minute_o)) &&
-        (value = PyBytes_FromStringAndSize((const char *)buf, n)) && (out = PyDict_New()) &&
-        PyDict_SetItem(out, key, value) < 0)
-        Py_CLEAR(out);
+        (value = PyBytes_FromStringAndSize((const char *)buf, n)) && (out = PyDict_New())) {
+        /* Out of the cyclic GC, as its first pass would leave them (a str and an int cannot reach back):
+           a batch's read-back keeps hundreds of thousands of these until its parts are written. */
+        PyObject_GC_UnTrack(key);
+        if (PyDict_SetItem(out, key, value) < 0) Py_CLEAR(out);
+    }
     Py_XDECREF(topic), Py_XDECREF(minute_o), Py_XDECREF(key), Py_XDECREF(value);
     return out;
 }
@@ -416,6 +462,8 @@ static PyObject *parts(PyObject *module, PyObject *args) {
 static PyMethodDef methods[] = {
     {"message_rows", message_rows, METH_O,
      "message_rows(ids) -> [schema.message_row(id) for id in ids], or None when an id is not a UTF-8 str."},
+    {"sorted_message_rows", sorted_message_rows, METH_O,
+     "sorted_message_rows(ids) -> (message_rows(ids) in key order, the ids in that order), or None as message_rows."},
     {"parts", parts, METH_VARARGS,
      "parts(rows, cls, version, minute_ms) -> for each message row ({column: value}): its part values as\n"
      "rollup._part_values gives them when its one event is a send, else its part_events, else None."},

@@ -4,7 +4,8 @@
 batch's writes and computes its part of its minute's rollup from its stored events
 (:mod:`collector.store.rollup_parts`).  A part reads nine of an event's 25 fields, so the
 read-back decodes only those (:class:`PartEvent`), computes the part of a message only sent
-without them (:func:`parts`), and builds the message row keys (:func:`message_rows`), in C when the optional extension
+without them (:func:`parts`), and builds the message row keys in key order (:func:`sorted_message_rows`),
+in C when the optional extension
 ``collector/store/_readback.c`` is built (:data:`FAST_PATH`); a value the extension does not
 model, and every value without it, is decoded by :func:`collector.store.schema.decode_events`,
 which stays the definition (tests/collector/store/test_readback.py checks both paths against
@@ -19,7 +20,7 @@ Example::
 from __future__ import annotations
 
 import operator
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from collector.store import schema
@@ -57,7 +58,7 @@ def _load() -> Any:
 
 _readback = _load()
 FAST_PATH = _readback is not None
-"""True when the C extension builds the read-back's row keys (:func:`message_rows`) and decodes its events
+"""True when the C extension builds the read-back's row keys (:func:`sorted_message_rows`) and decodes its events
 (:func:`parts`, :func:`part_events`)."""
 
 
@@ -72,6 +73,19 @@ def message_rows(msg_ids: Sequence[str]) -> list[bytes]:
 
 SentParts = dict[tuple[str, int], bytes]
 """The part values of a message only sent: ``{(topic, minute): part}``, what ``rollup._part_values`` gives."""
+
+
+def sorted_message_rows(msg_ids: Iterable[str]) -> tuple[list[bytes], list[str]]:
+    """The :func:`message_rows` of ``msg_ids`` in key order, and the ids in that order: the read-back
+    looks its rows up in key order (hash-keyed rows: each multi-get then reads a narrow key range)."""
+    if _readback is not None:
+        found: tuple[list[bytes], list[str]] | None = _readback.sorted_message_rows(msg_ids)
+        if found is not None:
+            return found
+    ids = list(msg_ids)
+    rows = schema.message_rows(ids)
+    order = sorted(range(len(ids)), key=rows.__getitem__)
+    return [rows[i] for i in order], [ids[i] for i in order]
 
 
 def parts(rows: Sequence[Mapping[bytes, bytes]]) -> list[SentParts | list[PartEvent]]:

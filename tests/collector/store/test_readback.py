@@ -10,18 +10,23 @@ bytes it gives the same or nothing (None: the caller decodes in Python).  The pa
 from __future__ import annotations
 
 import hashlib
+import pathlib
 
 import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from index_helpers import ev
+from index_helpers import consumed, ev, message
 from test_schema_values import _valid_event
 
-from collector.store import keys, readback, schema
+from collector.store import keys, open_store, readback, schema
+from collector.store.indexer import index_records
+from collector.store.model import build_trace
 from collector.store.readback import PartEvent
-from collector.store.rollup import _part_values
-from tracehook.wire import Event, EventType
+from collector.store.rollup import Part, _part_values, read_parts
+from tracehook.wire import Event, EventType, Status
+
+T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000
 
 try:
     from collector.store import _readback
@@ -150,10 +155,38 @@ def test_message_rows_are_the_layouts(msg_ids: list[str]) -> None:
     expected = [keys.pack((hashlib.blake2b(m.encode("utf-8"), digest_size=4).digest(), m)) for m in msg_ids]
     assert _readback.message_rows(msg_ids) == expected
     assert readback.message_rows(msg_ids) == expected
+    in_order = sorted(zip(expected, msg_ids))
+    for found in (_readback.sorted_message_rows(msg_ids), readback.sorted_message_rows(iter(msg_ids))):
+        assert found == ([row for row, _ in in_order], [m for _, m in in_order])
 
 
 def test_message_rows_of_ids_it_cannot_encode_are_left_to_python() -> None:
     assert _readback.message_rows(["m", "\ud800"]) is None
     assert _readback.message_rows(["m", b"m"]) is None
+    assert _readback.sorted_message_rows({"m", "\ud800"}) is None
     with pytest.raises(UnicodeEncodeError):
         readback.message_rows(["\ud800"])
+
+
+def test_read_parts_gives_the_same_parts_with_and_without_the_extension(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole read-back, over a store: messages only sent (the C shortcut), sent and consumed, consumed
+    without a traced send, a failed send, and an id that is not there; the Python path is the reference,
+    and each part is the full trace's."""
+    store = open_store(f"local:{tmp_path / 'index.sqlite3'}")
+    records = [*message("t", "sent", T0), *message("t", "failed", T0 + 61_000, status=Status.FAILED),
+               *message("u", "both", T0 + 5), *consumed("u", "both", T0 + 5, "billing"),
+               *consumed("u", "orphan", T0 + 7, "billing", status=None)]
+    records += [r for i in range(50) for r in message("t", f"m{i:02x}", T0 + 1000 * i)]
+    index_records(store, records, touched=set())
+    msg_ids = {e.msg_id for _, e in records} | {"missing"}
+    with_c = read_parts(store, msg_ids, chunk=7)
+    monkeypatch.setattr(readback, "_readback", None)
+    assert read_parts(store, msg_ids, chunk=7) == with_c
+    for msg_id in msg_ids:
+        stored = [schema.decode_event_value(v) for v in store.get_row(schema.MESSAGES, schema.message_row(msg_id)).values()]
+        trace = build_trace(msg_id, stored)
+        parts = {} if trace is None or trace.placed_ms is None else {
+            (trace.topic, schema.minute_of(trace.placed_ms)): Part.of(trace).encode()}
+        assert with_c[msg_id] == (len(stored), parts)
+    store.close()
