@@ -27,7 +27,7 @@ from collections.abc import Callable
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.index_cost_support import MIXES, encode
+from benchmarks.index_cost_support import MIXES, encode, micro_batches
 from collector.store import open_store, rollup
 from collector.store.base import Store
 from collector.store.indexer import index_payloads
@@ -47,12 +47,10 @@ def best_cpu(run: Callable[[], object], repeat: int) -> tuple[float, object]:
 
 def last_batch(store: Store, mix: str, events: int, micro_batch: int) -> set[str]:
     """Index the mix batch by batch; the msg ids the last batch touched."""
-    payloads = [p.data for p in encode(MIXES[mix](events))]
-    per_batch = max(1, micro_batch // 100)  # trace-log records hold 100 events each
     touched: set[str] = set()
-    for i in range(0, len(payloads), per_batch):
+    for batch in micro_batches(encode(MIXES[mix](events)), micro_batch):
         touched = set()
-        index_payloads(store, payloads[i:i + per_batch], touched=touched)
+        index_payloads(store, [p.data for p in batch], touched=touched)
     return touched
 
 
