@@ -82,14 +82,18 @@ static PyObject *message_rows(PyObject *module, PyObject *ids) {
     return out;
 }
 
-/* A row key and the index of its id, sorted by key (memcmp, shorter first on a tie: bytes order). */
+/* A row key and the index of its id, sorted by key (memcmp, shorter first on a tie: bytes order).
+   Its first 8 bytes (every message row key has them) as a big-endian int decide most comparisons
+   without reading the key: a qsort of 10^5 keys through pointers cost about 0.6 us per key. */
 typedef struct {
+    uint64_t head;
     const char *p;
     Py_ssize_t n, index;
 } Keyed;
 
 static int by_key(const void *a, const void *b) {
     const Keyed *x = a, *y = b;
+    if (x->head != y->head) return x->head < y->head ? -1 : 1;
     int c = memcmp(x->p, y->p, (size_t)(x->n < y->n ? x->n : y->n));
     return c ? c : (x->n > y->n) - (x->n < y->n);
 }
@@ -110,7 +114,11 @@ static PyObject *sorted_message_rows(PyObject *module, PyObject *ids) {
     }
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *row = PyList_GET_ITEM(rows, i);
-        keyed[i] = (Keyed){PyBytes_AS_STRING(row), PyBytes_GET_SIZE(row), i};
+        const unsigned char *key = (const unsigned char *)PyBytes_AS_STRING(row);
+        Py_ssize_t n = PyBytes_GET_SIZE(row);
+        uint64_t head = 0;
+        for (int k = 0; k < 8; k++) head = head << 8 | (k < n ? key[k] : 0); /* shorter keys pad with 0 */
+        keyed[i] = (Keyed){head, (const char *)key, n, i};
     }
     qsort(keyed, (size_t)count, sizeof *keyed, by_key); /* equal keys are equal ids: their order cannot show */
     for (Py_ssize_t i = 0; i < count; i++) {
