@@ -64,7 +64,6 @@ from collector.store.rollup_parts import (  # noqa: F401 -- re-exported too
     part_of,
 )
 from tracehook import wire
-from tracehook.wire import Event
 
 DEFAULT_CHUNK = 1000
 """Message rows read per round trip while recomputing."""
