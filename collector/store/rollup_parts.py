@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import bisect
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import msgpack
 
@@ -36,6 +37,7 @@ from collector.store.model import (
     outcome_of,
     pair_attempts,
 )
+from collector.store.readback import PartEvent
 from collector.store.rollup_buckets import _VERSION, LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
 from tracehook.wire import Event, EventType, Status
 
@@ -225,31 +227,47 @@ def part_of(msg_id: str, events: Iterable[Event]) -> tuple[str, Part] | None:
     return topic, Part(msg_id, placed_ms, groups, stored=stored)
 
 
-def encoded_part_of(events: Iterable[Event]) -> tuple[str, int, bytes] | None:
+def encoded_part_of(events: Sequence[Event]) -> tuple[str, int, bytes] | None:
     """:func:`part_of`'s topic, ``placed_ms`` and :meth:`Part.encode`, without the :class:`Part`:
     the rollups read every touched message back after each batch and store only its encoding."""
     return encoded_part_and_places(events)[0]
 
 
+PlacingEvent = Event | PartEvent
+"""What a part is computed from: stored events as :func:`collector.store.schema.decode_events` reads
+them, or cut down to the fields a part reads (:func:`collector.store.readback.part_events`)."""
+EventOrder = Callable[[Any], tuple[int, int, str]]
+"""The key a message's events are read in, (time ms, type, request id), for the kind of event given:
+:data:`collector.store.model.event_order` for an :class:`Event`, :data:`collector.store.readback.ORDER`
+for a :class:`PartEvent`."""
 Places = set[tuple[str, int]]
 """The (topic, message time) of each event that could place a message (:func:`collector.store.model.could_place`)."""
 
 
-def encoded_part_and_places(events: Iterable[Event]) -> tuple[tuple[str, int, bytes] | None, Places]:
+def encoded_part_and_places(
+    events: Sequence[PlacingEvent], order: EventOrder = event_order,
+) -> tuple[tuple[str, int, bytes] | None, Places]:
     """:func:`encoded_part_of`, and the :data:`Places` of the events, from one pass over them: the
     read-back files a message's part in its minute and :data:`MOVED` in the other minutes it could
-    have been placed in."""
-    found, places = _placed_groups(events)
+    have been placed in.  ``order`` is the key the events are read in (:data:`EventOrder`)."""
+    if len(events) == 1 and events[0].type == _PUB:  # a message only sent so far: the common shape
+        send = events[0]
+        placed_ms = schema.message_time(send)
+        # What _placed_groups gives for it: placed by its send, no groups, stored unless the send failed.
+        return (send.topic, placed_ms, _encode(placed_ms, send.status == _OK, {})), {(send.topic, placed_ms)}
+    found, places = _placed_groups(events, order)
     if found is None:
         return None, places
     topic, placed_ms, groups, stored = found
     return (topic, placed_ms, _encode(placed_ms, stored, groups)), places
 
 
-def _placed_groups(events: Iterable[Event]) -> tuple[tuple[str, int, Groups, bool] | None, Places]:
+def _placed_groups(
+    events: Iterable[PlacingEvent], order: EventOrder = event_order,
+) -> tuple[tuple[str, int, Groups, bool] | None, Places]:
     """A placed message's topic, placed ms, groups and stored flag (:class:`Part`'s fields), None
     while unplaced; and the events' :data:`Places`."""
-    events = sorted(events, key=event_order)  # as build_trace reads them
+    events = sorted(events, key=order)  # as build_trace reads them
     ok_send = last_send = None
     consumes: list[tuple[Event, Event]] = []
     dead_ms: dict[str, list[int]] = {}

@@ -1,0 +1,490 @@
+/*
+ * collector.store._readback: the rollup read-back's per-message work, in C.
+ *
+ * After every batch the rollups read each touched message's row back (collector.store.rollup
+ * read_parts) and compute its part of its minute. In Python that costs a row key (keys.pack of
+ * a BLAKE2b hash and the id) and the decoding of every stored event, all 25 fields of it, where
+ * the part reads nine. This file does both:
+ *
+ *   message_rows(ids)         schema.message_row of each id (a list of str), or None when one is
+ *                             not a str or not UTF-8 encodable (the Python path then runs)
+ *   sorted_message_rows(ids)  the same rows in key order, and the ids in that order (or None)
+ *   part_events(values, cls)  for a message row's stored values (bytes), the fields the part reads
+ *                             of each event as cls(time_ms, type, request_id, group, topic,
+ *                             store_ms, born_ms, status, retry) (readback.PartEvent), in the order
+ *                             of values; None when a value is not exactly what the indexer writes
+ *   parts(rows, cls, version, minute_ms)
+ *                             for each message row (a dict of its cells): when its one event is a
+ *                             send (most messages of a busy topic, read back in the batch that sent
+ *                             them), what rollup._part_values gives for it, {(topic, minute): the
+ *                             part's msgpack [version, placed ms, stored]}; else its part_events
+ *
+ * It is only a fast path, and gives exactly what the Python path gives: part_events is
+ * schema.decode_events (times and hex ids restored, missing fields defaulted) cut down to those
+ * fields, and a sent message's part is what collector/store/rollup_parts.py encodes for it. A value it does not model (not a 4-array of sender strings and the event array, a
+ * needed field of another type, an int beyond 64 bits, a str that is not UTF-8, a map key that
+ * is not str or bin, an ext type, trailing bytes...) makes it answer None, and the caller decodes
+ * that message in Python (which raises the errors it raises). tests/collector/store/test_readback.py
+ * checks both paths against each other.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "_blake2b.h"
+
+/* -- message_rows ------------------------------------------------------------------------- */
+
+/* keys.pack_one of a str (tag 0x02) or bytes (0x01): every 0x00 written as 0x00 0xFF, then 0x00. */
+static char *key_escaped(char *o, unsigned char tag, const unsigned char *s, Py_ssize_t n) {
+    *o++ = (char)tag;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        *o++ = (char)s[i];
+        if (!s[i]) *o++ = (char)0xFF;
+    }
+    *o++ = 0;
+    return o;
+}
+
+static PyObject *message_rows(PyObject *module, PyObject *ids) {
+    PyObject *seq = PySequence_Fast(ids, "ids must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out && i < count; i++) {
+        PyObject *id = PySequence_Fast_GET_ITEM(seq, i);
+        Py_ssize_t n;
+        const char *s = PyUnicode_CheckExact(id) ? PyUnicode_AsUTF8AndSize(id, &n) : NULL;
+        if (!s) { /* not a str, or not encodable: the Python path answers (or raises) */
+            PyErr_Clear();
+            Py_DECREF(out);
+            Py_DECREF(seq);
+            Py_RETURN_NONE;
+        }
+        unsigned char hash4[4];
+        blake2b(hash4, 4, (const unsigned char *)s, (size_t)n);
+        /* (hash4, id): at most 2 * 4 + 2 and 2 * n + 2 bytes */
+        PyObject *row = PyBytes_FromStringAndSize(NULL, 2 * n + 12);
+        if (!row) {
+            Py_CLEAR(out);
+            break;
+        }
+        char *start = PyBytes_AS_STRING(row), *o = key_escaped(start, 0x01, hash4, 4);
+        o = key_escaped(o, 0x02, (const unsigned char *)s, n);
+        if (_PyBytes_Resize(&row, o - start) < 0) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, row);
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+/* A row key and the index of its id, sorted by key (memcmp, shorter first on a tie: bytes order).
+   Its first 8 bytes (every message row key has them) as a big-endian int decide most comparisons
+   without reading the key: a qsort of 10^5 keys through pointers cost about 0.6 us per key. */
+typedef struct {
+    uint64_t head;
+    const char *p;
+    Py_ssize_t n, index;
+} Keyed;
+
+static int by_key(const void *a, const void *b) {
+    const Keyed *x = a, *y = b;
+    if (x->head != y->head) return x->head < y->head ? -1 : 1;
+    int c = memcmp(x->p, y->p, (size_t)(x->n < y->n ? x->n : y->n));
+    return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+/* (rows, ids): message_rows(ids) in key order, and the ids in the same order; None as message_rows. */
+static PyObject *sorted_message_rows(PyObject *module, PyObject *ids) {
+    PyObject *seq = PySequence_List(ids), *rows = seq ? message_rows(module, seq) : NULL, *out = NULL;
+    if (!rows || rows == Py_None) {
+        Py_XDECREF(seq);
+        return rows;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(rows);
+    Keyed *keyed = PyMem_Malloc((count ? count : 1) * sizeof *keyed);
+    PyObject *sorted_rows = PyList_New(count), *sorted_ids = PyList_New(count);
+    if (!keyed || !sorted_rows || !sorted_ids) {
+        if (!keyed) PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        const unsigned char *key = (const unsigned char *)PyBytes_AS_STRING(row);
+        Py_ssize_t n = PyBytes_GET_SIZE(row);
+        uint64_t head = 0;
+        for (int k = 0; k < 8; k++) head = head << 8 | (k < n ? key[k] : 0); /* shorter keys pad with 0 */
+        keyed[i] = (Keyed){head, (const char *)key, n, i};
+    }
+    qsort(keyed, (size_t)count, sizeof *keyed, by_key); /* equal keys are equal ids: their order cannot show */
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyList_SET_ITEM(sorted_rows, i, Py_NewRef(PyList_GET_ITEM(rows, keyed[i].index)));
+        PyList_SET_ITEM(sorted_ids, i, Py_NewRef(PyList_GET_ITEM(seq, keyed[i].index)));
+    }
+    out = PyTuple_Pack(2, sorted_rows, sorted_ids);
+done:
+    PyMem_Free(keyed);
+    Py_XDECREF(sorted_rows), Py_XDECREF(sorted_ids), Py_DECREF(rows), Py_DECREF(seq);
+    return out;
+}
+
+/* -- a msgpack reader for what schema.encode_event_value writes ----------------------------- */
+
+typedef struct {
+    const unsigned char *p, *end;
+} Reader;
+
+enum { ERR = -1, FALLBACK = -2 }; /* ERR: a Python exception is set; FALLBACK: not modelled here */
+
+static uint64_t be(const unsigned char *p, int width) {
+    uint64_t v = 0;
+    for (int i = 0; i < width; i++) v = v << 8 | p[i];
+    return v;
+}
+
+/* The next byte and, for lengths and ints, the `width` bytes after it; FALLBACK when truncated. */
+static int take(Reader *r, int width, uint64_t *value) {
+    if (r->end - r->p < width) return FALLBACK;
+    *value = be(r->p, width);
+    r->p += width;
+    return 0;
+}
+
+/* Strict UTF-8 as Python's decoder reads it: no overlong forms, no surrogates, nothing past U+10FFFF. */
+static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0) lo = 0xA0;
+            if (c == 0xED) hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0) lo = 0x90;
+            if (c == 0xF4) hi = 0x8F;
+        } else
+            return 0;
+        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (int k = 2; k < len; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* The kinds of object read_object tells apart. */
+enum { O_INT, O_STR, O_BIN, O_OTHER };
+
+typedef struct {
+    int kind;
+    int64_t i;                /* O_INT */
+    const unsigned char *s;   /* O_STR (valid UTF-8) and O_BIN */
+    Py_ssize_t n;
+} Obj;
+
+static int skip_object(Reader *r, int depth);
+
+/* n objects, or n key/value pairs with str or bin keys (msgpack's strict_map_key, its default). */
+static int skip_items(Reader *r, uint64_t n, int map, int depth) {
+    if (depth > 32) return FALLBACK;
+    for (uint64_t k = 0; k < n; k++) {
+        if (map) {
+            unsigned char c;
+            if (r->p >= r->end) return FALLBACK;
+            c = *r->p;
+            if (!((c >= 0xa0 && c <= 0xbf) || (c >= 0xc4 && c <= 0xc6) || (c >= 0xd9 && c <= 0xdb))) return FALLBACK;
+            if (skip_object(r, depth + 1) < 0) return FALLBACK;
+        }
+        if (skip_object(r, depth + 1) < 0) return FALLBACK;
+    }
+    return 0;
+}
+
+/* One object; ints (up to 64 bits signed), str and bin are read, anything else that msgpack-python
+   decodes without complaint (nil, bools, floats, arrays, maps) is skipped; FALLBACK otherwise. */
+static int read_object(Reader *r, Obj *o, int depth) {
+    uint64_t v = 0, len;
+    if (r->p >= r->end) return FALLBACK;
+    unsigned char c = *r->p++;
+    o->kind = O_OTHER;
+    if (c <= 0x7f) return o->kind = O_INT, o->i = c, 0;
+    if (c >= 0xe0) return o->kind = O_INT, o->i = (int8_t)c, 0;
+    if (c >= 0xa0 && c <= 0xbf) {
+        len = c & 0x1f;
+        goto str;
+    }
+    if (c >= 0x80 && c <= 0x8f) return skip_items(r, c & 0x0f, 1, depth);
+    if (c >= 0x90 && c <= 0x9f) return skip_items(r, c & 0x0f, 0, depth);
+    switch (c) {
+    case 0xc0: case 0xc2: case 0xc3: return 0;
+    case 0xca: return take(r, 4, &v);
+    case 0xcb: return take(r, 8, &v);
+    case 0xcc: case 0xcd: case 0xce: case 0xcf: {
+        int width = 1 << (c - 0xcc);
+        if (take(r, width, &v) < 0 || v > INT64_MAX) return FALLBACK;
+        return o->kind = O_INT, o->i = (int64_t)v, 0;
+    }
+    case 0xd0: case 0xd1: case 0xd2: case 0xd3: {
+        int width = 1 << (c - 0xd0);
+        if (take(r, width, &v) < 0) return FALLBACK;
+        int shift = 64 - 8 * width; /* sign-extend */
+        o->i = width == 8 ? (int64_t)v : (int64_t)(v << shift) >> shift;
+        return o->kind = O_INT, 0;
+    }
+    case 0xc4: case 0xc5: case 0xc6:
+        if (take(r, 1 << (c - 0xc4), &len) < 0 || (uint64_t)(r->end - r->p) < len) return FALLBACK;
+        o->kind = O_BIN, o->s = r->p, o->n = (Py_ssize_t)len, r->p += len;
+        return 0;
+    case 0xd9: case 0xda: case 0xdb:
+        if (take(r, 1 << (c - 0xd9), &len) < 0) return FALLBACK;
+        goto str;
+    case 0xdc: case 0xdd:
+        if (take(r, 2 << (c - 0xdc), &len) < 0) return FALLBACK;
+        return skip_items(r, len, 0, depth);
+    case 0xde: case 0xdf:
+        if (take(r, 2 << (c - 0xde), &len) < 0) return FALLBACK;
+        return skip_items(r, len, 1, depth);
+    default: /* 0xc1 (never used), ext types: msgpack-python raises or makes an ExtType */
+        return FALLBACK;
+    }
+str:
+    if ((uint64_t)(r->end - r->p) < len || !utf8_ok(r->p, (Py_ssize_t)len)) return FALLBACK;
+    o->kind = O_STR, o->s = r->p, o->n = (Py_ssize_t)len, r->p += len;
+    return 0;
+}
+
+static int skip_object(Reader *r, int depth) {
+    Obj o;
+    return read_object(r, &o, depth);
+}
+
+/* An array header: its length; FALLBACK when the next object is not an array. */
+static int read_array(Reader *r, uint64_t *n) {
+    if (r->p >= r->end) return FALLBACK;
+    unsigned char c = *r->p++;
+    if (c >= 0x90 && c <= 0x9f) return *n = c & 0x0f, 0;
+    if (c == 0xdc) return take(r, 2, n);
+    if (c == 0xdd) return take(r, 4, n);
+    return FALLBACK;
+}
+
+/* -- part_events ---------------------------------------------------------------------------- */
+
+/* wire.Event's fields the part reads (tracehook/wire.py), and their count. */
+enum { PUB = 1 }; /* wire.EventType.PUB */
+enum { F_TYPE = 0, F_TIME = 1, F_GROUP = 2, F_TOPIC = 3, F_BORN = 11, F_STORE = 12, F_STATUS = 14, F_RETRY = 16,
+       F_REQUEST_ID = 19, N_FIELDS = 25, MIN_FIELDS = 5 };
+
+static PyObject *hex_str(const unsigned char *s, Py_ssize_t n) { /* bytes.hex() */
+    static const char digits[] = "0123456789abcdef";
+    PyObject *out = PyUnicode_New(2 * n, 127);
+    if (!out) return NULL;
+    Py_UCS1 *o = PyUnicode_1BYTE_DATA(out);
+    for (Py_ssize_t i = 0; i < n; i++) *o++ = digits[s[i] >> 4], *o++ = digits[s[i] & 15];
+    return out;
+}
+
+static PyObject *str_of(const Obj *o) { return PyUnicode_DecodeUTF8((const char *)o->s, o->n, NULL); }
+
+/* The fields of one stored event a part reads. */
+typedef struct {
+    int64_t type, time, born, store, status, retry;
+    Obj group, topic, request;
+} Fields;
+
+/* One stored value's Fields; FALLBACK when the value is not exactly what the indexer writes. */
+static int read_fields(PyObject *value, Fields *ev) {
+    Reader r = {(const unsigned char *)PyBytes_AS_STRING(value),
+                (const unsigned char *)PyBytes_AS_STRING(value) + PyBytes_GET_SIZE(value)};
+    uint64_t n;
+    Obj o;
+    *ev = (Fields){.request = {O_STR, 0, (const unsigned char *)"", 0}};
+    if (r.p >= r.end || *r.p++ != 0x94) return FALLBACK; /* [app, host, client_id, raw] */
+    for (int i = 0; i < 3; i++)
+        if (skip_object(&r, 0) < 0) return FALLBACK;
+    if (read_array(&r, &n) < 0 || n < MIN_FIELDS || n > N_FIELDS) return FALLBACK;
+    for (int f = 0; f < (int)n; f++) {
+        if (read_object(&r, &o, 1) < 0) return FALLBACK;
+        switch (f) {
+        case F_TYPE: case F_TIME: case F_BORN: case F_STORE: case F_STATUS: case F_RETRY:
+            if (o.kind != O_INT) return FALLBACK;
+            *(f == F_TYPE ? &ev->type : f == F_TIME ? &ev->time : f == F_BORN ? &ev->born : f == F_STORE ? &ev->store
+              : f == F_STATUS ? &ev->status : &ev->retry) = o.i;
+            break;
+        case F_GROUP: case F_TOPIC:
+            if (o.kind != O_STR) return FALLBACK;
+            *(f == F_GROUP ? &ev->group : &ev->topic) = o;
+            break;
+        case F_REQUEST_ID: /* str, or bin: hex digits kept as the bytes they spell */
+            if (o.kind != O_STR && o.kind != O_BIN) return FALLBACK;
+            ev->request = o;
+            break;
+        }
+    }
+    if (r.p != r.end) return FALLBACK;
+    /* schema._restored: born and store times are kept as their difference from time_ms */
+    if (n > F_BORN && __builtin_add_overflow(ev->born, ev->time, &ev->born)) return FALLBACK;
+    if (n > F_STORE && __builtin_add_overflow(ev->store, ev->time, &ev->store)) return FALLBACK;
+    return 0;
+}
+
+/* cls(time_ms, type, request_id, group, topic, store_ms, born_ms, status, retry), or NULL. */
+static PyObject *part_event(const Fields *ev, PyTypeObject *cls) {
+    PyObject *obj = cls->tp_alloc(cls, 9);
+    if (!obj) return NULL;
+    PyObject *items[9] = {
+        PyLong_FromLongLong(ev->time), PyLong_FromLongLong(ev->type),
+        ev->request.kind == O_BIN ? hex_str(ev->request.s, ev->request.n) : str_of(&ev->request),
+        str_of(&ev->group), str_of(&ev->topic), PyLong_FromLongLong(ev->store), PyLong_FromLongLong(ev->born),
+        PyLong_FromLongLong(ev->status), PyLong_FromLongLong(ev->retry)};
+    int bad = 0;
+    for (int i = 0; i < 9; i++) {
+        bad |= items[i] == NULL;
+        PyTuple_SET_ITEM(obj, i, items[i]); /* NULL items are fine to dealloc */
+    }
+    if (bad) Py_CLEAR(obj);
+    return obj;
+}
+
+/* The PartEvents of a sequence of values; None (a new reference) when one is not modelled. */
+static PyObject *events_of(PyObject *values, PyTypeObject *cls) {
+    PyObject *seq = PySequence_List(values); /* a private list: values may be a dict's values() */
+    if (!seq) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(seq);
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out && i < count; i++) {
+        PyObject *value = PyList_GET_ITEM(seq, i), *event;
+        Fields ev;
+        if (!PyBytes_CheckExact(value) || read_fields(value, &ev) < 0) {
+            Py_SETREF(out, Py_NewRef(Py_None));
+            break;
+        }
+        if (!(event = part_event(&ev, cls))) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, event);
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+static PyObject *part_events(PyObject *module, PyObject *args) {
+    PyObject *values, *cls;
+    if (!PyArg_ParseTuple(args, "OO!", &values, &PyType_Type, &cls)) return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type))
+        return PyErr_SetString(PyExc_TypeError, "cls must be a tuple type"), NULL;
+    return events_of(values, (PyTypeObject *)cls);
+}
+
+/* -- a message only sent: its part values ---------------------------------------------------- */
+
+/* msgpack's encoding of an int (msgpack.packb): the shortest form; returns the bytes written. */
+static int mp_int(unsigned char *o, int64_t v) {
+    int width;
+    unsigned char tag;
+    if (v >= 0 && v < 128) return o[0] = (unsigned char)v, 1;
+    if (v < 0 && v >= -32) return o[0] = (unsigned char)(int8_t)v, 1;
+    if (v >= 0) width = v < 256 ? 1 : v < 65536 ? 2 : v < 4294967296LL ? 4 : 8, tag = 0xcc;
+    else width = v >= -128 ? 1 : v >= -32768 ? 2 : v >= -2147483648LL ? 4 : 8, tag = 0xd0;
+    o[0] = (unsigned char)(tag + (width == 1 ? 0 : width == 2 ? 1 : width == 4 ? 2 : 3));
+    for (int i = 0; i < width; i++) o[1 + i] = (unsigned char)((uint64_t)v >> (8 * (width - 1 - i)));
+    return 1 + width;
+}
+
+/* The minute a send places its message in: schema.minute_of(schema.message_time(send)) (Python's
+   modulo: never negative); 0 when it is beyond 64 bits. */
+static int sent_minute(const Fields *ev, int64_t minute_ms, int64_t *placed, int64_t *minute) {
+    *placed = ev->store > 0 ? ev->store : ev->born > 0 ? ev->born : ev->time;
+    return !__builtin_sub_overflow(*placed, (*placed % minute_ms + minute_ms) % minute_ms, minute);
+}
+
+/* rollup._part_values of a message whose one stored event is a send: {(topic, minute): part}, the part
+   being rollup_parts._encode(placed_ms, stored, {}) = msgpack [version, placed_ms, stored]. */
+static PyObject *sent_part(const Fields *ev, int64_t version, int64_t placed, int64_t minute) {
+    unsigned char buf[1 + 9 + 9 + 1];
+    int n = 1;
+    buf[0] = 0x93;
+    n += mp_int(buf + n, version);
+    n += mp_int(buf + n, placed);
+    buf[n++] = ev->status == 0 ? 0xc3 : 0xc2; /* stored: the send did not fail */
+    PyObject *topic = str_of(&ev->topic), *minute_o = PyLong_FromLongLong(minute), *key = NULL, *value = NULL,
+             *out = NULL;
+    if (topic && minute_o && (key = PyTuple_Pack(2, topic, minute_o)) &&
+        (value = PyBytes_FromStringAndSize((const char *)buf, n)) && (out = PyDict_New())) {
+        /* Out of the cyclic GC, as its first pass would leave them (a str and an int cannot reach back):
+           a batch's read-back keeps hundreds of thousands of these until its parts are written. */
+        PyObject_GC_UnTrack(key);
+        if (PyDict_SetItem(out, key, value) < 0) Py_CLEAR(out);
+    }
+    Py_XDECREF(topic), Py_XDECREF(minute_o), Py_XDECREF(key), Py_XDECREF(value);
+    return out;
+}
+
+static PyObject *parts(PyObject *module, PyObject *args) {
+    PyObject *rows, *cls;
+    long long version, minute_ms;
+    if (!PyArg_ParseTuple(args, "OO!LL", &rows, &PyType_Type, &cls, &version, &minute_ms)) return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type))
+        return PyErr_SetString(PyExc_TypeError, "cls must be a tuple type"), NULL;
+    if (minute_ms < 1) return PyErr_SetString(PyExc_ValueError, "minute_ms must be >= 1"), NULL;
+    PyObject *seq = PySequence_Fast(rows, "rows must be a sequence");
+    if (!seq) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out && i < count; i++) {
+        PyObject *columns = PySequence_Fast_GET_ITEM(seq, i), *item = NULL;
+        if (!PyDict_CheckExact(columns)) {
+            item = Py_NewRef(Py_None);
+        } else {
+            Py_ssize_t pos = 0;
+            PyObject *col, *value;
+            Fields ev;
+            int64_t placed, minute;
+            if (PyDict_GET_SIZE(columns) == 1 && PyDict_Next(columns, &pos, &col, &value) &&
+                PyBytes_CheckExact(value) && read_fields(value, &ev) == 0 && ev.type == PUB &&
+                sent_minute(&ev, minute_ms, &placed, &minute))
+                item = sent_part(&ev, version, placed, minute);
+            else {
+                PyObject *values = PyDict_Values(columns);
+                item = values ? events_of(values, (PyTypeObject *)cls) : NULL;
+                Py_XDECREF(values);
+            }
+        }
+        if (!item) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, item);
+    }
+    Py_DECREF(seq);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"message_rows", message_rows, METH_O,
+     "message_rows(ids) -> [schema.message_row(id) for id in ids], or None when an id is not a UTF-8 str."},
+    {"sorted_message_rows", sorted_message_rows, METH_O,
+     "sorted_message_rows(ids) -> (message_rows(ids) in key order, the ids in that order), or None as message_rows."},
+    {"parts", parts, METH_VARARGS,
+     "parts(rows, cls, version, minute_ms) -> for each message row ({column: value}): its part values as\n"
+     "rollup._part_values gives them when its one event is a send, else its part_events, else None."},
+    {"part_events", part_events, METH_VARARGS,
+     "part_events(values, cls) -> [cls(time_ms, type, request_id, group, topic, store_ms, born_ms, status,\n"
+     "retry)] of stored event values as schema.decode_events reads them, or None when one is not modelled."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "collector.store._readback",
+    "Fast path of collector.store.rollup.read_parts: message row keys and the events' part fields, in C.", -1,
+    methods,
+};
+
+PyMODINIT_FUNC PyInit__readback(void) { return PyModule_Create(&module); }

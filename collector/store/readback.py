@@ -1,0 +1,119 @@
+"""The rollup read-back's per-message work: each stored event cut down to what a part reads.
+
+:func:`collector.store.rollup.read_parts` reads every message a batch touched back after the
+batch's writes and computes its part of its minute's rollup from its stored events
+(:mod:`collector.store.rollup_parts`).  A part reads nine of an event's 25 fields, so the
+read-back decodes only those (:class:`PartEvent`), computes the part of a message only sent
+without them (:func:`parts`), and builds the message row keys in key order (:func:`sorted_message_rows`),
+in C when the optional extension
+``collector/store/_readback.c`` is built (:data:`FAST_PATH`); a value the extension does not
+model, and every value without it, is decoded by :func:`collector.store.schema.decode_events`,
+which stays the definition (tests/collector/store/test_readback.py checks both paths against
+each other).
+
+Example::
+
+    from collector.store.readback import part_events
+    events = part_events(message_row_cells.values())   # [PartEvent(time_ms, type, ...), ...]
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from collector.store import schema
+from collector.store.rollup_buckets import _VERSION
+from tracehook.wire import Event
+
+
+class PartEvent(NamedTuple):
+    """The fields of a stored event a rollup part reads, named as :class:`tracehook.wire.Event`'s
+    (so :func:`collector.store.model.could_place`, :func:`collector.store.schema.message_time` and
+    :func:`collector.store.model.pair_attempts` read it as they read an event); the first three
+    are the order a message's events are read in (:data:`ORDER`)."""
+
+    time_ms: int
+    type: int
+    request_id: str
+    group: str
+    topic: str
+    store_ms: int
+    born_ms: int
+    status: int
+    retry: int
+
+
+ORDER = operator.itemgetter(0, 1, 2)
+""":data:`collector.store.model.event_order` for a :class:`PartEvent`: (time ms, type, request id)."""
+
+
+def _load() -> Any:
+    try:
+        from collector.store import _readback
+    except ImportError:  # not built (no compiler when installed)
+        return None
+    return _readback
+
+
+_readback = _load()
+FAST_PATH = _readback is not None
+"""True when the C extension builds the read-back's row keys (:func:`sorted_message_rows`) and decodes its events
+(:func:`parts`, :func:`part_events`)."""
+
+
+def message_rows(msg_ids: Sequence[str]) -> list[bytes]:
+    """:func:`collector.store.schema.message_rows`, in C when the extension is built."""
+    if _readback is not None:
+        found: list[bytes] | None = _readback.message_rows(msg_ids)
+        if found is not None:
+            return found
+    return schema.message_rows(msg_ids)
+
+
+SentParts = dict[tuple[str, int], bytes]
+"""The part values of a message only sent: ``{(topic, minute): part}``, what ``rollup._part_values`` gives."""
+
+
+def sorted_message_rows(msg_ids: Iterable[str]) -> tuple[list[bytes], list[str]]:
+    """The :func:`message_rows` of ``msg_ids`` in key order, and the ids in that order: the read-back
+    looks its rows up in key order (hash-keyed rows: each multi-get then reads a narrow key range)."""
+    if _readback is not None:
+        found: tuple[list[bytes], list[str]] | None = _readback.sorted_message_rows(msg_ids)
+        if found is not None:
+            return found
+    ids = list(msg_ids)
+    rows = schema.message_rows(ids)
+    order = sorted(range(len(ids)), key=rows.__getitem__)
+    return [rows[i] for i in order], [ids[i] for i in order]
+
+
+def parts(rows: Sequence[Mapping[bytes, bytes]]) -> list[SentParts | list[PartEvent]]:
+    """For each message row's cells: the :data:`SentParts` of a message whose one stored event is its
+    send (read back in the batch that sent it: most messages of a busy topic), else the
+    :class:`PartEvent` of each cell, for ``rollup._part_values``."""
+    if _readback is None:
+        return [py_part_events(columns.values()) for columns in rows]
+    found = _readback.parts(rows, PartEvent, _VERSION, schema.MINUTE_MS)
+    return [got if got is not None else py_part_events(columns.values()) for got, columns in zip(found, rows)]
+
+
+def part_events(values: Collection[bytes]) -> list[PartEvent]:
+    """The :class:`PartEvent` of each stored value (in the order of ``values``), as
+    ``schema.decode_events(values)`` reads them: only for values an indexer wrote (not validated)."""
+    if _readback is not None:
+        found: list[PartEvent] | None = _readback.part_events(values, PartEvent)
+        if found is not None:
+            return found
+    return py_part_events(values)
+
+
+def py_part_events(values: Collection[bytes]) -> list[PartEvent]:
+    """:func:`part_events` in Python: the definition the C extension is tested against."""
+    return [_new_tuple(PartEvent, _PART_FIELDS(e)) for e in schema.decode_events(values)]
+
+
+_PART_FIELDS = operator.itemgetter(*(Event._fields.index(f) for f in PartEvent._fields))
+"""An :class:`Event`'s values of the :class:`PartEvent` fields, in their order."""
+_new_tuple = tuple.__new__  # a NamedTuple's __new__ names every field: about three times the cost
