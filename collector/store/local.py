@@ -28,6 +28,17 @@ with the index job's store kept open across micro-batches (10^6 events): 64 MiB 
 event through the kernel, 128 MiB 6.4 KB, 256 and 512 MiB 5.0 KB (docs/index-store.md)."""
 PUT_ROWS = 20_000
 """Rows per put the indexer gathers for this store (:attr:`LocalStore.preferred_put_rows`)."""
+WAL_AUTOCHECKPOINT_PAGES = 20_000
+"""``PRAGMA wal_autocheckpoint`` of every connection: the WAL pages after which a COMMIT checkpoints.
+SQLite's default, 1,000 pages (16 MiB), made nearly every put of a big batch copy the pages it had
+just written (the hash-keyed message rows dirty most of their table's pages); the batch's own
+checkpoint (:meth:`LocalStore.end_batch`) copies them once instead, and this only bounds the WAL
+within a batch bigger than that (docs/index-store.md, Write transactions)."""
+WAL_KEEP_BYTES = 64 * 1024 * 1024
+"""``PRAGMA journal_size_limit``: the bytes of WAL file SQLite keeps when it starts the WAL over
+(a WAL that grew for one big batch gives the rest back to the file system)."""
+CHECKPOINT_MODE = "TRUNCATE"
+"""The checkpoint :meth:`LocalStore.end_batch` runs (``PRAGMA wal_checkpoint(...)``)."""
 
 
 def _now_ms() -> int:
@@ -65,6 +76,9 @@ class LocalStore:
         # WAL lets the collector read while the index job writes from another process.
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # Per connection, so a store file written before these settings gets them too.
+        self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        self._db.execute(f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}")
         try:
             # One write transaction from the check to the record: a process opening the file at the
             # same time sees either no tables or the tables with their layout recorded.
@@ -131,6 +145,15 @@ class LocalStore:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def end_batch(self) -> bool:
+        """Checkpoint the WAL now that an index batch is written (:func:`collector.store.indexer.finish_batch`
+        calls it): copy its pages into the file and truncate it, waiting for readers of an older
+        snapshot up to the busy timeout.  False when a reader still held it then: the WAL stays,
+        and the next batch's call tries again."""
+        with self._lock:
+            busy, _, _ = self._db.execute(f"PRAGMA wal_checkpoint({CHECKPOINT_MODE})").fetchone()
+        return busy == 0
 
     def get_row(self, table: str, row: bytes) -> Columns:
         with self._lock:
