@@ -26,17 +26,20 @@ CACHE_KIB = 262144
 """SQLite page cache per connection, in KiB, unless the URL's ``cache_mib`` says otherwise.  Measured
 with the index job's store kept open across micro-batches (10^6 events): 64 MiB read 13.2 KB per
 event through the kernel, 128 MiB 6.4 KB, 256 and 512 MiB 5.0 KB (docs/index-store.md)."""
-PUT_ROWS = 20_000
-"""Rows per put the indexer gathers for this store (:attr:`LocalStore.preferred_put_rows`)."""
-WAL_AUTOCHECKPOINT_PAGES = 20_000
-"""``PRAGMA wal_autocheckpoint`` of every connection: the WAL pages after which a COMMIT checkpoints.
-SQLite's default, 1,000 pages (16 MiB), made nearly every put of a big batch copy the pages it had
-just written (the hash-keyed message rows dirty most of their table's pages); the batch's own
-checkpoint (:meth:`LocalStore.end_batch`) copies them once instead, and this only bounds the WAL
-within a batch bigger than that (docs/index-store.md, Write transactions)."""
+PUT_ROWS = 200_000
+"""Rows per put the indexer gathers for this store (:attr:`LocalStore.preferred_put_rows`): a follower
+behind the log takes micro-batches of 100,000s of events, and each put of hash-keyed message rows
+dirties most of that table's pages, so each put more writes them all to the WAL again (measured,
+600,000 sends in micro-batches of 200,000: the writes cost 14-17 µs per event with puts of 200,000
+rows, 15 with 100,000, 18-19 with 50,000, 24-26 with 20,000; docs/index-store.md)."""
+WAL_AUTOCHECKPOINT_PAGES = 1000
+"""``PRAGMA wal_autocheckpoint`` of every connection (SQLite's default, said here): the WAL pages after
+which a COMMIT checkpoints.  With a put per table and micro-batch the puts write different pages, so a
+checkpoint after each copies each page once anyway; 20,000 pages cost the same CPU and let the WAL grow
+to 168 MB instead of 73 within a micro-batch of 200,000 sends (docs/index-store.md)."""
 WAL_KEEP_BYTES = 64 * 1024 * 1024
 """``PRAGMA journal_size_limit``: the bytes of WAL file SQLite keeps when it starts the WAL over
-(a WAL that grew for one big batch gives the rest back to the file system)."""
+(a WAL that grew for one big put gives the rest back to the file system)."""
 CHECKPOINT_MODE = "TRUNCATE"
 """The checkpoint :meth:`LocalStore.end_batch` runs (``PRAGMA wal_checkpoint(...)``)."""
 

@@ -43,7 +43,7 @@ def test_wal_settings_apply_to_new_and_existing_files(tmp_path, existing: bool) 
         LocalStore(path).close()
         db = sqlite3.connect(path)
         try:
-            assert db.execute("PRAGMA wal_autocheckpoint").fetchone() != (local.WAL_AUTOCHECKPOINT_PAGES,)
+            assert db.execute("PRAGMA journal_size_limit").fetchone() != (local.WAL_KEEP_BYTES,)
         finally:
             db.close()
     store = LocalStore(path)
