@@ -41,7 +41,8 @@ WAL_KEEP_BYTES = 64 * 1024 * 1024
 """``PRAGMA journal_size_limit``: the bytes of WAL file SQLite keeps when it starts the WAL over
 (a WAL that grew for one big put gives the rest back to the file system)."""
 CHECKPOINT_MODE = "TRUNCATE"
-"""The checkpoint :meth:`LocalStore.end_batch` runs (``PRAGMA wal_checkpoint(...)``)."""
+"""The checkpoint :meth:`LocalStore.end_batch` runs (``PRAGMA wal_checkpoint(...)``), without waiting
+for readers (a query that holds the WAL would otherwise stall the index up to the busy timeout)."""
 
 
 def _now_ms() -> int:
@@ -69,6 +70,7 @@ class LocalStore:
         self._lock = threading.Lock()
         if os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._busy_timeout_ms = int(DEFAULT_BUSY_TIMEOUT_S * 1000)
         self._db = sqlite3.connect(path, timeout=DEFAULT_BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
         # Only a new (empty) file takes a page size, before its first table: bigger pages hold
         # more of the short index cells per page header (measured: fewer bytes and less CPU per event).
@@ -151,11 +153,15 @@ class LocalStore:
 
     def end_batch(self) -> bool:
         """Checkpoint the WAL now that an index batch is written (:func:`collector.store.indexer.finish_batch`
-        calls it): copy its pages into the file and truncate it, waiting for readers of an older
-        snapshot up to the busy timeout.  False when a reader still held it then: the WAL stays,
-        and the next batch's call tries again."""
+        calls it): copy its pages into the file and cut the WAL file to 0 bytes.  Never waits: a query
+        still reading a snapshot the WAL holds (only one that began before the batch's last write)
+        keeps what it reads there, the call returns False, and the next batch's call tries again."""
         with self._lock:
-            busy, _, _ = self._db.execute(f"PRAGMA wal_checkpoint({CHECKPOINT_MODE})").fetchone()
+            self._db.execute("PRAGMA busy_timeout=0")
+            try:
+                busy, _, _ = self._db.execute(f"PRAGMA wal_checkpoint({CHECKPOINT_MODE})").fetchone()
+            finally:
+                self._db.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
         return busy == 0
 
     def get_row(self, table: str, row: bytes) -> Columns:
