@@ -71,6 +71,7 @@ class LocalStore:
         if os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
         self._busy_timeout_ms = int(DEFAULT_BUSY_TIMEOUT_S * 1000)
+        self._wal_path = path + "-wal"
         self._db = sqlite3.connect(path, timeout=DEFAULT_BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
         # Only a new (empty) file takes a page size, before its first table: bigger pages hold
         # more of the short index cells per page header (measured: fewer bytes and less CPU per event).
@@ -152,10 +153,16 @@ class LocalStore:
             self._db.execute("COMMIT")
 
     def end_batch(self) -> bool:
-        """Checkpoint the WAL now that an index batch is written (:func:`collector.store.indexer.finish_batch`
-        calls it): copy its pages into the file and cut the WAL file to 0 bytes.  Never waits: a query
-        still reading a snapshot the WAL holds (only one that began before the batch's last write)
-        keeps what it reads there, the call returns False, and the next batch's call tries again."""
+        """Now that an index batch is written (:func:`collector.store.indexer.finish_batch` calls it), a
+        WAL bigger than :data:`WAL_KEEP_BYTES` is checkpointed into the file and cut to 0 bytes (a
+        smaller one is left to the auto-checkpoints: cutting it after every small batch cost more than
+        it gave back).  Never waits: a query still reading a snapshot the WAL holds keeps it, the call
+        returns False, and the next batch's call tries again."""
+        try:
+            if os.path.getsize(self._wal_path) <= WAL_KEEP_BYTES:
+                return True
+        except FileNotFoundError:
+            return True
         with self._lock:
             self._db.execute("PRAGMA busy_timeout=0")
             try:

@@ -56,7 +56,20 @@ def test_wal_settings_apply_to_new_and_existing_files(tmp_path, existing: bool) 
                         "journal_size_limit": local.WAL_KEEP_BYTES}
 
 
-def test_a_finished_batch_is_in_the_file_and_its_wal_truncated(tmp_path) -> None:
+def test_a_small_wal_is_left_to_the_auto_checkpoints(tmp_path) -> None:
+    path = str(tmp_path / "index.sqlite3")
+    store = LocalStore(path)
+    try:
+        index_messages(store, 300)
+        finish_batch(store)
+        assert 0 < wal_bytes(path) <= local.WAL_KEEP_BYTES
+    finally:
+        store.close()
+
+
+def test_a_finished_batch_is_in_the_file_and_its_wal_truncated(tmp_path, monkeypatch) -> None:
+    """A WAL over ``WAL_KEEP_BYTES`` when a batch ends (0 here: any) is copied into the file and cut."""
+    monkeypatch.setattr(local, "WAL_KEEP_BYTES", 0)
     path = str(tmp_path / "index.sqlite3")
     store = LocalStore(path)
     try:
@@ -71,10 +84,11 @@ def test_a_finished_batch_is_in_the_file_and_its_wal_truncated(tmp_path) -> None
         store.close()
 
 
-def test_a_reader_puts_the_checkpoint_off_to_the_next_batch(tmp_path) -> None:
+def test_a_reader_puts_the_checkpoint_off_to_the_next_batch(tmp_path, monkeypatch) -> None:
     """A query reading an older snapshot keeps the WAL, and the batch does not wait for it (the store's
     busy timeout is 30 s); the next batch's checkpoint, once no reader holds it, truncates it: the
     WAL does not keep growing."""
+    monkeypatch.setattr(local, "WAL_KEEP_BYTES", 0)
     path = str(tmp_path / "index.sqlite3")
     store = LocalStore(path)
     reader = sqlite3.connect(path, isolation_level=None)
