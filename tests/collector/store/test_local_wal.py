@@ -21,7 +21,8 @@ def wal_bytes(path: str) -> int:
 def index_messages(store: LocalStore, n: int) -> list[str]:
     topic = unique("orders")  # and so new msg ids
     ids = [f"{topic}-m{i}" for i in range(n)]
-    index_records(store, [r for i, msg_id in enumerate(ids) for r in message(topic, msg_id, 1000 + i, keys=f"k{i % 7}")])
+    index_records(store, [record for i, msg_id in enumerate(ids)
+                          for record in message(topic, msg_id, 1000 + i, keys=f"k{i % 7}")])
     return ids
 
 
@@ -100,9 +101,9 @@ def test_a_reader_puts_the_checkpoint_off_to_the_next_batch(tmp_path, monkeypatc
         index_messages(store, 200)
         assert store.end_batch() is False
         # The writes still wait for another process's write lock as before.
-        assert store._db.execute("PRAGMA busy_timeout").fetchone() == (int(local.DEFAULT_BUSY_TIMEOUT_S * 1000),)
-        held = wal_bytes(path)
-        assert held > 0
+        busy_ms = int(local.DEFAULT_BUSY_TIMEOUT_S * 1000)
+        assert store._db.execute("PRAGMA busy_timeout").fetchone() == (busy_ms,)
+        assert wal_bytes(path) > 0
         # The reader still sees its snapshot, not the rows written after it began.
         assert reader.execute(f'SELECT count(DISTINCT row) FROM "{schema.MESSAGES}"').fetchone()[0] == seen
         reader.execute("COMMIT")
