@@ -323,6 +323,10 @@ class HBaseStore:
         with self._connection() as conn:
             conn.table(layout.META_TABLE).put(layout.META_ROW, {column: value})
 
+    def end_batch(self) -> bool:
+        """Nothing to do: HBase flushes and compacts on its own."""
+        return True
+
     def drop_tables(self) -> None:
         """Delete this namespace's tables (tests and benchmarks clean up with this)."""
         with self._connection() as conn:

@@ -271,6 +271,7 @@ def finish_batch(
     touched (:func:`collector.store.rollup.refresh_rollups`): those of the messages
     :func:`index_records` wrote through this ``store`` object since the last call, and of
     ``parts``, the parts the batch's writers read back (``index_records(touched=...)``).
+    Last, :meth:`~collector.store.base.Store.end_batch` (the embedded store checkpoints its WAL).
     Idempotent; returns the dead letters it placed.
     """
     with wire.no_gc():  # the read-back decodes every touched message's events: no cycles, many containers
@@ -317,6 +318,8 @@ def _finish_batch(store: Store, *, now_ms: int | None, chunk: int, parts: Messag
     except BaseException:
         _unfinished(store).update(touched)  # not refreshed: the next call does them
         raise
+    # Between batches, not inside one of the batch's writes (the embedded store's WAL checkpoint).
+    store.end_batch()
     return placed
 
 

@@ -178,6 +178,9 @@ class StoreLink:
     def put_meta(self, column: bytes, value: bytes) -> None:
         self._call("put_meta", column, value)
 
+    def end_batch(self) -> bool:
+        return self._call("end_batch")  # type: ignore[no-any-return]
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

@@ -26,8 +26,23 @@ CACHE_KIB = 262144
 """SQLite page cache per connection, in KiB, unless the URL's ``cache_mib`` says otherwise.  Measured
 with the index job's store kept open across micro-batches (10^6 events): 64 MiB read 13.2 KB per
 event through the kernel, 128 MiB 6.4 KB, 256 and 512 MiB 5.0 KB (docs/index-store.md)."""
-PUT_ROWS = 20_000
-"""Rows per put the indexer gathers for this store (:attr:`LocalStore.preferred_put_rows`)."""
+PUT_ROWS = 200_000
+"""Rows per put the indexer gathers for this store (:attr:`LocalStore.preferred_put_rows`): a follower
+behind the log takes micro-batches of 100,000s of events, and each put of hash-keyed message rows
+dirties most of that table's pages, so each put more writes them all to the WAL again (measured,
+600,000 sends in micro-batches of 200,000: the writes cost 14-17 µs per event with puts of 200,000
+rows, 15 with 100,000, 18-19 with 50,000, 24-26 with 20,000; docs/index-store.md)."""
+WAL_AUTOCHECKPOINT_PAGES = 1000
+"""``PRAGMA wal_autocheckpoint`` of every connection (SQLite's default, said here): the WAL pages after
+which a COMMIT checkpoints.  With a put per table and micro-batch the puts write different pages, so a
+checkpoint after each copies each page once anyway; 20,000 pages cost the same CPU and let the WAL grow
+to 168 MB instead of 73 within a micro-batch of 200,000 sends (docs/index-store.md)."""
+WAL_KEEP_BYTES = 64 * 1024 * 1024
+"""``PRAGMA journal_size_limit``: the bytes of WAL file SQLite keeps when it starts the WAL over
+(a WAL that grew for one big put gives the rest back to the file system)."""
+CHECKPOINT_MODE = "TRUNCATE"
+"""The checkpoint :meth:`LocalStore.end_batch` runs (``PRAGMA wal_checkpoint(...)``), without waiting
+for readers (a query that holds the WAL would otherwise stall the index up to the busy timeout)."""
 
 
 def _now_ms() -> int:
@@ -55,6 +70,8 @@ class LocalStore:
         self._lock = threading.Lock()
         if os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)
+        self._busy_timeout_ms = int(DEFAULT_BUSY_TIMEOUT_S * 1000)
+        self._wal_path = path + "-wal"
         self._db = sqlite3.connect(path, timeout=DEFAULT_BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
         # Only a new (empty) file takes a page size, before its first table: bigger pages hold
         # more of the short index cells per page header (measured: fewer bytes and less CPU per event).
@@ -65,6 +82,9 @@ class LocalStore:
         # WAL lets the collector read while the index job writes from another process.
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # Per connection, so a store file written before these settings gets them too.
+        self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+        self._db.execute(f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}")
         try:
             # One write transaction from the check to the record: a process opening the file at the
             # same time sees either no tables or the tables with their layout recorded.
@@ -131,6 +151,25 @@ class LocalStore:
                 self._db.execute("ROLLBACK")
                 raise
             self._db.execute("COMMIT")
+
+    def end_batch(self) -> bool:
+        """Now that an index batch is written (:func:`collector.store.indexer.finish_batch` calls it), a
+        WAL bigger than :data:`WAL_KEEP_BYTES` is checkpointed into the file and cut to 0 bytes (a
+        smaller one is left to the auto-checkpoints: cutting it after every small batch cost more than
+        it gave back).  Never waits: a query still reading a snapshot the WAL holds keeps it, the call
+        returns False, and the next batch's call tries again."""
+        try:
+            if os.path.getsize(self._wal_path) <= WAL_KEEP_BYTES:
+                return True
+        except FileNotFoundError:
+            return True
+        with self._lock:
+            self._db.execute("PRAGMA busy_timeout=0")
+            try:
+                busy, _, _ = self._db.execute(f"PRAGMA wal_checkpoint({CHECKPOINT_MODE})").fetchone()
+            finally:
+                self._db.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+        return busy == 0
 
     def get_row(self, table: str, row: bytes) -> Columns:
         with self._lock:
