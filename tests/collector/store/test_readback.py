@@ -52,7 +52,7 @@ def _fields(e: Event) -> PartEvent:
     return PartEvent(e.time_ms, e.type, e.request_id, e.group, e.topic, e.store_ms, e.born_ms, e.status, e.retry)
 
 
-@settings(max_examples=400)
+@settings(max_examples=200)
 @given(st.lists(st.tuples(_valid_event(), _senders), max_size=5))
 def test_the_fields_of_any_stored_events_are_the_python_paths(drawn: list[tuple[Event, tuple[str, str, str]]]) -> None:
     values = [schema.encode_event_value(*sender, event) for event, sender in drawn]
@@ -112,7 +112,7 @@ def test_values_cut_short_or_run_on_are_left_to_python() -> None:
     assert _readback.part_events([bytearray(good)], PartEvent) is None  # not bytes
 
 
-@settings(max_examples=400)
+@settings(max_examples=200)
 @given(event=_valid_event(), cut=st.integers(0, 200), byte=st.integers(0, 255), garbage=st.binary(max_size=30))
 def test_damaged_values_give_the_python_paths_fields_or_none(event: Event, cut: int, byte: int, garbage: bytes) -> None:
     value = schema.encode_event_value("a", "h", "c", event)
@@ -126,7 +126,7 @@ def test_damaged_values_give_the_python_paths_fields_or_none(event: Event, cut: 
 _sends = _valid_event().map(lambda e: e._replace(type=int(EventType.PUB)))
 
 
-@settings(max_examples=400)
+@settings(max_examples=200)
 @given(st.lists(st.one_of(st.lists(_sends, min_size=1, max_size=1), st.lists(_valid_event() | _sends, max_size=3)),
                 max_size=4))
 def test_the_parts_of_message_rows_are_the_python_paths(rows_events: list[list[Event]]) -> None:

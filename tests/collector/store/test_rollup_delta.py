@@ -47,7 +47,7 @@ def _state(cells: dict[bytes, bytes]) -> MinuteState:
 
 # --- the pure update ------------------------------------------------------------------------------
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(before=st.dictionaries(st.integers(0, 12), st.none() | _part, max_size=10),
        after=st.dictionaries(st.integers(0, 14), st.none() | _part, max_size=6))
 def test_an_update_it_calls_exact_is_the_whole_aggregation(before: dict[int, Any], after: dict[int, Any]) -> None:

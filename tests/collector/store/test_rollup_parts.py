@@ -37,7 +37,7 @@ _event = st.builds(
 )
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=600, deadline=None)
 @given(events=st.lists(_event, max_size=10))
 def test_the_lean_part_equals_the_part_of_the_full_trace(events: list[StoredEvent]) -> None:
     values = [schema.encode_event_value(e.app, e.host, e.client_id, e.event) for e in events]
@@ -51,7 +51,7 @@ def test_the_lean_part_equals_the_part_of_the_full_trace(events: list[StoredEven
                                         (expected[0], expected[1].placed_ms, expected[1].encode()))
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(events=st.lists(_event, max_size=10))
 def test_the_read_back_files_the_part_in_its_minute_and_moved_in_the_others(events: list[StoredEvent]) -> None:
     """What the read-back writes for a message (one pass over its events, rollup._part_values): its
