@@ -23,7 +23,7 @@ def module_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
     if request.param == "local":
         url = f"local:{tmp_path_factory.mktemp('q') / 'index.sqlite3'}"
     else:
-        url = request.getfixturevalue("make_hbase_url")()
+        url = request.getfixturevalue("ready_hbase_url")()
     store = open_store(url)
     yield store
     store.close()

@@ -28,7 +28,7 @@ FAILED_AGO_MS = 700_000
 def store_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> str:
     if request.param == "local":
         return f"local:{tmp_path / 'data' / 'index.sqlite3'}"
-    return str(request.getfixturevalue("make_hbase_url")())
+    return str(request.getfixturevalue("ready_hbase_url")())
 
 
 def sample(text: str, name: str, **labels: str) -> float:
