@@ -22,8 +22,6 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from aiohttp import web
-
 from collector.cli.logformat import add_log_format_argument, configure_logging
 from collector.server.config import CollectorConfig, load_config
 from collector.server.errors import CollectorConfigError
@@ -125,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(config: CollectorConfig, ssl_context: object, scheme: str, *, index: bool = False) -> None:
+    # aiohttp here, not at the top: every `tracehook` command imports this module to build its
+    # parser, and aiohttp's import alone was a quarter of a second of each `tracehook query`.
+    from aiohttp import web
+
     from collector.server.app import create_app
     from collector.server.notify import READY, STOPPING, notify
 

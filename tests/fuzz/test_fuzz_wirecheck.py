@@ -1,6 +1,6 @@
 """The C validator under a coverage-guided fuzzer with ASan and UBSan (scripts/fuzz).
 
-Twenty seconds of atheris over tests/fuzz/corpus/ in the suite (``scripts/fuzz SECONDS`` runs
+Ten seconds of atheris over tests/fuzz/corpus/ in the suite (``scripts/fuzz SECONDS`` runs
 longer by hand): every input must get the same answer from
 the C and Python paths of check_batch, and no sanitizer may report anything. Inputs the
 fuzzer finds are kept in build/fuzz/corpus/ (git-ignored), so runs build on each other.
@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "fuzz" / "corpus"
-FUZZ_SECONDS = 20
+FUZZ_SECONDS = 10
 
 
 def _load_make_corpus():
