@@ -34,7 +34,15 @@ from dataclasses import dataclass, field
 
 from collector.store.base import ChangeMark, Columns, Store
 from collector.store.rollup_buckets import LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
-from collector.store.rollup_parts import _PENDING_CODE, _PLACED_THEN_ID, _RETRYING_CODE, MOVED, _Entry, Key, cell_entry
+from collector.store.rollup_parts import (
+    _PENDING_CODE,
+    _RETRYING_CODE,
+    MOVED,
+    Key,
+    _Entry,
+    cell_entry,
+    sort_entries,
+)
 
 MAX_KEPT_MINUTES = 256
 """Minutes a store object keeps at most (the least recently refreshed go first): a bucket and a
@@ -218,7 +226,7 @@ def apply_changes(state: MinuteState, changes: Iterable[Change]) -> bool:
             return False
         if now is not None:
             added.append(now)
-    added.sort(key=_PLACED_THEN_ID)
+    sort_entries(added)
     for entry in added:
         if not _add(state, entry):
             return False
