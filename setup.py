@@ -1,12 +1,13 @@
 """Builds the optional C extensions; everything else is in pyproject.toml.
 
-All four are optional: without a compiler the install still succeeds and the Python paths run.
+All five are optional: without a compiler the install still succeeds and the Python paths run.
 ``collector.wirecheck._wirecheck`` validates batches (else :mod:`collector.wirecheck.validate` validates
 in Python: ``validate.FAST_PATH`` is False); ``collector.store._rowbuild`` builds index rows (else
 :func:`collector.store.indexer.batched_rows` builds them in Python: ``rowbuild.FAST_PATH`` is False);
 ``collector.store._cells`` makes the embedded store's SQLite parameters (else ``local._py_cells`` does);
 ``collector.store._readback`` decodes the rollup read-back's events (else :mod:`collector.store.readback`
-does it in Python: ``readback.FAST_PATH`` is False).
+does it in Python: ``readback.FAST_PATH`` is False); ``collector.store._sqlput`` runs the embedded store's puts
+with the GIL released (it also needs sqlite3.h; else Python's ``executemany`` does: ``local.SQLPUT`` is False).
 """
 
 from setuptools import Extension, setup
@@ -18,4 +19,5 @@ setup(ext_modules=[
     Extension("collector.store._cells", sources=["collector/store/_cells.c"], optional=True),
     Extension("collector.store._readback", sources=["collector/store/_readback.c"],
               depends=["collector/store/_blake2b.h"], optional=True),
+    Extension("collector.store._sqlput", sources=["collector/store/_sqlput.c"], libraries=["sqlite3"], optional=True),
 ])

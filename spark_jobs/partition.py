@@ -17,6 +17,7 @@ import logging
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import wait
 from typing import TYPE_CHECKING, Any
 
 from spark_jobs.errors import IndexJobError
@@ -46,7 +47,7 @@ def index_partition(store_url: str, batch_size: int, writers: int = DEFAULT_WRIT
     """
 
     def run(rows: Iterator[Any]) -> Iterator[PartitionResult]:
-        from collector.store.indexer import finish_batch, index_payloads
+        from collector.store.indexer import finish_batch, finish_writes, index_payloads
         from collector.store.rollup import read_parts
         from spark_jobs.store_cache import job_store
 
@@ -67,15 +68,26 @@ def index_partition(store_url: str, batch_size: int, writers: int = DEFAULT_WRIT
                 yield bytes(row.payload)
 
         touched: set[str] = set()
+        # Into a local: store the index rows are still being written while the rollups are worked out
+        # (its reads have a connection of their own); every write is done before the task reports.
+        deferred: list[Any] | None = [] if one_task(store_url) else None
         # Kept open in this worker for the next micro-batch (a local: store's page cache stays warm).
         with job_store(store_url) as store:
-            n = index_payloads(store, payloads(), batch_size, writers=writers, dropped=bad, touched=touched)
-            # No rollup markers: the task reads its messages' parts back now, after its own writes
-            # (another task's events of the same message are sorted out by merge_parts).
-            parts = read_parts(store, touched)
-            if finish:  # no other partition wrote this batch: nothing to merge, no parts to ship
-                finish_batch(store, parts=parts)
-                parts = {}
+            try:
+                n = index_payloads(store, payloads(), batch_size, writers=writers, dropped=bad, touched=touched,
+                                   deferred=deferred)
+                # No rollup markers: the task reads its messages' parts back now, after its own writes
+                # (another task's events of the same message are sorted out by merge_parts).
+                parts = read_parts(store, touched)
+                if finish:  # no other partition wrote this batch: nothing to merge, no parts to ship
+                    finish_batch(store, parts=parts, written=deferred)
+                    parts = {}
+            except BaseException:
+                if deferred:  # the writes still running end (or fail) before the store is closed
+                    wait(deferred)
+                raise
+            if deferred:
+                finish_writes(deferred)
         yield counts["records"], n, {k: v for k, v in bad.items() if v}, damage, sorted(bases), parts
 
     return run

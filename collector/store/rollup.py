@@ -216,10 +216,14 @@ def write_parts(store: Store, found: MessageParts, full: Iterable[Minute] = (), 
     index), as is any touched minute with a rollup but no parts row.  Returns the minutes rewritten.
     """
     parts: PartCells = {}
+    prefix = schema.rollup_part_column("")  # + the msg id's UTF-8: rollup_part_column, inlined (a call per message)
     for msg_id, (_, values) in found.items():
-        column = schema.rollup_part_column(msg_id)
+        column = prefix + msg_id.encode("utf-8")
         for minute, value in values.items():
-            parts.setdefault(minute, {})[column] = value
+            cells = parts.get(minute)
+            if cells is None:
+                cells = parts[minute] = {}
+            cells[column] = value
     whole = set(full)
     minutes = sorted(set(parts) | whole)
     for i in range(0, len(minutes), chunk):

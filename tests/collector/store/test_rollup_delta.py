@@ -73,6 +73,22 @@ def test_messages_placed_after_the_minutes_others_are_always_added_exactly(befor
     assert state.bucket.columns() == aggregate_cells(TOPIC, T0, cells | new).columns()
 
 
+@settings(max_examples=500, deadline=None)
+@given(before=st.lists(st.tuples(st.integers(0, 4), st.booleans()), max_size=8),
+       later=st.lists(st.tuples(st.integers(0, 4), st.booleans()), min_size=1, max_size=8), ids=st.randoms())
+def test_parts_without_groups_are_added_exactly_in_any_order(before: list, later: list, ids: Any) -> None:
+    # A minute of sends no one consumed yet: new parts among the old ones in time, failed sends too.
+    cells = {_col(n): _value(T0, f"m{n}", (ms, stored, {})) for n, (ms, stored) in enumerate(before)}
+    numbers = ids.sample(range(100, 200), len(later))  # new messages, in any order of their ids
+    new = {_col(n): _value(T0, f"m{n}", (ms, stored, {})) for n, (ms, stored) in zip(numbers, later)}
+    state = _state(cells)
+    assert apply_changes(state, [(c, None, v) for c, v in new.items()])
+    whole = _state(cells | new)
+    assert state.bucket.columns() == whole.bucket.columns()
+    assert (state.bucket.first_ms, state.first_keys, state.last_key) == (whole.bucket.first_ms, whole.first_keys,
+                                                                         whole.last_key)
+
+
 # --- batches through a store ----------------------------------------------------------------------
 
 _batch = st.lists(st.tuples(

@@ -15,7 +15,15 @@ from index_helpers import ev
 from collector.store import readback, schema
 from collector.store.model import build_trace, could_place
 from collector.store.rollup import _part_values
-from collector.store.rollup_parts import MOVED, Part, aggregate, aggregate_cells, encoded_part_of, part_of
+from collector.store.rollup_parts import (
+    MOVED,
+    Part,
+    aggregate,
+    aggregate_cells,
+    encoded_part_of,
+    part_of,
+    sort_entries,
+)
 from collector.store.schema import StoredEvent
 from tracehook.hooks import REPLAY_TARGET_PROP
 from tracehook.wire import EventType, Status
@@ -154,3 +162,14 @@ def test_a_minute_aggregates_its_parts_as_defined(parts: list[Part], moved: list
         assert {g: ((b.consumed, b.retrying, b.failed, b.dead, b.pending), b.retried, b.latency_sum_ms, b.first_ms,
                     b.oldest_open_ms, b.oldest_open_after_first_ms)
                 for g, b in bucket.groups.items()} == expected_groups(parts)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([T0, T0 + 1, T0 + MINUTE - 1, 2**40 + 5]),
+                          st.sampled_from([b"p:a", b"p:b", b"p:ab", b"p:\xff"]), st.booleans()), max_size=40))
+def test_parts_are_sorted_by_time_then_column_keeping_ties_in_order(keys: list[tuple[int, bytes, bool]]) -> None:
+    # Entries equal in (placed ms, column) stay in their given order, as one stable sort by both keeps them.
+    entries = [(placed, column, stored, [i], 3) for i, (placed, column, stored) in enumerate(keys)]
+    expected = sorted(entries, key=lambda e: (e[0], e[1]))
+    sort_entries(entries)
+    assert entries == expected
