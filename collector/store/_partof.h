@@ -5,18 +5,18 @@
  * in and MOVED (b"") in every other minute one of its events could have placed it in.
  *
  * Included by _readback.c, after its msgpack reader (it reads that file's Fields). It models
- * rollup_parts._placed_groups for the common shapes only: events of type PUB, SUB_BEFORE and
- * SUB_AFTER, every consume with a request id, at most PART_MAX_EVENTS events and request ids of at
- * most PART_MAX_RID characters. Anything else (END_TX, DEAD, REPLAY, an id-less consume, a latency
- * or minute beyond 64 bits...) answers FALLBACK and the Python path, which stays the definition,
+ * rollup_parts._placed_groups for the common shapes only: events of type PUB, SUB_BEFORE, SUB_AFTER
+ * and DEAD, every consume with a request id, at most PART_MAX_EVENTS events and request ids of at
+ * most PART_MAX_RID characters. Anything else (END_TX, REPLAY, an id-less consume, a latency or
+ * minute beyond 64 bits...) answers FALLBACK and the Python path, which stays the definition,
  * computes the part. tests/collector/store/test_partof.py checks both paths against each other.
  */
 #ifndef TRACEHOOK_PARTOF_H
 #define TRACEHOOK_PARTOF_H
 
-enum { SUB_BEFORE = 2, SUB_AFTER = 3 };        /* wire.EventType (PUB is _readback.c's) */
+enum { SUB_BEFORE = 2, SUB_AFTER = 3, DEAD = 5 }; /* wire.EventType (PUB is _readback.c's) */
 enum { STATUS_OK = 0, STATUS_RETRY_LATER = 4 }; /* wire.Status */
-enum { CONSUMED_CODE = 0, RETRYING_CODE = 1, FAILED_CODE = 2, PENDING_CODE = 4 }; /* rollup_parts._OUTCOMES */
+enum { CONSUMED_CODE = 0, RETRYING_CODE = 1, FAILED_CODE = 2, DEAD_CODE = 3, PENDING_CODE = 4 }; /* rollup_parts._OUTCOMES */
 enum { PART_MAX_EVENTS = 32, PART_MAX_RID = 64 };
 
 /* msgpack's encoding of an int (msgpack.packb): the shortest form; returns the bytes written. */
@@ -62,8 +62,10 @@ static int minute_of(int64_t ms, int64_t minute_ms, int64_t *minute) {
     return !__builtin_sub_overflow(ms, (ms % minute_ms + minute_ms) % minute_ms, minute);
 }
 
-/* model.could_place: a send, or a SUB_BEFORE that knew the store time (DEAD is not modelled). */
-static int could_place(const Fields *ev) { return ev->type == PUB || (ev->type == SUB_BEFORE && ev->store > 0); }
+/* model.could_place: a send, or a consume or dead event that knew the store time. */
+static int could_place(const Fields *ev) {
+    return ev->type == PUB || ((ev->type == SUB_BEFORE || ev->type == DEAD) && ev->store > 0);
+}
 
 /* An event in the order a message's events are read in (model.event_order), with its request id as text. */
 typedef struct {
@@ -105,21 +107,30 @@ static PyObject *place_key(const Place *place) {
     return key;
 }
 
-/* One group's (outcome code, retried, latency) as _placed_groups gives it without dead letters or
-   replays; its attempts in the order seen. FALLBACK when the latency is beyond 64 bits. */
-static int group_outcome(Attempt **attempts, int count, int64_t placed, int *code, int *retried, int64_t *latency,
-                         int *has_latency) {
+/* The index of a group in the message's groups (in the order first seen), added when new. */
+static int group_index(const Obj **groups, int *n_groups, const Obj *group) {
+    int g = 0;
+    while (g < *n_groups && text_cmp(groups[g]->s, groups[g]->n, group->s, group->n) != 0) g++;
+    if (g == *n_groups) groups[(*n_groups)++] = group;
+    return g;
+}
+
+/* One group's (outcome code, retried, latency) as _placed_groups gives it without replays (a dead
+   letter is then final); its attempts in the order seen. FALLBACK when the latency is beyond 64 bits. */
+static int group_outcome(Attempt **attempts, int count, int dead, int64_t placed, int *code, int *retried,
+                         int64_t *latency, int *has_latency) {
     for (int i = 1; i < count; i++) { /* a stable sort by the time of each attempt's first event */
         Attempt *a = attempts[i];
         int j = i;
         for (; j > 0 && first_of(attempts[j - 1])->ev->time > first_of(a)->ev->time; j--) attempts[j] = attempts[j - 1];
         attempts[j] = a;
     }
-    const Attempt *ok = NULL, *last = attempts[count - 1];
+    const Attempt *ok = NULL, *last = count ? attempts[count - 1] : NULL;
     for (int i = 0; i < count && !ok; i++)
         if (attempts[i]->after && attempts[i]->after->ev->status == STATUS_OK) ok = attempts[i];
     *has_latency = 0;
-    if (ok) {
+    if (dead) *code = DEAD_CODE;
+    else if (ok) {
         *code = CONSUMED_CODE;
         if (__builtin_sub_overflow(ok->after->ev->time, placed, latency)) return FALLBACK;
         if (*latency < 0) *latency = 0;
@@ -140,34 +151,37 @@ static int part_values(const Fields *evs, int n, int64_t version, int64_t minute
     for (int i = 0; i < n; i++) {
         const Fields *ev = &evs[i];
         Ordered o = {ev, ev->request.s, ev->request.n};
-        if (ev->type != PUB && ev->type != SUB_BEFORE && ev->type != SUB_AFTER) return FALLBACK;
+        if (ev->type != PUB && ev->type != SUB_BEFORE && ev->type != SUB_AFTER && ev->type != DEAD) return FALLBACK;
         if (ev->request.kind == O_BIN) { /* schema keeps a hex id as the bytes it spells: its text again */
             if (2 * ev->request.n > PART_MAX_RID) return FALLBACK;
             for (Py_ssize_t k = 0; k < ev->request.n; k++)
                 hex[i][2 * k] = digits[ev->request.s[k] >> 4], hex[i][2 * k + 1] = digits[ev->request.s[k] & 15];
             o.rid = hex[i], o.rid_n = 2 * ev->request.n;
         }
-        if (ev->type != PUB && o.rid_n == 0) return FALLBACK; /* id-less consumes pair by time: Python's */
+        if ((ev->type == SUB_BEFORE || ev->type == SUB_AFTER) && o.rid_n == 0)
+            return FALLBACK; /* id-less consumes pair by time: Python's */
         int j = i; /* a stable insertion sort: sorted(events, key=event_order) */
         for (; j > 0 && event_cmp(&ordered[j - 1], &o) > 0; j--) ordered[j] = ordered[j - 1];
         ordered[j] = o;
     }
     const Ordered *ok_send = NULL, *last_send = NULL, *first_placer = NULL;
     const Obj *groups[PART_MAX_EVENTS];
+    int dead[PART_MAX_EVENTS] = {0}; /* per group: whether it dead-lettered the message */
     Attempt attempts[PART_MAX_EVENTS];
     Place places[PART_MAX_EVENTS];
-    int n_groups = 0, n_attempts = 0, n_places = 0, consumes = 0;
+    int n_groups = 0, n_attempts = 0, n_places = 0, consumes = 0, deads = 0;
     for (int i = 0; i < n; i++) { /* one pass, as _placed_groups's */
         const Ordered *o = &ordered[i];
         const Fields *ev = o->ev;
         if (ev->type == PUB) {
             last_send = o;
             if (!ok_send && ev->status == STATUS_OK) ok_send = o;
+        } else if (ev->type == DEAD) {
+            deads++;
+            dead[group_index(groups, &n_groups, &ev->group)] = 1;
         } else {
+            int g = group_index(groups, &n_groups, &ev->group), after = ev->type == SUB_AFTER;
             consumes++;
-            int g = 0, after = ev->type == SUB_AFTER;
-            while (g < n_groups && text_cmp(groups[g]->s, groups[g]->n, ev->group.s, ev->group.n) != 0) g++;
-            if (g == n_groups) groups[n_groups++] = &ev->group;
             Attempt *found = NULL; /* model._open_attempt with a request id: the group's last open one */
             for (int a = n_attempts - 1; a >= 0 && !found; a--) {
                 Attempt *at = &attempts[a];
@@ -210,14 +224,14 @@ static int part_values(const Fields *evs, int n, int64_t version, int64_t minute
         else *w++ = 0xdc, *w++ = (unsigned char)(length >> 8), *w++ = (unsigned char)length;
         w += mp_int(w, version);
         w += mp_int(w, placed);
-        *w++ = send && send->ev->status != STATUS_OK && !consumes ? 0xc2 : 0xc3; /* stored: not never_stored */
+        *w++ = send && send->ev->status != STATUS_OK && !consumes && !deads ? 0xc2 : 0xc3; /* not never_stored */
         for (int k = 0; k < n_groups; k++) {
             int g = order[k], count = 0, code, retried, has_latency;
             int64_t latency;
             Attempt *mine[PART_MAX_EVENTS];
             for (int a = 0; a < n_attempts; a++)
                 if (attempts[a].group == g) mine[count++] = &attempts[a];
-            if (group_outcome(mine, count, placed, &code, &retried, &latency, &has_latency) < 0) goto fallback;
+            if (group_outcome(mine, count, dead[g], placed, &code, &retried, &latency, &has_latency) < 0) goto fallback;
             w += mp_str(w, groups[g]->s, groups[g]->n);
             *w++ = (unsigned char)code;
             *w++ = retried ? 0xc3 : 0xc2;

@@ -14,9 +14,9 @@
  *                             store_ms, born_ms, status, retry) (readback.PartEvent), in the order
  *                             of values; None when a value is not exactly what the indexer writes
  *   parts(rows, cls, version, minute_ms)
- *                             for each message row (a dict of its cells): when its events are sends
- *                             and consume attempts with request ids (the common shapes: a message only
- *                             sent, sent and consumed by a group or two, retried, failed), what
+ *                             for each message row (a dict of its cells): when its events are sends,
+ *                             consume attempts with request ids and dead letters (the common shapes: a
+ *                             message only sent, consumed by a group or two, retried, failed, dead), what
  *                             rollup._part_values gives for them, {(topic, minute): part value} with
  *                             MOVED in the other minutes (_partof.h); else its part_events
  *
@@ -387,7 +387,7 @@ static PyObject *part_events(PyObject *module, PyObject *args) {
     return events_of(values, (PyTypeObject *)cls);
 }
 
-/* -- the part values of a message of sends and paired consumes ---------------------------------- */
+/* -- the part values of a message of sends, paired consumes and dead letters ------------------- */
 
 #include "_partof.h"
 
@@ -434,8 +434,8 @@ static PyMethodDef methods[] = {
      "sorted_message_rows(ids) -> (message_rows(ids) in key order, the ids in that order), or None as message_rows."},
     {"parts", parts, METH_VARARGS,
      "parts(rows, cls, version, minute_ms) -> for each message row ({column: value}): its part values as\n"
-     "rollup._part_values gives them when its events are sends and paired consumes, else its part_events,\n"
-     "else None."},
+     "rollup._part_values gives them when its events are sends, paired consumes and dead letters, else its\n"
+     "part_events, else None."},
     {"part_events", part_events, METH_VARARGS,
      "part_events(values, cls) -> [cls(time_ms, type, request_id, group, topic, store_ms, born_ms, status,\n"
      "retry)] of stored event values as schema.decode_events reads them, or None when one is not modelled."},

@@ -3,8 +3,8 @@
 :func:`collector.store.rollup.read_parts` reads every message a batch touched back after the
 batch's writes and computes its part of its minute's rollup from its stored events
 (:mod:`collector.store.rollup_parts`).  A part reads nine of an event's 25 fields, so the
-read-back decodes only those (:class:`PartEvent`), computes the part of a message of sends and
-consume attempts paired by request id without them (:func:`parts`: most messages), and builds the
+read-back decodes only those (:class:`PartEvent`), computes the part of a message of sends,
+consume attempts paired by request id and dead letters without them (:func:`parts`: most messages), and builds the
 message row keys in key order (:func:`sorted_message_rows`), in C when the optional extension
 ``collector/store/_readback.c`` is built (:data:`FAST_PATH`); a value the extension does not
 model, and every value without it, is decoded by :func:`collector.store.schema.decode_events`,
@@ -90,10 +90,10 @@ def sorted_message_rows(msg_ids: Iterable[str]) -> tuple[list[bytes], list[str]]
 
 
 def parts(rows: Sequence[Mapping[bytes, bytes]]) -> list[PartValues | list[PartEvent]]:
-    """For each message row's cells: the :data:`PartValues` of a message whose stored events are sends
-    and consume attempts with request ids (a message only sent, or sent and consumed, retried or
-    failed by a group or two: collector/store/_partof.h), else the :class:`PartEvent` of each cell,
-    for ``rollup._part_values`` (dead letters, replays, transactions, id-less consumes)."""
+    """For each message row's cells: the :data:`PartValues` of a message whose stored events are sends,
+    consume attempts with request ids and dead letters (a message only sent, or consumed, retried,
+    failed or dead-lettered by a group or two: collector/store/_partof.h), else the :class:`PartEvent`
+    of each cell, for ``rollup._part_values`` (replays, transactions, id-less consumes)."""
     if _readback is None:
         return [py_part_events(columns.values()) for columns in rows]
     found = _readback.parts(rows, PartEvent, _VERSION, schema.MINUTE_MS)

@@ -2,9 +2,9 @@
 Python path's.
 
 ``readback.parts`` answers a message row with its part values straight from C when its events are
-sends and consume attempts with request ids; ``rollup._part_values`` of the decoded events (checked
+sends, consume attempts with request ids and dead letters; ``rollup._part_values`` of the decoded events (checked
 against the full trace in test_rollup_parts.py) is the reference, value for value and byte for byte.
-Any other shape (dead letters, replays, transactions, id-less consumes) is left to Python: the
+and dead letters; any other shape (replays, transactions, id-less consumes) is left to Python: the
 extension then gives the events' fields, and the parts computed from them are the same too.
 """
 
@@ -23,7 +23,8 @@ from tracehook.wire import Event, EventType, Status
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000
 MINUTE = 60_000
-_MODELLED = {EventType.PUB, EventType.SUB_BEFORE, EventType.SUB_AFTER}
+_CONSUMES = (EventType.SUB_BEFORE, EventType.SUB_AFTER)
+_MODELLED = {EventType.PUB, EventType.SUB_BEFORE, EventType.SUB_AFTER, EventType.DEAD}
 
 # Few distinct values per field, so events tie in time, share request ids and groups, and place the
 # message in different minutes and topics; hex request ids are stored as bytes, others as text.
@@ -35,10 +36,10 @@ _request_ids = st.just("0a1b") | st.sampled_from(["r1", "r2", "0a1b", "0a1c", "0
 
 @st.composite
 def _events(draw: st.DrawFn, common: bool) -> Event:
-    """An event; ``common``: one of the shapes the C path models (a send or a consume with a request id)."""
+    """An event; ``common``: one the C path models (a send, a dead letter or a consume with a request id)."""
     types = sorted(_MODELLED) if common else list(EventType)
     type_ = draw(st.sampled_from(types))
-    request_id = draw(_request_ids.filter(bool) if common and type_ != EventType.PUB else _request_ids)
+    request_id = draw(_request_ids.filter(bool) if common and type_ in _CONSUMES else _request_ids)
     return ev(type_, draw(_times), draw(_groups), draw(st.sampled_from(["t", "u"])), "m",
               store_ms=draw(st.sampled_from([0, T0 + 3, T0 + MINUTE + 3, -7])),
               born_ms=draw(st.sampled_from([0, T0 + 1, T0 + MINUTE])), status=draw(st.sampled_from(list(Status))),
@@ -55,7 +56,7 @@ def _modelled(row: dict[bytes, bytes]) -> bool:
     """Whether the C path answers this row itself (worked out from the events, not from the extension)."""
     events = schema.decode_events(list(row.values()))
     return 1 <= len(events) <= 32 and all(
-        e.type in _MODELLED and (e.type == EventType.PUB or e.request_id)
+        e.type in _MODELLED and (e.type in (EventType.PUB, EventType.DEAD) or e.request_id)
         and (len(e.request_id) <= 64 or not isinstance(msgpack.unpackb(row_value)[3][19], bytes))
         for e, row_value in zip(events, row.values()))
 
@@ -138,11 +139,21 @@ def test_a_failed_send_nobody_received_is_not_stored_and_a_consume_that_knew_the
     assert _part(_row([ev(EventType.SUB_AFTER, T0, "g", "t", "m", request_id="r")])) == {}
 
 
-def test_dead_letters_replays_transactions_and_id_less_consumes_are_left_to_python() -> None:
-    dead = ev(EventType.DEAD, T0 + 3000, "billing", "t", "m")
+def test_a_dead_letter_is_final_without_replays_and_a_group_with_only_one_still_has_an_outcome() -> None:
+    failed = [*_attempt("billing", T0 + 5, Status.FAILED), *_attempt("billing", T0 + 1005, Status.OK, retry=1)]
+    dead = ev(EventType.DEAD, T0 + 3000, "billing", "t", "m", retry=2)
+    assert _part(_row([_send(), *failed, dead])) == {("t", T0): [V, T0, True, "billing", 3, True, None]}
+    assert _part(_row([_send(status=Status.FAILED), ev(EventType.DEAD, T0 + 9, "dlq", "t", "m")])) == {
+        ("t", T0): [V, T0, True, "dlq", 3, False, None]}  # dead-lettered: the broker stored it
+    # no send traced: a dead letter that knew the store time places it
+    assert _part(_row([ev(EventType.DEAD, T0 + 9, "g", "u", "m", store_ms=T0 + 2)])) == {
+        ("u", T0): [V, T0 + 2, True, "g", 3, False, None]}
+
+
+def test_replays_transactions_and_id_less_consumes_are_left_to_python() -> None:
     id_less = _attempt("billing", T0 + 5, Status.OK)
     id_less = [e._replace(request_id="") for e in id_less]
-    for extra in ([dead], [ev(EventType.REPLAY, T0 + 9, "billing", "t", "m", request_id="r")],
+    for extra in ([ev(EventType.REPLAY, T0 + 9, "billing", "t", "m", request_id="r")],
                   [ev(EventType.END_TX, T0 + 2, "pg", "t", "m")], id_less):
         [got] = _check([_row([_send(), *_attempt("shipping", T0 + 5, Status.OK), *extra])])
         assert type(got) is list
