@@ -16,7 +16,8 @@
 
 enum { SUB_BEFORE = 2, SUB_AFTER = 3, DEAD = 5 }; /* wire.EventType (PUB is _readback.c's) */
 enum { STATUS_OK = 0, STATUS_RETRY_LATER = 4 }; /* wire.Status */
-enum { CONSUMED_CODE = 0, RETRYING_CODE = 1, FAILED_CODE = 2, DEAD_CODE = 3, PENDING_CODE = 4 }; /* rollup_parts._OUTCOMES */
+/* rollup_parts._OUTCOMES */
+enum { CONSUMED_CODE = 0, RETRYING_CODE = 1, FAILED_CODE = 2, DEAD_CODE = 3, PENDING_CODE = 4 };
 enum { PART_MAX_EVENTS = 32, PART_MAX_RID = 64 };
 
 /* msgpack's encoding of an int (msgpack.packb): the shortest form; returns the bytes written. */
@@ -115,10 +116,11 @@ static int group_index(const Obj **groups, int *n_groups, const Obj *group) {
     return g;
 }
 
-/* One group's (outcome code, retried, latency) as _placed_groups gives it without replays (a dead
-   letter is then final); its attempts in the order seen. FALLBACK when the latency is beyond 64 bits. */
-static int group_outcome(Attempt **attempts, int count, int dead, int64_t placed, int *code, int *retried,
-                         int64_t *latency, int *has_latency) {
+/* One group's (outcome code, retried, latency) as _placed_groups gives it without replays; its attempts
+   in the order seen, whether it dead-lettered the message and when last. FALLBACK when the latency is
+   beyond 64 bits. */
+static int group_outcome(Attempt **attempts, int count, int dead, int64_t last_dead, int64_t placed, int *code,
+                         int *retried, int64_t *latency, int *has_latency) {
     for (int i = 1; i < count; i++) { /* a stable sort by the time of each attempt's first event */
         Attempt *a = attempts[i];
         int j = i;
@@ -129,6 +131,14 @@ static int group_outcome(Attempt **attempts, int count, int dead, int64_t placed
     for (int i = 0; i < count && !ok; i++)
         if (attempts[i]->after && attempts[i]->after->ev->status == STATUS_OK) ok = attempts[i];
     *has_latency = 0;
+    if (dead) { /* final, unless "replayed" after it (model.outcome_of: never is time 0) and then consumed */
+        int revived = 0;
+        for (int i = 0; i < count && last_dead < 0 && !revived; i++) {
+            const Attempt *a = attempts[i];
+            revived = a->after && a->after->ev->status == STATUS_OK && first_of(a)->ev->time >= 0;
+        }
+        dead = !revived;
+    }
     if (dead) *code = DEAD_CODE;
     else if (ok) {
         *code = CONSUMED_CODE;
@@ -166,7 +176,8 @@ static int part_values(const Fields *evs, int n, int64_t version, int64_t minute
     }
     const Ordered *ok_send = NULL, *last_send = NULL, *first_placer = NULL;
     const Obj *groups[PART_MAX_EVENTS];
-    int dead[PART_MAX_EVENTS] = {0}; /* per group: whether it dead-lettered the message */
+    int dead[PART_MAX_EVENTS] = {0}; /* per group: whether it dead-lettered the message, */
+    int64_t last_dead[PART_MAX_EVENTS]; /* and when last */
     Attempt attempts[PART_MAX_EVENTS];
     Place places[PART_MAX_EVENTS];
     int n_groups = 0, n_attempts = 0, n_places = 0, consumes = 0, deads = 0;
@@ -177,8 +188,10 @@ static int part_values(const Fields *evs, int n, int64_t version, int64_t minute
             last_send = o;
             if (!ok_send && ev->status == STATUS_OK) ok_send = o;
         } else if (ev->type == DEAD) {
+            int g = group_index(groups, &n_groups, &ev->group);
+            if (!dead[g] || ev->time > last_dead[g]) last_dead[g] = ev->time;
+            dead[g] = 1;
             deads++;
-            dead[group_index(groups, &n_groups, &ev->group)] = 1;
         } else {
             int g = group_index(groups, &n_groups, &ev->group), after = ev->type == SUB_AFTER;
             consumes++;
@@ -212,8 +225,11 @@ static int part_values(const Fields *evs, int n, int64_t version, int64_t minute
         Py_ssize_t size = 1 + 3 + 2 * 9 + 1;
         for (int g = 0; g < n_groups; g++) {
             int j = g;
-            for (; j > 0 && text_cmp(groups[order[j - 1]]->s, groups[order[j - 1]]->n, groups[g]->s, groups[g]->n) > 0; j--)
+            for (; j > 0; j--) {
+                const Obj *before = groups[order[j - 1]];
+                if (text_cmp(before->s, before->n, groups[g]->s, groups[g]->n) <= 0) break;
                 order[j] = order[j - 1];
+            }
             order[j] = g;
             size += 5 + groups[g]->n + 1 + 1 + 9;
         }
@@ -231,7 +247,8 @@ static int part_values(const Fields *evs, int n, int64_t version, int64_t minute
             Attempt *mine[PART_MAX_EVENTS];
             for (int a = 0; a < n_attempts; a++)
                 if (attempts[a].group == g) mine[count++] = &attempts[a];
-            if (group_outcome(mine, count, dead[g], placed, &code, &retried, &latency, &has_latency) < 0) goto fallback;
+            if (group_outcome(mine, count, dead[g], last_dead[g], placed, &code, &retried, &latency, &has_latency) < 0)
+                goto fallback;
             w += mp_str(w, groups[g]->s, groups[g]->n);
             *w++ = (unsigned char)code;
             *w++ = retried ? 0xc3 : 0xc2;

@@ -22,7 +22,8 @@
  *
  * It is only a fast path, and gives exactly what the Python path gives: part_events is
  * schema.decode_events (times and hex ids restored, missing fields defaulted) cut down to those
- * fields, and a message's part values are what collector/store/rollup_parts.py encodes for it. A value it does not model (not a 4-array of sender strings and the event array, a
+ * fields, and a message's part values are what collector/store/rollup_parts.py encodes for it. A
+ * value it does not model (not a 4-array of sender strings and the event array, a
  * needed field of another type, an int beyond 64 bits, a str that is not UTF-8, a map key that
  * is not str or bin, an ext type, trailing bytes...) makes it answer None, and the caller decodes
  * that message in Python (which raises the errors it raises). tests/collector/store/test_readback.py

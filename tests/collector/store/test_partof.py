@@ -92,7 +92,8 @@ def _send(t: int = T0, **fields: object) -> Event:
     return ev(EventType.PUB, t + 1, "pg", "t", "m", born_ms=t - 1, store_ms=t, **fields)
 
 
-def _attempt(group: str, at: int, status: Status | None, *, retry: int = 0, rid: str = "", **fields: object) -> list[Event]:
+def _attempt(group: str, at: int, status: Status | None, *, retry: int = 0, rid: str = "",
+             **fields: object) -> list[Event]:
     rid = rid or f"{group}-{retry}"
     out = [ev(EventType.SUB_BEFORE, at, group, "t", "m", request_id=rid, retry=retry, **fields)]
     if status is not None:
@@ -110,7 +111,8 @@ def _part(row: dict[bytes, bytes]) -> dict[tuple[str, int], list[object]]:
 def test_the_realistic_shapes_are_answered_in_c() -> None:
     ok, failed, retry_later = Status.OK, Status.FAILED, Status.RETRY_LATER
     # send + billing OK: [version, placed ms, stored, group, outcome code, retried, latency]
-    assert _part(_row([_send(), *_attempt("billing", T0 + 5, ok)])) == {("t", T0): [V, T0, True, "billing", 0, False, 9]}
+    row = _row([_send(), *_attempt("billing", T0 + 5, ok)])
+    assert _part(row) == {("t", T0): [V, T0, True, "billing", 0, False, 9]}
     # a failed first attempt, then a retry that succeeds; and a second group that failed
     row = _row([_send(), *_attempt("billing", T0 + 5, failed), *_attempt("billing", T0 + 1000, ok, retry=1),
                 *_attempt("shipping", T0 + 8, failed)])
@@ -145,6 +147,9 @@ def test_a_dead_letter_is_final_without_replays_and_a_group_with_only_one_still_
     assert _part(_row([_send(), *failed, dead])) == {("t", T0): [V, T0, True, "billing", 3, True, None]}
     assert _part(_row([_send(status=Status.FAILED), ev(EventType.DEAD, T0 + 9, "dlq", "t", "m")])) == {
         ("t", T0): [V, T0, True, "dlq", 3, False, None]}  # dead-lettered: the broker stored it
+    # outcome_of reads "never replayed" as a replay at time 0: a dead letter before it is revived by a success
+    row = _row([_send(0), ev(EventType.DEAD, -5, "g", "t", "m"), *_attempt("g", 3, Status.OK)])
+    assert _part(row) == {("t", 0): [V, 1, True, "g", 0, False, 6]}  # placed at its send time (no store or born time)
     # no send traced: a dead letter that knew the store time places it
     assert _part(_row([ev(EventType.DEAD, T0 + 9, "g", "u", "m", store_ms=T0 + 2)])) == {
         ("u", T0): [V, T0 + 2, True, "g", 3, False, None]}
