@@ -162,3 +162,13 @@ def test_replays_transactions_and_id_less_consumes_are_left_to_python() -> None:
                   [ev(EventType.END_TX, T0 + 2, "pg", "t", "m")], id_less):
         [got] = _check([_row([_send(), *_attempt("shipping", T0 + 5, Status.OK), *extra])])
         assert type(got) is list
+
+
+def test_a_latency_or_a_minute_beyond_64_bits_is_left_to_python() -> None:
+    far = 2**62 + 2**61
+    for events in ([ev(EventType.PUB, -far, "pg", "t", "m"), *_attempt("g", far, Status.OK)],  # latency >= 2**63
+                   [ev(EventType.PUB, -2**63 + 5, "pg", "t", "m")]):  # its minute starts before -2**63
+        row = _row(events)
+        [got] = readback.parts([row])
+        assert type(got) is list
+        assert _part_values(got, readback.ORDER) == _part_values(schema.decode_events(list(row.values())))
