@@ -18,6 +18,6 @@ setup(ext_modules=[
               depends=["collector/store/_blake2b.h"], optional=True),
     Extension("collector.store._cells", sources=["collector/store/_cells.c"], optional=True),
     Extension("collector.store._readback", sources=["collector/store/_readback.c"],
-              depends=["collector/store/_blake2b.h"], optional=True),
+              depends=["collector/store/_blake2b.h", "collector/store/_partof.h"], optional=True),
     Extension("collector.store._sqlput", sources=["collector/store/_sqlput.c"], libraries=["sqlite3"], optional=True),
 ])

@@ -14,14 +14,16 @@
  *                             store_ms, born_ms, status, retry) (readback.PartEvent), in the order
  *                             of values; None when a value is not exactly what the indexer writes
  *   parts(rows, cls, version, minute_ms)
- *                             for each message row (a dict of its cells): when its one event is a
- *                             send (most messages of a busy topic, read back in the batch that sent
- *                             them), what rollup._part_values gives for it, {(topic, minute): the
- *                             part's msgpack [version, placed ms, stored]}; else its part_events
+ *                             for each message row (a dict of its cells): when its events are sends,
+ *                             consume attempts with request ids and dead letters (the common shapes: a
+ *                             message only sent, consumed by a group or two, retried, failed, dead), what
+ *                             rollup._part_values gives for them, {(topic, minute): part value} with
+ *                             MOVED in the other minutes (_partof.h); else its part_events
  *
  * It is only a fast path, and gives exactly what the Python path gives: part_events is
  * schema.decode_events (times and hex ids restored, missing fields defaulted) cut down to those
- * fields, and a sent message's part is what collector/store/rollup_parts.py encodes for it. A value it does not model (not a 4-array of sender strings and the event array, a
+ * fields, and a message's part values are what collector/store/rollup_parts.py encodes for it. A
+ * value it does not model (not a 4-array of sender strings and the event array, a
  * needed field of another type, an int beyond 64 bits, a str that is not UTF-8, a map key that
  * is not str or bin, an ext type, trailing bytes...) makes it answer None, and the caller decodes
  * that message in Python (which raises the errors it raises). tests/collector/store/test_readback.py
@@ -386,49 +388,9 @@ static PyObject *part_events(PyObject *module, PyObject *args) {
     return events_of(values, (PyTypeObject *)cls);
 }
 
-/* -- a message only sent: its part values ---------------------------------------------------- */
+/* -- the part values of a message of sends, paired consumes and dead letters ------------------- */
 
-/* msgpack's encoding of an int (msgpack.packb): the shortest form; returns the bytes written. */
-static int mp_int(unsigned char *o, int64_t v) {
-    int width;
-    unsigned char tag;
-    if (v >= 0 && v < 128) return o[0] = (unsigned char)v, 1;
-    if (v < 0 && v >= -32) return o[0] = (unsigned char)(int8_t)v, 1;
-    if (v >= 0) width = v < 256 ? 1 : v < 65536 ? 2 : v < 4294967296LL ? 4 : 8, tag = 0xcc;
-    else width = v >= -128 ? 1 : v >= -32768 ? 2 : v >= -2147483648LL ? 4 : 8, tag = 0xd0;
-    o[0] = (unsigned char)(tag + (width == 1 ? 0 : width == 2 ? 1 : width == 4 ? 2 : 3));
-    for (int i = 0; i < width; i++) o[1 + i] = (unsigned char)((uint64_t)v >> (8 * (width - 1 - i)));
-    return 1 + width;
-}
-
-/* The minute a send places its message in: schema.minute_of(schema.message_time(send)) (Python's
-   modulo: never negative); 0 when it is beyond 64 bits. */
-static int sent_minute(const Fields *ev, int64_t minute_ms, int64_t *placed, int64_t *minute) {
-    *placed = ev->store > 0 ? ev->store : ev->born > 0 ? ev->born : ev->time;
-    return !__builtin_sub_overflow(*placed, (*placed % minute_ms + minute_ms) % minute_ms, minute);
-}
-
-/* rollup._part_values of a message whose one stored event is a send: {(topic, minute): part}, the part
-   being rollup_parts._encode(placed_ms, stored, {}) = msgpack [version, placed_ms, stored]. */
-static PyObject *sent_part(const Fields *ev, int64_t version, int64_t placed, int64_t minute) {
-    unsigned char buf[1 + 9 + 9 + 1];
-    int n = 1;
-    buf[0] = 0x93;
-    n += mp_int(buf + n, version);
-    n += mp_int(buf + n, placed);
-    buf[n++] = ev->status == 0 ? 0xc3 : 0xc2; /* stored: the send did not fail */
-    PyObject *topic = str_of(&ev->topic), *minute_o = PyLong_FromLongLong(minute), *key = NULL, *value = NULL,
-             *out = NULL;
-    if (topic && minute_o && (key = PyTuple_Pack(2, topic, minute_o)) &&
-        (value = PyBytes_FromStringAndSize((const char *)buf, n)) && (out = PyDict_New())) {
-        /* Out of the cyclic GC, as its first pass would leave them (a str and an int cannot reach back):
-           a batch's read-back keeps hundreds of thousands of these until its parts are written. */
-        PyObject_GC_UnTrack(key);
-        if (PyDict_SetItem(out, key, value) < 0) Py_CLEAR(out);
-    }
-    Py_XDECREF(topic), Py_XDECREF(minute_o), Py_XDECREF(key), Py_XDECREF(value);
-    return out;
-}
+#include "_partof.h"
 
 static PyObject *parts(PyObject *module, PyObject *args) {
     PyObject *rows, *cls;
@@ -446,15 +408,14 @@ static PyObject *parts(PyObject *module, PyObject *args) {
         if (!PyDict_CheckExact(columns)) {
             item = Py_NewRef(Py_None);
         } else {
-            Py_ssize_t pos = 0;
+            Py_ssize_t pos = 0, n = PyDict_GET_SIZE(columns);
             PyObject *col, *value;
-            Fields ev;
-            int64_t placed, minute;
-            if (PyDict_GET_SIZE(columns) == 1 && PyDict_Next(columns, &pos, &col, &value) &&
-                PyBytes_CheckExact(value) && read_fields(value, &ev) == 0 && ev.type == PUB &&
-                sent_minute(&ev, minute_ms, &placed, &minute))
-                item = sent_part(&ev, version, placed, minute);
-            else {
+            Fields evs[PART_MAX_EVENTS];
+            int rc = n >= 1 && n <= PART_MAX_EVENTS ? 0 : FALLBACK;
+            for (int k = 0; rc == 0 && PyDict_Next(columns, &pos, &col, &value); k++)
+                rc = PyBytes_CheckExact(value) ? read_fields(value, &evs[k]) : FALLBACK;
+            if (rc == 0) rc = part_values(evs, (int)n, version, minute_ms, &item);
+            if (rc == FALLBACK) {
                 PyObject *values = PyDict_Values(columns);
                 item = values ? events_of(values, (PyTypeObject *)cls) : NULL;
                 Py_XDECREF(values);
@@ -474,7 +435,8 @@ static PyMethodDef methods[] = {
      "sorted_message_rows(ids) -> (message_rows(ids) in key order, the ids in that order), or None as message_rows."},
     {"parts", parts, METH_VARARGS,
      "parts(rows, cls, version, minute_ms) -> for each message row ({column: value}): its part values as\n"
-     "rollup._part_values gives them when its one event is a send, else its part_events, else None."},
+     "rollup._part_values gives them when its events are sends, paired consumes and dead letters, else its\n"
+     "part_events, else None."},
     {"part_events", part_events, METH_VARARGS,
      "part_events(values, cls) -> [cls(time_ms, type, request_id, group, topic, store_ms, born_ms, status,\n"
      "retry)] of stored event values as schema.decode_events reads them, or None when one is not modelled."},

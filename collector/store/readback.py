@@ -3,13 +3,13 @@
 :func:`collector.store.rollup.read_parts` reads every message a batch touched back after the
 batch's writes and computes its part of its minute's rollup from its stored events
 (:mod:`collector.store.rollup_parts`).  A part reads nine of an event's 25 fields, so the
-read-back decodes only those (:class:`PartEvent`), computes the part of a message only sent
-without them (:func:`parts`), and builds the message row keys in key order (:func:`sorted_message_rows`),
-in C when the optional extension
+read-back decodes only those (:class:`PartEvent`), computes the part of a message of sends,
+consume attempts paired by request id and dead letters without them (:func:`parts`: most messages), and builds the
+message row keys in key order (:func:`sorted_message_rows`), in C when the optional extension
 ``collector/store/_readback.c`` is built (:data:`FAST_PATH`); a value the extension does not
 model, and every value without it, is decoded by :func:`collector.store.schema.decode_events`,
-which stays the definition (tests/collector/store/test_readback.py checks both paths against
-each other).
+which stays the definition (tests/collector/store/test_readback.py and test_partof.py check both
+paths against each other).
 
 Example::
 
@@ -72,8 +72,8 @@ def message_rows(msg_ids: Sequence[str]) -> list[bytes]:
     return schema.message_rows(msg_ids)
 
 
-SentParts = dict[tuple[str, int], bytes]
-"""The part values of a message only sent: ``{(topic, minute): part}``, what ``rollup._part_values`` gives."""
+PartValues = dict[tuple[str, int], bytes]
+"""A message's part values: ``{(topic, minute): part or MOVED}``, what ``rollup._part_values`` gives."""
 
 
 def sorted_message_rows(msg_ids: Iterable[str]) -> tuple[list[bytes], list[str]]:
@@ -89,10 +89,11 @@ def sorted_message_rows(msg_ids: Iterable[str]) -> tuple[list[bytes], list[str]]
     return [rows[i] for i in order], [ids[i] for i in order]
 
 
-def parts(rows: Sequence[Mapping[bytes, bytes]]) -> list[SentParts | list[PartEvent]]:
-    """For each message row's cells: the :data:`SentParts` of a message whose one stored event is its
-    send (read back in the batch that sent it: most messages of a busy topic), else the
-    :class:`PartEvent` of each cell, for ``rollup._part_values``."""
+def parts(rows: Sequence[Mapping[bytes, bytes]]) -> list[PartValues | list[PartEvent]]:
+    """For each message row's cells: the :data:`PartValues` of a message whose stored events are sends,
+    consume attempts with request ids and dead letters (a message only sent, or consumed, retried,
+    failed or dead-lettered by a group or two: collector/store/_partof.h), else the :class:`PartEvent`
+    of each cell, for ``rollup._part_values`` (replays, transactions, id-less consumes)."""
     if _readback is None:
         return [py_part_events(columns.values()) for columns in rows]
     found = _readback.parts(rows, PartEvent, _VERSION, schema.MINUTE_MS)
