@@ -8,7 +8,7 @@
  * same statement over the same connection (the sqlite3* of the Python sqlite3.Connection, in the
  * transaction its caller began) for every cell, with the GIL released for the whole loop.
  *
- * With sort, it writes the cells in row-key order (a stable merge sort, also without the GIL).
+ * With sort, it writes the cells in (row, col) key order (a stable merge sort, also without the GIL).
  *
  * select_rows() is LocalStore.get_rows' multi-row read on the reader connection: one lookup per
  * distinct key, in key order, in one read transaction, with the GIL released while SQLite steps,
@@ -81,22 +81,31 @@ static void release(Cell *cells, Py_ssize_t n) {
 }
 
 /* SQLite's BLOB order (memcmp, then the shorter first), which is HBase's row-key order. */
-static int row_cmp(const Cell *a, const Cell *b) {
-    Py_ssize_t an = PyBytes_GET_SIZE(a->row), bn = PyBytes_GET_SIZE(b->row);
-    int c = memcmp(PyBytes_AS_STRING(a->row), PyBytes_AS_STRING(b->row), (size_t)(an < bn ? an : bn));
+static int blob_cmp(PyObject *a, PyObject *b) {
+    Py_ssize_t an = PyBytes_GET_SIZE(a), bn = PyBytes_GET_SIZE(b);
+    int c = memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), (size_t)(an < bn ? an : bn));
     return c != 0 ? c : (an > bn) - (an < bn);
 }
 
-/* Stable merge sort of cells[0, n) by row (tmp holds n / 2 cells; no GIL needed): cells of one row keep
- * their order, so of a row put twice the later columns still win; cells already in order cost n compares. */
+static int row_cmp(const Cell *a, const Cell *b) { return blob_cmp(a->row, b->row); }
+
+/* The table's (row, col) key order: a wide row's cells then go in one after the other too. */
+static int cell_cmp(const Cell *a, const Cell *b) {
+    int c = blob_cmp(a->row, b->row);
+    return c != 0 || a->col == NULL ? c : blob_cmp(a->col, b->col);
+}
+
+/* Stable merge sort of cells[0, n) by (row, col), or by row for keys without a col (tmp holds n / 2 cells;
+ * no GIL needed): cells of one (row, col) keep their order, so of a cell put twice the later value still
+ * wins; cells already in order cost n compares. */
 static void sort_cells(Cell *cells, Cell *tmp, Py_ssize_t n) {
     if (n < 2) return;
     Py_ssize_t mid = n / 2, i = 0, j = mid, k = 0;
     sort_cells(cells, tmp, mid);
     sort_cells(cells + mid, tmp, n - mid);
-    if (row_cmp(&cells[mid - 1], &cells[mid]) <= 0) return;
+    if (cell_cmp(&cells[mid - 1], &cells[mid]) <= 0) return;
     memcpy(tmp, cells, (size_t)mid * sizeof(Cell));
-    while (i < mid && j < n) cells[k++] = row_cmp(&cells[j], &tmp[i]) < 0 ? cells[j++] : tmp[i++];
+    while (i < mid && j < n) cells[k++] = cell_cmp(&cells[j], &tmp[i]) < 0 ? cells[j++] : tmp[i++];
     while (i < mid) cells[k++] = tmp[i++];
 }
 
@@ -193,7 +202,7 @@ static void raise_sqlite(int rc, const char *message) {
 
 /* upsert(conn, sql, rows, ts, sort=False) -> bool: steps ``sql`` (4 parameters: row, col, ts, value) once
  * per cell of ``rows`` (a list of (row, {col: value}) with bytes everywhere) on conn's handle, in order, or
- * with ``sort`` in row-key order (stable: the order of one row's cells stays). */
+ * with ``sort`` in (row, col) key order (stable: a cell given twice still ends with its later value). */
 static PyObject *upsert(PyObject *Py_UNUSED(module), PyObject *args) {
     PyObject *conn, *rows;
     const char *sql;
@@ -426,7 +435,7 @@ static PyMethodDef methods[] = {
      "check(conn, path, version) -> whether upsert() can use this sqlite3.Connection of the file at path."},
     {"upsert", upsert, METH_VARARGS,
      "upsert(conn, sql, rows, ts, sort=False) -> True once sql ran for every cell of [(row, {col: value})] "
-     "(sort: in row-key order), with the GIL released; False (nothing done) when it cannot take them."},
+     "(sort: in key order), with the GIL released; False (nothing done) when it cannot take them."},
     {"select_rows", select_rows, METH_VARARGS,
      "select_rows(conn, sql, rows, oldest) -> the {col: value} of each row key asked, read with the GIL "
      "released; None (nothing done) when it cannot take them."},

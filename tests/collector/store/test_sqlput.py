@@ -62,7 +62,7 @@ _TABLES = (schema.KEYIDX, schema.MESSAGES, schema.TIMEIDX)
 
 
 def test_which_puts_are_sorted() -> None:
-    assert {schema.KEYIDX, schema.MESSAGES} <= local._SORTED_PUTS
+    assert {schema.KEYIDX, schema.MESSAGES, schema.ROLLUPS} <= local._SORTED_PUTS
     assert schema.TIMEIDX not in local._SORTED_PUTS
 
 
