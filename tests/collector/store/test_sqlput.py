@@ -155,7 +155,8 @@ def test_both_reads_answer_as_the_model(tmp_path: pathlib.Path, monkeypatch: pyt
 def test_long_reads_answer_as_the_model(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fast, slow = _read_stores(tmp_path, monkeypatch)
     monkeypatch.setattr(local, "_IN_CHUNK", 500)
-    puts = [(b"r%05d" % (i * 7 % 3000), {b"c%d" % (i % 3): b"v%d" % i}, _NOW_MS - (i % 5) * 20_000) for i in range(4000)]
+    puts = [(b"r%05d" % (i * 7 % 3000), {b"c%d" % (i % 3): b"v%d" % i}, _NOW_MS - (i % 5) * 20_000)
+            for i in range(4000)]
     asked = [b"r%05d" % (i * 13 % 3100) for i in range(1700)] + [b"r00000"] * 3
     for store in (fast, slow):
         store.put_rows(schema.MESSAGES, [(row, columns) for row, columns, _ in puts], ts=_NOW_MS)
