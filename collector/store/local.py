@@ -358,7 +358,8 @@ def _load_sqlput() -> Any:
         from collector.store import _sqlput
     except ImportError:  # not built (no compiler or no sqlite3.h at install)
         return None
-    return _sqlput
+    # A build older than this module (no select_rows, no sort argument) is not used: rebuild it.
+    return _sqlput if hasattr(_sqlput, "select_rows") else None
 
 
 ENV_PYTHON_PUTS = "TRACEHOOK_PYTHON_PUTS"

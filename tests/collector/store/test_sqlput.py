@@ -40,7 +40,7 @@ def test_extension_is_built() -> None:
     # and this fails rather than skipping silently.
     assert _sqlput is not None, ("collector.store._sqlput is not built (it needs a C compiler, Python.h and "
                                  "sqlite3.h): run pip install -e '.[all]'")
-    assert local.SQLPUT
+    assert local.SQLPUT, "collector.store._sqlput is older than local.py (no select_rows): rebuild it"
 
 
 def _cells(store: local.LocalStore, table: str) -> list[tuple[Any, ...]]:
