@@ -7,7 +7,8 @@ in Python: ``validate.FAST_PATH`` is False); ``collector.store._rowbuild`` build
 ``collector.store._cells`` makes the embedded store's SQLite parameters (else ``local._py_cells`` does);
 ``collector.store._readback`` decodes the rollup read-back's events (else :mod:`collector.store.readback`
 does it in Python: ``readback.FAST_PATH`` is False); ``collector.store._sqlput`` runs the embedded store's puts
-with the GIL released (it also needs sqlite3.h; else Python's ``executemany`` does: ``local.SQLPUT`` is False).
+and multi-row reads with the GIL released (it also needs sqlite3.h; else Python's ``executemany`` and
+``IN`` lookups do: ``local.SQLPUT`` is False).
 """
 
 from setuptools import Extension, setup
