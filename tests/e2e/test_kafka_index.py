@@ -20,7 +20,7 @@ from tests.fixtures.indexing import index_sealed, seal_log
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 
-def test_kafka_source_indexes_what_the_file_log_indexes(tmp_path, kafka_bootstrap, make_hbase_url) -> None:
+def test_kafka_source_indexes_what_the_file_log_indexes(tmp_path, kafka_bootstrap, ready_hbase_url) -> None:
     source = f"kafka://{kafka_bootstrap}/trace-{uuid.uuid4().hex[:8]}"
     kafka_store = f"local:{tmp_path / 'kafka.sqlite3'}"
     kafka_proc, kafka_url = start_collector(tmp_path / "kafka-collector", source)
@@ -60,7 +60,7 @@ def test_kafka_source_indexes_what_the_file_log_indexes(tmp_path, kafka_bootstra
     assert dump(kafka_store) == expected
 
     # Follow mode into HBase, a few records per micro-batch: the same cells again.
-    hbase_store = make_hbase_url()
+    hbase_store = ready_hbase_url()  # its tables exist already: the job's tasks do not create them
     follower = subprocess.Popen(index_command("--source", source, "--store", hbase_store, "--follow",
                                               "--max-offsets-per-trigger", "3", "--trigger", "0.5"),
                                 cwd=ROOT, env=index_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

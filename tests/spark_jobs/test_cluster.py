@@ -125,7 +125,7 @@ def test_local_cluster_from_a_relative_log_dir_gives_the_local_mode_index(
     if backend == "local":
         url, reference = "local:index.sqlite3", f"local:{tmp_path / 'reference.sqlite3'}"
     else:
-        make_url: Callable[[], str] = request.getfixturevalue("make_hbase_url")
+        make_url: Callable[[], str] = request.getfixturevalue("ready_hbase_url")  # tables exist
         url, reference = make_url(), make_url()
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
 

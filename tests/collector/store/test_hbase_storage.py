@@ -17,15 +17,23 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def _storage_of_every_family(url: str, thrift2: str) -> set[FamilyStorage]:
-    """Each family's storage as HBase's table descriptors give it, over every table of the store."""
+    """Each family's storage as HBase's table descriptors give it, over every table of the store.
+
+    Every family must also keep its block cache and a row bloom filter: Thrift1's ColumnDescriptor
+    defaults would turn both off, and every Get and scan would then read and decompress its blocks
+    from disk (queries measured 2-3x slower on GZ tables)."""
     store = open_store(url)  # creates the tables
     try:
         host, port = thrift2.rsplit(":", 1)
         found: set[FamilyStorage] = set()
         for table in schema.TABLES:
-            families = table_storage(host, int(port), f"{store.namespace}_{table.name}", timeout_ms=20_000)
+            name = f"{store.namespace}_{table.name}"
+            families = table_storage(host, int(port), name, timeout_ms=20_000)
             assert sorted(families) == sorted(table.families), table.name
             found |= set(families.values())
+            settings = {(f.blockCacheEnabled, f.bloomnFilterType)
+                        for f in table_families(host, int(port), name, timeout_ms=20_000)}
+            assert settings == {(True, 1)}, (url, table.name)  # 1: TBloomFilterType.ROW
         return found
     finally:
         store.drop_tables()  # now, not at session end: the suite shares one standalone HBase
@@ -34,7 +42,7 @@ def _storage_of_every_family(url: str, thrift2: str) -> set[FamilyStorage]:
 
 @pytest.mark.hbase
 @pytest.mark.slow
-def test_tables_get_the_storage_the_url_asks_for_and_gz_fast_diff_by_default(
+def test_tables_get_the_storage_the_url_asks_for_and_keep_block_cache_and_bloom_filter(
     make_hbase_url: Callable[..., str], hbase_thrift2: str
 ) -> None:
     # salt_buckets=1: one region per table (the suite shares one standalone HBase).
@@ -49,27 +57,6 @@ def test_tables_get_the_storage_the_url_asks_for_and_gz_fast_diff_by_default(
     # Through Thrift1 alone (no thrift2= in the URL): compressed, but Thrift1 cannot set an encoding.
     thrift1_only = make_hbase_url(salt_buckets="1")
     assert _storage_of_every_family(thrift1_only, hbase_thrift2) == {FamilyStorage("gz", "none")}
-
-
-@pytest.mark.hbase
-@pytest.mark.slow
-def test_tables_keep_the_block_cache_and_a_row_bloom_filter_through_either_gateway(
-    make_hbase_url: Callable[..., str], hbase_thrift2: str
-) -> None:
-    # Thrift1's ColumnDescriptor defaults would turn both off: every Get and scan would then read
-    # and decompress its blocks from disk (queries measured 2-3x slower on GZ tables).
-    host, port = hbase_thrift2.rsplit(":", 1)
-    for url in (make_hbase_url(salt_buckets="1"), make_hbase_url(thrift2=hbase_thrift2, salt_buckets="1")):
-        store = open_store(url)
-        try:
-            settings = {(f.blockCacheEnabled, f.bloomnFilterType)
-                        for table in schema.TABLES
-                        for f in table_families(host, int(port), f"{store.namespace}_{table.name}",
-                                                timeout_ms=20_000)}
-        finally:
-            store.drop_tables()
-            store.close()
-        assert settings == {(True, 1)}, url  # 1: TBloomFilterType.ROW
 
 
 @pytest.mark.parametrize(("query", "message"), [
