@@ -9,9 +9,11 @@ from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 # Fixtures for real services, usable from every test package; the skip guard; pytester for its test.
+# fixtures.stopping first: the server fixtures import it, and a plugin must be registered before it is imported.
 pytest_plugins = [
-    "fixtures.hbase", "fixtures.brokers", "fixtures.tls", "fixtures.spark_cluster", "fixtures.stores",
-    "fixtures.collector_process", "fixtures.prometheus", "fixtures.spark", "fixtures.skips", "pytester",
+    "fixtures.stopping", "fixtures.hbase", "fixtures.brokers", "fixtures.tls", "fixtures.spark_cluster",
+    "fixtures.stores", "fixtures.collector_process", "fixtures.prometheus", "fixtures.spark", "fixtures.skips",
+    "pytester",
 ]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

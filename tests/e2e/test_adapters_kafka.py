@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from adapter_helpers import collect_and_index, trace_query
+from fixtures.brokers import to_end
 from fixtures.ports import free_port
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
@@ -30,7 +31,7 @@ def _consume(bootstrap: str, topic: str, group: str, tracer: tracehook.Tracer, h
     consumer = kafka_python.TracedConsumer(
         KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                       enable_auto_commit=False, consumer_timeout_ms=5000), tracer)
-    for record in consumer:
+    for record in to_end(consumer):
         handle(consumer, record)
     consumer.close()
 

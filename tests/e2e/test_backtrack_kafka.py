@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import pytest
 from adapter_helpers import collect_and_index
+from fixtures.brokers import to_end
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -72,7 +73,7 @@ def world(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> dic
             topic, bootstrap_servers=kafka_bootstrap, group_id=GROUP, auto_offset_reset="earliest",
             enable_auto_commit=False, consumer_timeout_ms=3000), tracer)
         seen = 0
-        for record in consumer:
+        for record in to_end(consumer):
             seen += 1
             if int(record.key[1:]) in FAILED:
                 consumer.fail(record, "ledger unavailable")  # moves on: the offset advances, the work is lost
@@ -163,7 +164,7 @@ def test_kafka_reset_moves_the_committed_offsets(kafka_bootstrap, world, capsys)
     assert committed_offsets(kafka_bootstrap, group, world["topic"]) == expected
     consumer = KafkaConsumer(world["topic"], bootstrap_servers=kafka_bootstrap, group_id=group,
                              enable_auto_commit=False, consumer_timeout_ms=3000)
-    reread = sorted((r.partition, r.offset) for r in consumer)
+    reread = sorted((r.partition, r.offset) for r in to_end(consumer))
     consumer.close()
     assert reread == sorted((r.partition, r.offset) for r in world["all"] if r.timestamp >= t)
 

@@ -50,26 +50,36 @@ def events_acknowledged(url: str) -> int:
 
 
 def topic_batches(bootstrap: str, topic: str) -> tuple[dict[tuple[str, int], list[str]], int]:
-    """Every record of the topic as {(client id, seq): msg ids}, and how many records repeated a batch."""
-    from confluent_kafka import Consumer
+    """Every record of the topic as {(client id, seq): msg ids}, and how many records repeated a batch.
+
+    Read up to each partition's end offset, taken first (the producers are done: nothing comes after;
+    the collectors' idempotent producer writes no transaction markers, so the last record is at end - 1)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{uuid.uuid4().hex}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
+                         "enable.auto.commit": False})
     batches: dict[tuple[str, int], list[str]] = {}
-    repeats = idle = 0
+    repeats = 0
     try:
-        while idle < 20:  # 20 empty polls in a row: the end of the topic
+        partitions = sorted(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        left = {p for p, end in ends.items() if end > 0}
+        empty = 0
+        while left and empty < 240:  # 240 empty polls in a row (2 min): a hang guard, not a timing assertion
             msg = consumer.poll(0.5)
             if msg is None:
-                idle += 1
+                empty += 1
                 continue
-            idle = 0
+            empty = 0
             assert msg.error() is None, msg.error()
             batch = decode_batch(msg.value())
             key = (batch.header.client_id, batch.header.seq)
             repeats += key in batches
             batches[key] = [e.msg_id for e in batch.events]
+            if msg.offset() + 1 >= ends[msg.partition()]:
+                left.discard(msg.partition())
+        assert not left, f"partitions {sorted(left)} not read to their end offsets {ends}"
     finally:
         consumer.close()
     return batches, repeats

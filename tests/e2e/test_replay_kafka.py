@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import replay_handlers
 from fixtures.collector_process import CollectorProcess
+from fixtures.brokers import to_end
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -68,9 +69,9 @@ def consume_all(bootstrap: str, topic: str, group: str, tracer: tracehook.Tracer
                              enable_auto_commit=False, consumer_timeout_ms=3000)
     seen = 0
     deadline = time.monotonic() + 30  # a hang guard: a new group's first join can be slow on a busy machine
-    records = list(consumer)
+    records = list(to_end(consumer))
     while len(records) < N and time.monotonic() < deadline:
-        records += list(consumer)
+        records += list(to_end(consumer))
     for record in records:
         seen += 1
         i = int(record.key[1:])
@@ -132,14 +133,15 @@ def replay(capsys: pytest.CaptureFixture[str], world: World, group: str, journal
 
 
 def read_topic(bootstrap: str, topic: str, at_least: int = 0) -> list[Any]:
-    """Every record of the topic: read until 2 s pass without one, and (a hang guard, not a speed
-    assertion) until ``at_least`` arrived or 30 s passed; a fresh topic's metadata can be slow to come."""
+    """Every record of the topic: read to its end offsets (or until 2 s pass without a record), and (a hang
+    guard, not a speed assertion) until ``at_least`` arrived or 30 s passed; a fresh topic's metadata can be
+    slow to come."""
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                              consumer_timeout_ms=2000)
-    out = list(consumer)
+    out = list(to_end(consumer))
     deadline = time.monotonic() + 30
     while len(out) < at_least and time.monotonic() < deadline:
-        out += list(consumer)
+        out += list(to_end(consumer))
     consumer.close()
     return out
 
@@ -199,10 +201,10 @@ def test_apply_to_topic_then_the_group_consumes_the_copies(world, capsys, tmp_pa
     consumer = kafka_python.TracedConsumer(KafkaConsumer(
         target, bootstrap_servers=world.bootstrap, group_id="sms", auto_offset_reset="earliest",
         enable_auto_commit=False, consumer_timeout_ms=3000), tracer)
-    handled = list(consumer)
+    handled = list(to_end(consumer))
     deadline = time.monotonic() + 30  # a hang guard: a new group's first join can be slow on a busy machine
     while len(handled) < len(WINDOW) and time.monotonic() < deadline:
-        handled += list(consumer)
+        handled += list(to_end(consumer))
     assert len(handled) == len(WINDOW)
     consumer.close()
     assert tracer.flush(10)

@@ -93,8 +93,9 @@ _CLUSTER_DRIVER = textwrap.dedent("""
     spark = spark_session("local-cluster[2,1,1024]", "1g")
     try:
         print("APP", spark.sparkContext.applicationId, flush=True)
-        report = index_once(spark, "log", sys.argv[1])
-        print("REPORT", report.segments, report.records, report.events, sorted(report.bad.items()))
+        for url in sys.argv[1:]:
+            report = index_once(spark, "log", url)
+            print("REPORT", url, report.segments, report.records, report.events, sorted(report.bad.items()))
         executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver
         cwds = set(spark.sparkContext.parallelize(range(4), 4).map(lambda _: os.getcwd()).collect())
         print("EXECUTORS", executors, "OTHER_CWD", os.getcwd() not in cwds)
@@ -115,23 +116,27 @@ def _remove_executor_dirs(stdout: str) -> None:
 
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["local", pytest.param("hbase", marks=pytest.mark.hbase)])
+@pytest.mark.hbase
 def test_local_cluster_from_a_relative_log_dir_gives_the_local_mode_index(
-    spark: Any, tmp_path: Any, backend: str, request: pytest.FixtureRequest
+    spark: Any, tmp_path: Any, ready_hbase_url: Callable[[], str]
 ) -> None:
+    """One ``local-cluster`` driver (two executor JVMs, Python workers in another cwd) indexes a relative
+    log dir into a relative ``local:`` SQLite file and into HBase (tables created ahead), one store after the
+    other: each store gets exactly the index local mode gives.  One cluster for both stores, since starting
+    it is what costs; each store has its own checkpoint, so each run reads the whole log."""
     work = tmp_path / "cluster"
     _write_log(str(work / "log"))
     shutil.copytree(work / "log", tmp_path / "reference-log")
-    if backend == "local":
-        url, reference = "local:index.sqlite3", f"local:{tmp_path / 'reference.sqlite3'}"
-    else:
-        make_url: Callable[[], str] = request.getfixturevalue("ready_hbase_url")  # tables exist
-        url, reference = make_url(), make_url()
+    stores = {  # the URL the driver gets -> (where its cells are read back, the local-mode reference)
+        "local:index.sqlite3": (f"local:{work / 'index.sqlite3'}", f"local:{tmp_path / 'reference.sqlite3'}"),
+    }
+    hbase_url, hbase_reference = ready_hbase_url(), ready_hbase_url()
+    stores[hbase_url] = (hbase_url, hbase_reference)
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
 
     try:
-        done = subprocess.run([sys.executable, "-c", _CLUSTER_DRIVER, url], cwd=work, env=env,
-                              capture_output=True, text=True, timeout=240)
+        done = subprocess.run([sys.executable, "-c", _CLUSTER_DRIVER, *stores], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=300)
     except subprocess.TimeoutExpired as exc:
         out = exc.stdout or b""
         _remove_executor_dirs(out.decode() if isinstance(out, bytes) else out)
@@ -139,9 +144,9 @@ def test_local_cluster_from_a_relative_log_dir_gives_the_local_mode_index(
     _remove_executor_dirs(done.stdout)
 
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "REPORT 3 3 120 []" in done.stdout
     assert "EXECUTORS 2 OTHER_CWD True" in done.stdout  # two executor JVMs, workers not in the driver's cwd
-    assert index_once(spark, str(tmp_path / "reference-log"), reference).events == 120
-    cluster_url = f"local:{work / 'index.sqlite3'}" if backend == "local" else url
-    assert _dump(cluster_url) == _dump(reference)
-    assert committed_offset(str(work / "log")) == readable_end(str(work / "log")).offset
+    for url, (cluster_url, reference) in stores.items():
+        assert f"REPORT {url} 3 3 120 []" in done.stdout
+        assert index_once(spark, str(tmp_path / "reference-log"), reference).events == 120
+        assert _dump(cluster_url) == _dump(reference), url
+    assert committed_offset(str(work / "log")) == readable_end(str(work / "log")).offset  # both checkpoints

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import pytest
+from fixtures.brokers import to_end
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
@@ -50,7 +51,7 @@ def test_send_records_partition_offset_and_headers(kafka_bootstrap, capture, top
 
     # the ids went into the records' headers, so a plain consumer sees them
     consumer = _consumer(kafka_bootstrap, topic, "plain")
-    headers = [dict(r.headers) for r in consumer]
+    headers = [dict(r.headers) for r in to_end(consumer)]
     consumer.close()
     assert {h[HEADER_MSG_ID].decode() for h in headers} == {e.msg_id for e in pubs}
     assert all(h["traceparent"].decode().startswith("00-") for h in headers)
@@ -68,7 +69,7 @@ def test_two_groups_retrying_and_dead_lettering(kafka_bootstrap, capture, topic)
     retry = kafka_python.TracedConsumer(_consumer(kafka_bootstrap, topic, "retry"), capture.tracer)
     failed_once: set[str] = set()
     handled = 0
-    for record in retry:
+    for record in to_end(retry):
         key = record.key.decode()
         if key in failing and key not in failed_once:
             failed_once.add(key)
@@ -80,7 +81,7 @@ def test_two_groups_retrying_and_dead_lettering(kafka_bootstrap, capture, topic)
     assert handled == N
 
     dlq = kafka_python.TracedConsumer(_consumer(kafka_bootstrap, topic, "dlq"), capture.tracer)
-    for record in dlq:
+    for record in to_end(dlq):
         key = record.key.decode()
         if key in dead:
             msg_id = dict(record.headers)[HEADER_MSG_ID].decode()
@@ -124,7 +125,7 @@ def test_instrument_is_idempotent_and_keeps_behaviour(kafka_bootstrap, capture, 
             producer.send(topic)  # neither value nor key
         producer.close()
         consumer = _consumer(kafka_bootstrap, topic, "inst")
-        records = list(consumer)
+        records = list(to_end(consumer))
         consumer.close()
     finally:
         kafka_python.uninstrument()

@@ -18,7 +18,7 @@ from fixtures.deps import require
 require("opentelemetry.sdk.trace")  # the dev extra: a missing SDK fails the run
 
 import pika  # noqa: E402
-from fixtures.brokers import drain  # noqa: E402
+from fixtures.brokers import drain, to_end  # noqa: E402
 from kafka import KafkaConsumer, KafkaProducer  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
@@ -101,7 +101,7 @@ def test_kafka_one_trace_across_otel_and_tracehook(kafka_bootstrap, capture, top
     # An OTel consumer: the context from the headers, a consumer span per record.
     consumer = KafkaConsumer(topic, bootstrap_servers=kafka_bootstrap, group_id="otel",
                              auto_offset_reset="earliest", consumer_timeout_ms=5000)
-    records = list(consumer)
+    records = list(to_end(consumer))
     consumer.close()
     assert sorted(r.key for r in records) == [b"A", b"B"]
     sent_a = {r.key: dict(r.headers).get(HEADER_MSG_ID) for r in records}[b"A"].decode()
@@ -113,7 +113,7 @@ def test_kafka_one_trace_across_otel_and_tracehook(kafka_bootstrap, capture, top
     th = kafka_python.TracedConsumer(KafkaConsumer(topic, bootstrap_servers=kafka_bootstrap, group_id="th",
                                                    auto_offset_reset="earliest", consumer_timeout_ms=5000),
                                      capture.tracer)
-    assert len(list(th)) == 2
+    assert len(list(to_end(th))) == 2
     th.close()
     events = capture.events()
     assert capture.tracer.stats()["dropped"].get("invalid", 0) == 0
