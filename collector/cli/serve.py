@@ -111,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"tracehook collector: {exc}", file=sys.stderr)
         return 2
     scheme = "https" if ssl_context else "http"
-    # run_app turns SIGINT and SIGTERM into a graceful exit: stop accepting, let in-flight
-    # requests finish (up to shutdown_timeout), then run cleanup (drain + sync the log).
+    # SIGINT and SIGTERM stop it gracefully (collector.server.drain): new batches get 503, requests in
+    # progress finish (up to shutdown_timeout_s), then run_app's stop commits what is queued and syncs the log.
     try:
         _serve(config, ssl_context, scheme, index=index)
     except OSError as exc:  # port in use, address not available, data dir not writable
@@ -128,6 +128,8 @@ def _serve(config: CollectorConfig, ssl_context: object, scheme: str, *, index: 
     from aiohttp import web
 
     from collector.server.app import create_app
+    from collector.server.appkeys import INGESTOR_KEY
+    from collector.server.drain import AFTER_DRAIN_S, drain_on_signals
     from collector.server.notify import READY, STOPPING, notify
 
     app = create_app(config)
@@ -138,11 +140,13 @@ def _serve(config: CollectorConfig, ssl_context: object, scheme: str, *, index: 
 
     ready: list[bool] = []
 
-    async def stopping(app: web.Application) -> None:
+    def begin_stop(app: web.Application) -> None:  # the first thing a SIGTERM/SIGINT does
         if ready:  # a start that failed was never READY: systemd sees the exit code
             notify(STOPPING)
+        if INGESTOR_KEY in app:
+            app[INGESTOR_KEY].begin_shutdown()  # new batches: 503; those in progress finish
 
-    app.on_shutdown.insert(0, stopping)  # the first thing a SIGTERM/SIGINT starts: the drain follows
+    app.on_startup.append(drain_on_signals(config.shutdown_timeout_s, begin_stop))
 
     def listening(msg: str) -> None:
         # run_app calls this once every site listens, after cleanup_ctx opened (and recovered) the log.
@@ -156,8 +160,8 @@ def _serve(config: CollectorConfig, ssl_context: object, scheme: str, *, index: 
         host=config.host,
         port=config.port,
         ssl_context=ssl_context,
-        shutdown_timeout=config.shutdown_timeout_s,
-        handle_signals=True,
+        shutdown_timeout=AFTER_DRAIN_S,  # the drain waited for requests in progress already
+        handle_signals=True,  # until the drain's handlers replace run_app's, once the log is open
         access_log=None,  # no access log: nothing per request to leak or to slow ingest
         print=listening,
     )

@@ -26,9 +26,10 @@ from aiohttp import web
 
 from collector.log.writer import open_trace_log
 from collector.server import backtrack_routes, console_routes, native, otlp_http, overview_routes, qmq, routes
-from collector.server.appkeys import CONFIG_KEY, INGESTOR_KEY, METRICS_KEY, STORE_KEY, TRACELOG_KEY
+from collector.server.appkeys import CONFIG_KEY, IN_FLIGHT_KEY, INGESTOR_KEY, METRICS_KEY, STORE_KEY, TRACELOG_KEY
 from collector.server.auth import require_ingest_token
 from collector.server.config import CollectorConfig
+from collector.server.drain import InFlight, track_requests
 from collector.server.errors import ANSWERED, ShuttingDown
 from collector.server.ingest import Ingestor
 from collector.server.metrics import CollectorMetrics
@@ -178,10 +179,14 @@ def create_app(config: CollectorConfig) -> web.Application:
     # in UTF-8, so allow that much and let params.py answer too-long values with a JSON reason.
     # aiohttp's own body decoding is off for the same reason: /v1/traces decodes Content-Encoding
     # itself and answers in JSON (otlp_http.decompress); no other route takes compressed bodies.
-    app = web.Application(middlewares=[error_middleware], client_max_size=config.max_body_bytes,
+    app = web.Application(middlewares=[track_requests, error_middleware], client_max_size=config.max_body_bytes,
                           handler_args={"max_line_size": MAX_REQUEST_LINE, "auto_decompress": False})
     app[CONFIG_KEY] = config
     app[METRICS_KEY] = CollectorMetrics()
+    in_flight = app[IN_FLIGHT_KEY] = InFlight()
+    app[METRICS_KEY].add_gauge("tracehook_collector_requests_in_progress",
+                               "Requests being handled now, this scrape included (a graceful stop waits for them).",
+                               lambda: in_flight.count)
     app.cleanup_ctx.append(_tracelog_ctx)
     app.cleanup_ctx.append(_store_ctx)
     app.on_shutdown.append(_begin_shutdown)

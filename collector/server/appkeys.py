@@ -13,6 +13,7 @@ from aiohttp import web
 if TYPE_CHECKING:
     from collector.log.writer import TraceLogWriter
     from collector.server.config import CollectorConfig
+    from collector.server.drain import InFlight
     from collector.server.ingest import Ingestor
     from collector.server.metrics import CollectorMetrics
 
@@ -23,3 +24,5 @@ reconnects by itself); unset when the store package is missing or ``store_url`` 
 METRICS_KEY: web.AppKey[CollectorMetrics] = web.AppKey("metrics")
 INGESTOR_KEY: web.AppKey[Ingestor] = web.AppKey("ingestor")
 TRACELOG_KEY: web.AppKey[TraceLogWriter] = web.AppKey("tracelog")
+IN_FLIGHT_KEY: web.AppKey[InFlight] = web.AppKey("in_flight")
+"""The requests in progress, which a graceful stop waits for (:mod:`collector.server.drain`)."""

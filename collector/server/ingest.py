@@ -103,7 +103,8 @@ class Ingestor:
         self._queue: asyncio.Queue[_Pending | None] = asyncio.Queue()
         self._recent: OrderedDict[tuple[str, int], asyncio.Future[int] | int] = OrderedDict()
         self._tasks: list[asyncio.Task[None]] = []
-        self._closing = False
+        self._refusing = False  # a stop has begun: new batches get 503, in-flight ones finish
+        self._closing = False  # the writer is stopping: nothing more can be queued
         self.backlog_bytes = 0
         self.log_bytes = 0
         self.maintenance_rounds = 0
@@ -151,12 +152,12 @@ class Ingestor:
         ]
 
     def begin_shutdown(self) -> None:
-        """Answer new batches with 503 from now on (in-flight ones still complete)."""
-        self._closing = True
+        """Answer new batches with 503 from now on (in-flight ones, body still arriving included, complete)."""
+        self._refusing = True
 
     async def stop(self) -> None:
         """Refuse new batches, commit everything queued, then close the log."""
-        self._closing = True
+        self._refusing = self._closing = True
         writer, maintenance = self._tasks or (None, None)
         if maintenance is not None:
             maintenance.cancel()
@@ -241,7 +242,7 @@ class Ingestor:
     async def read_body(self, request: web.Request) -> bytes:
         """The body of a request to append, once the collector can take it: raises ShuttingDown
         (503), PayloadTooLarge (413), Backpressure (429) or ClientGone. Every ingest route reads through this."""
-        if self._closing:
+        if self._refusing:
             raise ShuttingDown("the collector is shutting down")
         limit = self.config.max_body_bytes
         if request.content_length is not None and request.content_length > limit:

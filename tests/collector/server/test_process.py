@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import signal
+import socket
 import threading
+import time
+import urllib.parse
 
 import pytest
 import requests
@@ -96,6 +100,43 @@ def test_graceful_stop_drains_in_flight_batches_and_exits_cleanly(collector_proc
     again = collector_process(collector.data_dir)
     assert again.stop(signal.SIGINT) == 0
     assert "truncating" not in again.output()
+
+
+def _in_progress(url: str) -> int:
+    """The collector's requests in progress, not counting this scrape."""
+    text = requests.get(url + "/metrics", timeout=10).text
+    return int(float(re.search(r"^tracehook_collector_requests_in_progress (\S+)$", text, re.M).group(1))) - 1
+
+
+@pytest.mark.slow
+def test_a_batch_still_arriving_when_the_stop_begins_is_acknowledged_and_kept(collector_process) -> None:
+    """A stop waits for a batch whose body is half sent (aiohttp alone would drop the rest of the body:
+    the client got a broken connection after shutdown_timeout_s), and a new batch meanwhile gets 503."""
+    collector = collector_process(None)
+    address = urllib.parse.urlsplit(collector.url)
+    body = make_batch("slow-client", 1, n=1000)
+    head = (f"POST /v1/batches HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/msgpack\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    with socket.create_connection((address.hostname, address.port), timeout=30) as slow:
+        slow.sendall(head + body[: len(body) // 2])
+        deadline = time.monotonic() + 30
+        while _in_progress(collector.url) < 1:  # its handler is reading the body
+            assert time.monotonic() < deadline, collector.output()
+            time.sleep(0.05)
+        collector.proc.send_signal(signal.SIGTERM)
+        while True:  # the stop has begun: a new batch is refused
+            answer = requests.post(collector.url + "/v1/batches", data=make_batch("late", 1, n=10), headers=MSGPACK,
+                                   timeout=10)
+            if answer.status_code == 503:
+                break
+            assert answer.status_code == 200 and time.monotonic() < deadline, (answer.status_code, answer.text)
+            time.sleep(0.05)
+        assert answer.json()["error"] == "shutting_down" and answer.headers["Connection"] == "close"
+        slow.sendall(body[len(body) // 2:])
+        status_line = slow.makefile("rb").readline()
+    assert status_line.startswith(b"HTTP/1.1 200"), status_line
+    assert collector.proc.wait(timeout=30) == 0, collector.output()
+    assert ("slow-client", 1) in {(r.client_id, r.seq) for r in read_log(os.path.join(collector.data_dir, "log"))}
 
 
 def test_cli_reads_tokens_from_env_and_settings_from_toml(collector_process, tmp_path: pathlib.Path) -> None:
