@@ -108,35 +108,68 @@ def _in_progress(url: str) -> int:
     return int(float(re.search(r"^tracehook_collector_requests_in_progress (\S+)$", text, re.M).group(1))) - 1
 
 
+class HalfSentBatch:
+    """A batch whose headers and first half of the body are sent, its handler reading the rest."""
+
+    def __init__(self, collector_url: str, client_id: str) -> None:
+        address = urllib.parse.urlsplit(collector_url)
+        self.url, self.client_id = collector_url, client_id
+        self.body = make_batch(client_id, 1, n=1000)
+        head = (f"POST /v1/batches HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/msgpack\r\n"
+                f"Content-Length: {len(self.body)}\r\n\r\n").encode()
+        self.sock = socket.create_connection((address.hostname, address.port), timeout=60)
+        self.sock.sendall(head + self.body[: len(self.body) // 2])
+        deadline = time.monotonic() + 30
+        while _in_progress(collector_url) < 1:
+            assert time.monotonic() < deadline, "the half-sent batch's handler never started"
+            time.sleep(0.05)
+
+    def wait_for_refusal(self) -> None:
+        """Until a new batch gets 503 shutting_down with Connection: close (the stop has begun)."""
+        deadline = time.monotonic() + 30
+        while True:
+            answer = requests.post(self.url + "/v1/batches", data=make_batch("late", 1, n=10), headers=MSGPACK,
+                                   timeout=10)
+            if answer.status_code == 503:
+                assert answer.json()["error"] == "shutting_down" and answer.headers["Connection"] == "close"
+                return
+            assert answer.status_code == 200 and time.monotonic() < deadline, (answer.status_code, answer.text)
+            time.sleep(0.05)
+
+    def finish(self) -> bytes:
+        """Send the rest of the body; the answer's status line (empty if the connection was dropped)."""
+        self.sock.sendall(self.body[len(self.body) // 2:])
+        return self.sock.makefile("rb").readline()
+
+
 @pytest.mark.slow
 def test_a_batch_still_arriving_when_the_stop_begins_is_acknowledged_and_kept(collector_process) -> None:
     """A stop waits for a batch whose body is half sent (aiohttp alone would drop the rest of the body:
     the client got a broken connection after shutdown_timeout_s), and a new batch meanwhile gets 503."""
     collector = collector_process(None)
-    address = urllib.parse.urlsplit(collector.url)
-    body = make_batch("slow-client", 1, n=1000)
-    head = (f"POST /v1/batches HTTP/1.1\r\nHost: {address.netloc}\r\nContent-Type: application/msgpack\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode()
-    with socket.create_connection((address.hostname, address.port), timeout=30) as slow:
-        slow.sendall(head + body[: len(body) // 2])
-        deadline = time.monotonic() + 30
-        while _in_progress(collector.url) < 1:  # its handler is reading the body
-            assert time.monotonic() < deadline, collector.output()
-            time.sleep(0.05)
-        collector.proc.send_signal(signal.SIGTERM)
-        while True:  # the stop has begun: a new batch is refused
-            answer = requests.post(collector.url + "/v1/batches", data=make_batch("late", 1, n=10), headers=MSGPACK,
-                                   timeout=10)
-            if answer.status_code == 503:
-                break
-            assert answer.status_code == 200 and time.monotonic() < deadline, (answer.status_code, answer.text)
-            time.sleep(0.05)
-        assert answer.json()["error"] == "shutting_down" and answer.headers["Connection"] == "close"
-        slow.sendall(body[len(body) // 2:])
-        status_line = slow.makefile("rb").readline()
+    slow = HalfSentBatch(collector.url, "slow-client")
+    collector.proc.send_signal(signal.SIGTERM)
+    slow.wait_for_refusal()
+    status_line = slow.finish()
     assert status_line.startswith(b"HTTP/1.1 200"), status_line
     assert collector.proc.wait(timeout=30) == 0, collector.output()
     assert ("slow-client", 1) in {(r.client_id, r.seq) for r in read_log(os.path.join(collector.data_dir, "log"))}
+
+
+@pytest.mark.slow
+def test_a_second_signal_stops_waiting_for_a_stalled_upload(collector_process) -> None:
+    """With a 10-minute shutdown_timeout_s, a client that stalls mid-body would hold the stop that long;
+    a second SIGTERM ends the wait, and the stop still commits, syncs and exits 0."""
+    collector = collector_process(None, env={"TRACEHOOK_COLLECTOR_SHUTDOWN_TIMEOUT_S": "600"})
+    stalled = HalfSentBatch(collector.url, "stalled-client")
+    collector.proc.send_signal(signal.SIGTERM)
+    stalled.wait_for_refusal()
+    collector.proc.send_signal(signal.SIGTERM)
+    assert collector.proc.wait(timeout=60) == 0, collector.output()
+    stalled.sock.close()
+    again = collector_process(collector.data_dir)  # a clean stop: nothing for recovery to cut
+    assert again.stop(signal.SIGINT) == 0
+    assert "truncating" not in again.output()
 
 
 def test_cli_reads_tokens_from_env_and_settings_from_toml(collector_process, tmp_path: pathlib.Path) -> None:
