@@ -24,6 +24,8 @@ class IndexReport:
     seconds: float = 0.0
     purged: int | None = None
     unit: str = "segment"
+    set_aside: int = 0
+    """Events the indexer could not store, recorded beside the checkpoint (``tracehook set-aside list``)."""
     """What ``segments`` counts: the trace-log segments read, or ``partition`` for a Kafka source:
     the topic's partitions (those with no new records included)."""
 
@@ -35,8 +37,9 @@ class IndexReport:
     def __str__(self) -> str:
         bad = ", ".join(f"{n} {why}" for why, n in sorted(self.bad.items())) or "none"
         purged = "" if self.purged is None else f"; purged {self.purged} expired cell(s)"
+        aside = f"; set aside: {self.set_aside} event(s) (tracehook set-aside list)" if self.set_aside else ""
         return (f"{self.segments} {self.unit}(s), {self.records} record(s), {self.events} event(s) "
-                f"in {self.seconds:.1f}s ({self.rate:,.0f} events/s); skipped: {bad}{purged}")
+                f"in {self.seconds:.1f}s ({self.rate:,.0f} events/s); skipped: {bad}{aside}{purged}")
 
 
 class RunTotals:
@@ -49,6 +52,7 @@ class RunTotals:
         self.events = 0
         self.batches = 0
         self.bad: Counter[str] = Counter()
+        self.set_aside = 0
         self.failure: BaseException | None = None
         self.topic_partitions: int | None = None
         """A Kafka source's partition count, reported instead of the partitions records came from."""
@@ -56,4 +60,5 @@ class RunTotals:
     def report(self, started: float, purged: int | None = None) -> IndexReport:
         count = len(self.segments) if self.topic_partitions is None else self.topic_partitions
         return IndexReport(segments=count, records=self.records, events=self.events,
-                           bad=dict(self.bad), seconds=time.monotonic() - started, purged=purged, unit=self.unit)
+                           bad=dict(self.bad), seconds=time.monotonic() - started, purged=purged, unit=self.unit,
+                           set_aside=self.set_aside)

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from collector.log import setaside
 from collector.store import absolute_store_url
 from spark_jobs.checkpoint import (
     claim_checkpoint,
@@ -69,14 +70,54 @@ def _stream_error(exc: BaseException, run: RunTotals) -> IndexJobError:
     return IndexJobError(f"indexing failed; checkpoint not advanced: {first}")
 
 
-def _index_batch(rdd: Any, store_url: str, batch_size: int, writers: int, run: RunTotals) -> list[Any]:
-    """:func:`spark_jobs.partition.index_batch`, a failure as one :class:`IndexJobError`."""
+def _index_batch(rdd: Any, store_url: str, batch_size: int, writers: int, run: RunTotals,
+                 stopping: Callable[[], bool] = lambda: False) -> list[Any]:
+    """:func:`spark_jobs.partition.index_batch`, a failure as one :class:`IndexJobError`.
+
+    A batch that fails is indexed once more with ``isolate``: each event that still fails is set
+    aside (returned in the results) and the rest is indexed, so one bad event never stops the
+    index.  A failure of the store fails that second attempt too, and the batch with it.
+    """
     try:
         return index_batch(rdd, store_url, batch_size, writers)
+    except Exception as exc:  # Py4J/Spark wrap task errors in their own types
+        if stopping():
+            raise _stream_error(exc, run) from exc
+        first = _stream_error(exc, run)
+    log.warning("index: a batch failed (%s); indexing it again event by event, setting aside what cannot "
+                "be stored", first)
+    run.failure = None
+    try:
+        return index_batch(rdd, store_url, batch_size, writers, isolate=True)
     except IndexJobError:
         raise
-    except Exception as exc:  # Py4J/Spark wrap task errors in their own types
+    except Exception as exc:
         raise _stream_error(exc, run) from exc
+
+
+def _record_set_aside(checkpoint: str | None, results: list[Any]) -> int:
+    """Write the batch's set-aside events beside ``checkpoint`` before Spark commits the batch;
+    returns how many, each logged once."""
+    entries = [entry for result in results for entry in result.set_aside]
+    for e in entries:
+        log.warning("index: set aside %s event %d of record %d (segment/partition %d), msg_id %r, topic %r: %s "
+                    "(tracehook set-aside list)", e.type, e.event, e.offset, e.base, e.msg_id, e.topic, e.reason)
+    if entries and checkpoint is not None:
+        setaside.record(checkpoint, entries)
+    return len(entries)
+
+
+def _prune_set_aside(log_dir: str, checkpoint: str) -> None:
+    """Forget set-aside events whose records retention has deleted from the log."""
+    if not os.path.exists(setaside.path_of(checkpoint)):
+        return
+    from collector.log.format import sealed_segments
+    from collector.log.state import readable_end
+
+    sealed = sealed_segments(log_dir)
+    dropped = setaside.prune(checkpoint, sealed[0].base if sealed else readable_end(log_dir).base)
+    if dropped:
+        log.info("index: forgot %d set-aside event(s) whose records the trace log no longer keeps", dropped)
 
 
 def _commit_recorder(log_dir: str, store_url: str, checkpoint: str) -> Any:
@@ -165,22 +206,26 @@ def index_stream(spark: Any, log_dir: str, store_url: str, batch_size: int = DEF
             if source is None:
                 sync_commit(log_dir, store_url, checkpoint)  # the previous batch is in Spark's commit log now
             batch_started = time.monotonic()
-            results = _index_batch(batch_df.rdd, store_url, batch_size, writers, run)
-            _fault_pause(batch_id)
+            results = _index_batch(batch_df.rdd, store_url, batch_size, writers, run, stopping)
             batch = RunTotals(unit)
+            batch.set_aside = _record_set_aside(checkpoint, results)
+            if source is None:
+                _prune_set_aside(log_dir, checkpoint)
+            _fault_pause(batch_id)
             if source is not None:
                 batch.topic_partitions = run.topic_partitions = _topic_size(spark, source, results, run)
-            for records, events, reasons, damage, bases, _parts in results:
-                batch.records += records
-                batch.events += events
-                batch.bad.update(reasons)
-                batch.segments.update(bases)
-                for what in damage:
+            for result in results:
+                batch.records += result.records
+                batch.events += result.events
+                batch.bad.update(result.bad)
+                batch.segments.update(result.bases)
+                for what in result.damage:
                     log.warning("index: %s (counted in corrupt_records/corrupt_bytes)", what)
             run.batches += 1
             run.records += batch.records
             run.events += batch.events
             run.bad.update(batch.bad)
+            run.set_aside += batch.set_aside
             run.segments |= batch.segments
             if on_batch is not None and batch.records:
                 behind = None if source is not None else lag_after(log_dir, checkpoint, batch_id)
@@ -250,6 +295,7 @@ def index_window(spark: Any, source: KafkaTopic, store_url: str, from_ms: int, t
     """Re-index the Kafka records received in [``from_ms``, ``to_ms``) with one batch read
     (``startingTimestamp``/``endingTimestamp``); no checkpoint is read or written.  Idempotent:
     the rows written are the ones the streaming run wrote."""
+    from spark_jobs import kafka_source
     from spark_jobs.kafka_source import window_rows
 
     started = time.monotonic()
@@ -258,12 +304,13 @@ def index_window(spark: Any, source: KafkaTopic, store_url: str, from_ms: int, t
     prepare_store(store_url)
     run = RunTotals("partition")
     results = _index_batch(window_rows(spark, source, from_ms, to_ms).rdd, store_url, batch_size, writers, run)
+    run.set_aside = _record_set_aside(kafka_source.default_checkpoint(source, store_url), results)
     run.topic_partitions = _topic_size(spark, source, results, run)
-    for records, events, reasons, _damage, bases, _parts in results:
-        run.records += records
-        run.events += events
-        run.bad.update(reasons)
-        run.segments.update(bases)
+    for result in results:
+        run.records += result.records
+        run.events += result.events
+        run.bad.update(result.bad)
+        run.segments.update(result.bases)
     return run.report(started)
 
 

@@ -270,6 +270,25 @@ def _decode_batch(data: bytes) -> Batch:
     return Batch(version, header, valid)
 
 
+def decode_events_separately(data: bytes) -> tuple[BatchHeader, list[tuple[Any, Event | WireError]]]:
+    """Each event of a batch checked on its own: ``(raw event, Event or the WireError refusing it)``.
+
+    For batches already in a trace log (the index path) that :func:`decode_batch` refuses for
+    some of their events: the others can still be indexed.  A batch whose envelope does not
+    decode raises :class:`WireError` as :func:`decode_batch` does.
+    """
+    with no_gc():
+        _, header, events = _decode_envelope(data)
+        out: list[tuple[Any, Event | WireError]] = []
+        for i, raw in enumerate(events):
+            kept = list(raw) if type(raw) is list else raw  # validate_event pads the list it checks
+            try:
+                out.append((kept, validate_event(raw, i)))
+            except WireError as exc:
+                out.append((kept, exc))
+        return header, out
+
+
 def decode_checked_batch(data: bytes) -> Batch:
     """:func:`decode_batch` of a body a validator of these rules has accepted already, without
     checking anything again: the same :class:`Batch` (the collector's index path, whose C validator

@@ -19,6 +19,7 @@ from typing import NoReturn
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "collector": ("collector.cli.serve", "run the collector (ingest, query API, web page)"),
     "index": ("spark_jobs.index_job", "index the trace log into the store (PySpark Structured Streaming; --follow keeps up)"),
+    "set-aside": ("spark_jobs.setaside_cmd", "list, show and re-index the events the index job set aside"),
     "query": ("collector.cli.query", "look up traces by id, key, topic + time or dead letters"),
     "offsets": ("collector.cli.backtrack", "offsets at a time and a group's reset plan"),
     "replay-list": ("collector.cli.backtrack", "messages a group never consumed successfully"),
@@ -69,7 +70,8 @@ exit status (every command; docs/exit-codes.md):
   3   bad input to the index job (not a trace log, a checkpoint of another log or
       store, records deleted before they were indexed): a retry does not help
   4   replay: done, but some records could not be replayed (gone from the
-      broker, no partition/offset in the trace, a different message id there)
+      broker, no partition/offset in the trace, a different message id there);
+      set-aside reindex: done, but some events still cannot be indexed
   5   the index store is in an older layout (made by an earlier release):
       the line names `tracehook migrate-store`, which moves it across
   130 interrupted (Ctrl-C; replay and migrate-store print how to resume);

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import time
 import weakref
 from collections import Counter, deque
@@ -195,6 +196,9 @@ def index_records(
         raise ValueError(f"batch_size must be >= 1, not {batch_size}")
     if writers < 1:
         raise ValueError(f"writers must be >= 1, not {writers}")
+    fault = os.environ.get(FAULT_MSG_ID_ENV)
+    if fault:
+        records = _failing_at(records, fault)
     if touched is None:
         counted = _Counted(records, _unfinished(store), spill=lambda ids: _write_markers(store, ids))
     else:
@@ -229,6 +233,21 @@ def index_records(
         finally:
             pool.shutdown(wait=False)  # its thread exits once the deferred writes are done
     return counted.count
+
+
+FAULT_MSG_ID_ENV = "TRACEHOOK_INDEX_FAULT_MSG_ID"
+"""Tests only: :func:`index_records` raises :class:`InjectedFault` at an event of this msg id."""
+
+
+class InjectedFault(RuntimeError):
+    """The failure :data:`FAULT_MSG_ID_ENV` asks for."""
+
+
+def _failing_at(records: Iterable[tuple[BatchHeader, Event]], msg_id: str) -> Iterator[tuple[BatchHeader, Event]]:
+    for record in records:
+        if record[1].msg_id == msg_id:
+            raise InjectedFault(f"injected failure at msg_id {msg_id!r} ({FAULT_MSG_ID_ENV})")
+        yield record
 
 
 READ_BACK_TABLES = frozenset((schema.MESSAGES, schema.PENDING, schema.DEAD, schema.TIMEIDX))
