@@ -128,6 +128,8 @@ async def healthz(request: web.Request) -> web.Response:
     ``disk_full`` (still 200: queries work) while the log's disk has no space. A Kafka log has none
     of them: the topic is Kafka's to size, its backlog is the index job's consumer lag, and the
     collector writes nothing of it to disk.
+    ``index_set_aside`` counts the events index checkpoints of this log set aside (still ``ok``:
+    the rest is indexed; ``tracehook set-aside list`` shows them).
     ``store`` is ``ok``, ``unavailable`` (with ``store_error``: queries answer 503, ingest goes
     on), ``connecting`` (at start) or ``none`` (no index store configured).
     """
@@ -141,6 +143,8 @@ async def healthz(request: web.Request) -> web.Response:
         free_bytes, free_inodes = ingestor.disk_free()
         body.update(backlog_bytes=ingestor.backlog_bytes, log_bytes=ingestor.log_bytes, segments=ingestor.segments,
                     disk={"full": ingestor.disk_full, "free_bytes": free_bytes, "free_inodes": free_inodes})
+    # Events the index job set aside (tracehook set-aside list): indexing goes on; someone should look.
+    body["index_set_aside"] = await asyncio.to_thread(ingestor.index_lag.set_aside_total)
     link = request.app.get(STORE_KEY)
     if link is not None:
         body["store"] = link.state

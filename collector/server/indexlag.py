@@ -6,7 +6,9 @@ The collector knows its durable end; each index checkpoint records what it has c
 - ``tracehook_index_lag_records``: records (batches) acknowledged but not yet committed;
 - ``tracehook_index_lag_events``: the events in them, counted over the batches this collector
   process acknowledged (a checkpoint further behind than the collector's start shows a lower bound);
-- ``tracehook_index_lag_seconds``: age of the oldest record not yet committed (0 when caught up).
+- ``tracehook_index_lag_seconds``: age of the oldest record not yet committed (0 when caught up);
+- ``tracehook_index_set_aside_events``: events the checkpoint's runs could not store and set aside
+  (``<checkpoint>/set-aside.jsonl``, :mod:`collector.log.setaside`; ``tracehook set-aside list``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections import deque
 from collections.abc import Iterator
 
+from collector.log import setaside
 from collector.log.state import LogPosition, read_commits, receive_ms_at
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -31,6 +34,8 @@ HELP = {
     "events": "Events in those records (counted since the collector started), per store.",
     "seconds": "Age of the oldest acknowledged record not yet indexed, per store.",
 }
+SET_ASIDE_METRIC = "tracehook_index_set_aside_events"
+SET_ASIDE_HELP = "Events the index job could not store and set aside (tracehook set-aside list), per store."
 
 
 class IndexLag(Collector):
@@ -71,12 +76,22 @@ class IndexLag(Collector):
             out["seconds"][key] = round(seconds, 3)
         return out
 
+    def set_aside(self) -> dict[LabelKey, float]:
+        """Per store: the events its checkpoint set aside."""
+        return {(("store", commit.store),): setaside.count(commit.checkpoint) for commit in read_commits(self.log_dir)}
+
+    def set_aside_total(self) -> int:
+        """Events set aside by every checkpoint of this log (``/healthz``, the console)."""
+        return int(sum(self.set_aside().values()))
+
     def describe(self) -> list[Metric]:
-        return [Metric(f"tracehook_index_lag_{suffix}", help_, "gauge") for suffix, help_ in HELP.items()]
+        return [Metric(f"tracehook_index_lag_{suffix}", help_, "gauge") for suffix, help_ in HELP.items()] + [
+            Metric(SET_ASIDE_METRIC, SET_ASIDE_HELP, "gauge")]
 
     def collect(self) -> Iterator[Metric]:
         for suffix, values in self.samples().items():
             yield gauge_family(f"tracehook_index_lag_{suffix}", HELP[suffix], values)
+        yield gauge_family(SET_ASIDE_METRIC, SET_ASIDE_HELP, self.set_aside())
 
     def register(self, metrics: CollectorMetrics) -> None:
         """Add the three gauges to ``metrics``."""

@@ -27,7 +27,7 @@ from prometheus_client.utils import floatToGoString
 from collector.query import overview as ov
 from collector.query.overview_rows import row_query_from_params
 from collector.query.timeparse import current_ms
-from collector.server.appkeys import STORE_KEY
+from collector.server.appkeys import INGESTOR_KEY, STORE_KEY
 from collector.server.auth import require_query_token
 from collector.server.errors import HttpError
 from collector.server.routes import query_route
@@ -50,7 +50,11 @@ async def get_overview(request: web.Request) -> web.Response:
     rows = row_query_from_params(request.query)
     result = await asyncio.to_thread(ov.overview, request.app[STORE_KEY], begin, end, now_ms=now_ms, topic=topic,
                                      rows=rows, series=rows.series)
-    return web.json_response(result.to_json())
+    body = result.to_json()
+    ingestor = request.app.get(INGESTOR_KEY)
+    # The console shows it above the table (docs/console-overview.md): events the index job set aside.
+    body["index_set_aside"] = 0 if ingestor is None else await asyncio.to_thread(ingestor.index_lag.set_aside_total)
+    return web.json_response(body)
 
 
 def rollup_families(store: Store, now_ms: int) -> list[Metric]:

@@ -338,6 +338,11 @@
     for (const c of charts) c.destroy();
     charts = [];
     section.replaceChildren(controls(win, data), rowControls(rows));
+    if (data.index_set_aside > 0) {  // events the index job could not store: the rest is indexed, someone should look
+      section.append(el("p", { class: "ov-set-aside", role: "status",
+        text: `${data.index_set_aside} event(s) could not be indexed and were set aside: run tracehook set-aside list ` +
+              "(docs/index-job.md, “Events set aside”)." }));
+    }
     if (!data.rows.length) {
       const text = rows.filter ? `No topic or group matches “${rows.filter}” in this window.` : "No traced messages in this window.";
       section.append(el("p", { class: "ov-empty", text }));

@@ -15,6 +15,7 @@ import requests
 import yaml
 from collector_service_helpers import make_batch
 
+from collector.log import setaside
 from collector.log import state as logstate
 from collector.store import open_store
 from collector.store.indexer import finish_batch, index_records
@@ -60,12 +61,13 @@ def fill_rollups(store_url: str, now_ms: int) -> None:
         store.close()
 
 
-def traffic(url: str, log_dir: str, store_url: str) -> None:
+def traffic(url: str, log_dir: str, store_url: str, checkpoint: str) -> None:
     """Acknowledged batches whose clients report drops, rejected requests, and an index checkpoint
-    two batches behind."""
+    two batches behind that set aside one event."""
     before = logstate.read_durable(log_dir)
     assert before is not None
-    logstate.write_commit(log_dir, "test", store_url, "/checkpoint", before)
+    logstate.write_commit(log_dir, "test", store_url, checkpoint, before)
+    setaside.record(checkpoint, [setaside.SetAside(0, 0, 2, "m-1", TOPIC, "PUB", "KeyEncodingError: ...", 1)])
     for seq in range(1, 4):
         stats = {"sent": 5 * seq, "dropped_queue_full": seq}
         assert requests.post(f"{url}/v1/batches", data=make_batch("app-1", seq, n=5, stats=stats),
@@ -79,7 +81,7 @@ def test_rules_and_panels_select_series_from_a_live_collector(prometheus: Promet
     fill_rollups(store_url, int(time.time() * 1000))
     # The rollup series only go to scrapes with the query token: Prometheus sends it as docs/deploy.md says.
     collector = collector_process(None, "--store", store_url, "--query-token", prometheus.query_token)
-    traffic(collector.url, str(tmp_path / "data" / "log"), store_url)
+    traffic(collector.url, str(tmp_path / "data" / "log"), store_url, str(tmp_path / "checkpoint"))
 
     assert "tracehook_group_lag_seconds{" not in requests.get(collector.url + "/metrics", timeout=10).text
     auth = {"Authorization": f"Bearer {prometheus.query_token}"}
@@ -88,6 +90,11 @@ def test_rules_and_panels_select_series_from_a_live_collector(prometheus: Promet
     parsed = samples(scrape)
     assert value(parsed, "tracehook_client_reported", counter="dropped_queue_full") == 3
     assert value(parsed, "tracehook_index_lag_records", store=store_url) == 3
+    # The set-aside event: on /metrics per store, on /healthz and in the overview the console shows.
+    assert value(parsed, "tracehook_index_set_aside_events", store=store_url) == 1
+    assert requests.get(collector.url + "/healthz", timeout=10).json()["index_set_aside"] == 1
+    overview = requests.get(collector.url + "/v1/overview?window=1h", headers=auth, timeout=10).json()
+    assert overview["index_set_aside"] == 1
     assert value(parsed, "tracehook_group_messages", topic=TOPIC, group=DEAD_GROUP, outcome="dead") == 1
 
     label = f"scrape-{uuid.uuid4().hex[:8]}"
