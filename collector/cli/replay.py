@@ -19,6 +19,7 @@ still missing.  Exit: 0 done, 1 deliveries failed, 2 bad arguments or unreachabl
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import pathlib
 import shlex
@@ -26,8 +27,9 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from collector.cli.backtrack import FAILURES, open_source
@@ -43,6 +45,7 @@ from collector.cli.replay_kafka import (
     TopicDelivery,
     Wanted,
     broker_bounds,
+    off_the_broker,
     read_records,
 )
 from collector.query.backtrack import REPLAYED
@@ -164,20 +167,48 @@ class _Stop:
         signal.signal(signal.SIGINT, self._previous)
 
 
-class _Progress:
-    """``N/M records, R/s, eta S`` on stderr when it is a terminal; paces the run to ``--rate``."""
+class Pacer:
+    """``--rate``: deliveries at least ``1/rate`` s apart, from the first one on, so no one-second window
+    ever holds more than ``rate`` of them: neither the broker reads before the first delivery nor a
+    slow read between two lets a burst out to catch up.
 
-    def __init__(self, total: int, rate: float | None) -> None:
-        self.total, self.rate, self.done = total, rate, 0
+    ``clock`` counts nanoseconds: whole numbers, so ``rate`` gaps add up to a full second exactly::
+
+        pacer = Pacer(25)
+        for record in records:
+            pacer.wait()
+            deliver(record)
+    """
+
+    def __init__(self, rate: float, clock: Callable[[], int] = time.monotonic_ns,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if not rate > 0:
+            raise ValueError(f"rate must be a positive number of records per second, not {rate}")
+        self.gap_ns = math.ceil(Fraction(10**9) / Fraction(rate))  # rounded up: never a hair over the rate
+        self._clock, self._sleep = clock, sleep
+        self._last: int | None = None
+
+    def wait(self) -> None:
+        """Return when the next delivery may go (at once for the first); call it just before each one."""
+        now = self._clock()
+        if self._last is not None:
+            due = self._last + self.gap_ns
+            while now < due:  # a loop: the seconds slept may round a nanosecond short
+                self._sleep((due - now) / 1e9)
+                now = self._clock()
+        self._last = now
+
+
+class _Progress:
+    """``N/M records, R/s, eta S`` on stderr when it is a terminal."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done = total, 0
         self.start = time.monotonic()
         self.tty = sys.stderr.isatty()
 
     def tick(self) -> None:
         self.done += 1
-        if self.rate:
-            wait = self.start + self.done / self.rate - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
         if self.tty:
             elapsed = max(time.monotonic() - self.start, 1e-6)
             speed = self.done / elapsed
@@ -199,12 +230,13 @@ class Outcome:
     stopped: bool = False  # Ctrl-C
 
 
-def deliver(todo: list[Wanted], records: Iterator[tuple[Wanted, Any, str]], delivery: Any, journal: Journal,
-            tracer: Any, topic: str, group: str, rate: float | None) -> Outcome:
-    """Deliver the readable records: journal each delivered one, record its REPLAY event."""
+def deliver(total: int, records: Iterator[tuple[Wanted, Any, str]], delivery: Any, journal: Journal,
+            tracer: Any, topic: str, group: str, pacer: Pacer | None = None) -> Outcome:
+    """Deliver the readable records (``total`` of them expected, for the progress line): journal each
+    delivered one, record its REPLAY event; ``pacer`` spaces the deliveries (``--rate``)."""
     run = uuid.uuid4().hex[:12]
     out = Outcome()
-    progress = _Progress(len(todo), rate)
+    progress = _Progress(total)
 
     def replay_event(w: Wanted) -> None:
         tracer.record_replay(topic, w.msg_id, group, delivery.target, retry=w.retry, keys=w.keys,
@@ -229,6 +261,8 @@ def deliver(todo: list[Wanted], records: Iterator[tuple[Wanted, Any, str]], deli
                 if problem:
                     out.problems.append((wanted, problem))
                     continue
+                if pacer is not None:
+                    pacer.wait()
                 if delivery.replay_event_first:
                     replay_event(wanted)
                 delivery.deliver(wanted, record)
@@ -253,6 +287,22 @@ def _tracer(args: argparse.Namespace) -> Any:
         raise ReplayError("nowhere to record the replay: pass --trace-to URL (a collector), or set "
                           f"{ENV_COLLECTORS}")
     return tracehook.Tracer(tracehook.TracerConfig.from_env(app=APP, collectors=tuple(url.split(","))))
+
+
+def counts_line(plan: Plan, problems: list[tuple[Wanted, str]]) -> str:
+    """What is not delivered, by reason: gone from the broker, cannot be replayed, already replayed."""
+    gone = sum(1 for _, p in problems if p in (GONE, PAST_END))
+    return (f"gone from the broker: {gone}; cannot be replayed: {len(problems) - gone + len(plan.unplaceable)}; "
+            f"already replayed: {len(plan.already)}")
+
+
+def header(args: argparse.Namespace, begin: int, end: int, listed: int, plan: Plan,
+           problems: list[tuple[Wanted, str]]) -> str:
+    """A run's first two lines: how many records ``--apply`` delivers (those of the plan without
+    ``problems``), then the rest by reason; with what was already replayed they add up to ``listed``."""
+    return (f"replay of {args.topic} for group {args.group}, {_iso(begin)} .. {_iso(end)}: "
+            f"{listed} message(s) in the replay list, {len(plan.todo) - len(problems)} to replay\n"
+            + counts_line(plan, problems))
 
 
 def _report(plan: Plan, problems: list[tuple[Wanted, str]]) -> list[str]:
@@ -289,11 +339,9 @@ def run_replay(args: argparse.Namespace) -> int:
         journal = Journal(pathlib.Path(args.journal) if args.journal
                           else default_path(args.bootstrap, args.topic, args.group))
         plan = make_plan(items, journal.delivered())
-        print(f"replay of {args.topic} for group {args.group}, {_iso(begin)} .. {_iso(end)}: "
-              f"{len(items)} message(s) in the replay list, {len(plan.todo)} to replay")
         if not args.apply:
-            return _dry_run(args, plan, bounds, begin, end, now)
-        return _apply(args, plan, bounds, journal, apply_command(args, begin, end))
+            return _dry_run(args, plan, bounds, begin, end, now, len(items))
+        return _apply(args, plan, bounds, journal, begin, end, len(items))
     except (*FAILURES, ReplayError, ValueError, ConnectionError, OSError) as exc:
         return report(exc)
     except ImportError as exc:
@@ -304,10 +352,12 @@ def run_replay(args: argparse.Namespace) -> int:
         return EXIT_ERROR
 
 
-def _dry_run(args: argparse.Namespace, plan: Plan, bounds: Bounds, begin: int, end: int, now: int) -> int:
+def _dry_run(args: argparse.Namespace, plan: Plan, bounds: Bounds, begin: int, end: int, now: int,
+             listed: int) -> int:
     problems = [(w, p) for w, _, p in read_records(args.bootstrap, args.topic, plan.todo, bounds) if p]
+    print(header(args, begin, end, listed, plan, problems))
     print(partition_table(plan.todo, {w.msg_id: p for w, p in problems}, now) if plan.todo else "nothing to replay")
-    _summary(plan, problems)
+    _details(plan, problems)
     if args.to_topic and plan.todo and broker_bounds(args.bootstrap, args.to_topic) is None:
         print(f"note: topic {args.to_topic} does not exist yet: create it (the broker creates it on the first "
               "write only with auto.create.topics.enable) and let the group subscribe to it")
@@ -315,22 +365,28 @@ def _dry_run(args: argparse.Namespace, plan: Plan, bounds: Bounds, begin: int, e
     return EXIT_INCOMPLETE if problems or plan.unplaceable else EXIT_OK
 
 
-def _summary(plan: Plan, problems: list[tuple[Wanted, str]]) -> None:
-    gone = sum(1 for _, p in problems if p in (GONE, PAST_END))
-    print(f"gone from the broker: {gone}; cannot be replayed: {len(problems) - gone + len(plan.unplaceable)}; "
-          f"already replayed: {len(plan.already)}")
+def _details(plan: Plan, problems: list[tuple[Wanted, str]]) -> None:
+    """Each record not delivered, with why."""
     for line in _report(plan, problems) + [f"  {m}: {why}" for m, why in plan.already]:
         print(line)
 
 
-def _apply(args: argparse.Namespace, plan: Plan, bounds: Bounds, journal: Journal, command: str) -> int:
+def _apply(args: argparse.Namespace, plan: Plan, bounds: Bounds, journal: Journal, begin: int, end: int,
+           listed: int) -> int:
+    # What the broker no longer has is known from its bounds; a record refused (another message id
+    # at its offset) only once read, so the header cannot count those yet.
+    gone = off_the_broker(plan.todo, bounds)
+    deliverable = len(plan.todo) - len(gone)
+    print(header(args, begin, end, listed, plan, gone))
+    command = apply_command(args, begin, end)
     tracer = _tracer(args)
     delivery: Any = None
     try:
         delivery = (TopicDelivery(args.bootstrap, args.topic, args.to_topic) if args.to_topic
                     else HandlerDelivery(args.handler, tracer, args.topic, args.group))
         records = read_records(args.bootstrap, args.topic, plan.todo, bounds)
-        out = deliver(plan.todo, records, delivery, journal, tracer, args.topic, args.group, args.rate)
+        out = deliver(deliverable, records, delivery, journal, tracer, args.topic, args.group,
+                      Pacer(args.rate) if args.rate else None)
     finally:
         if delivery is not None:
             delivery.close()
@@ -339,8 +395,9 @@ def _apply(args: argparse.Namespace, plan: Plan, bounds: Bounds, journal: Journa
     if not flushed:
         print("warning: not every REPLAY event reached the collector; the journal "
               f"({journal.path}) still knows what was delivered", file=sys.stderr)
-    print(f"delivered {out.delivered} of {len(plan.todo)} to {delivery.target}")
-    _summary(plan, out.problems)
+    print(f"delivered {out.delivered} of {deliverable} to {delivery.target}")
+    print(counts_line(plan, out.problems))
+    _details(plan, out.problems)
     for w, why in out.failures:
         print(f"  {w.msg_id} (partition {w.partition} offset {w.offset}): not delivered: {why}")
     if out.stopped:

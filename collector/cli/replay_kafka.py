@@ -99,6 +99,20 @@ def ranges(offsets: list[int], max_gap: int = DEFAULT_MAX_GAP) -> list[tuple[int
     return out
 
 
+def bounds_problem(offset: int, low: int | None, high: int | None) -> str:
+    """:data:`GONE` or :data:`PAST_END` for an offset outside a partition's ``[low, high)``; "" otherwise."""
+    if low is None or high is None or offset >= high:
+        return PAST_END
+    return GONE if offset < low else ""
+
+
+def off_the_broker(wanted: list[Wanted], bounds: Bounds) -> list[tuple[Wanted, str]]:
+    """``(wanted, problem)`` for the records the broker's bounds already rule out, no read needed."""
+    found = [(w, bounds_problem(w.offset, bounds.beginning.get(w.partition), bounds.end.get(w.partition)))
+             for w in wanted]
+    return [(w, problem) for w, problem in found if problem]
+
+
 def msg_id_problem(topic: str, wanted: Wanted, record: Any) -> str:
     """Why ``record`` is not the message the trace lists ("" when it is): a different id is refused."""
     found = header_text(record.headers, HEADER_MSG_ID) or derived_msg_id(topic, record.partition, record.offset)
@@ -125,10 +139,9 @@ def read_records(bootstrap: str, topic: str, wanted: list[Wanted], bounds: Bound
             low, high = bounds.beginning.get(partition), bounds.end.get(partition)
             readable = []
             for offset in sorted(mine):
-                if low is None or high is None or offset >= high:
-                    yield mine[offset], None, PAST_END
-                elif offset < low:
-                    yield mine[offset], None, GONE
+                problem = bounds_problem(offset, low, high)
+                if problem:
+                    yield mine[offset], None, problem
                 else:
                     readable.append(offset)
             tp = TopicPartition(topic, partition)

@@ -8,8 +8,14 @@ whose :meth:`~OutcomeFilter.matches` is applied to each message of a listing by
     page = query.by_time("orders", begin, end, 20, match=f.matches, max_rows=FILTER_SCAN_ROWS)
 
 Outcomes are :class:`collector.store.model.GroupOutcome`'s (``consumed``, ``retrying``,
-``failed``, ``dead``, ``pending``) plus ``not_consumed``: the group has no successful
-consume of the message (no event at all, or any outcome but ``consumed``), as in the replay list.
+``failed``, ``dead``, ``pending``) plus two that need a group:
+
+- ``not_consumed``: the group has no successful consume of the message (no event at all, or any
+  outcome but ``consumed``), failed sends included (the replay list leaves those out);
+- ``not_received``: the broker stored the message (not a failed send) and the group has no
+  consume or dead event for it: exactly what the overview's *not received* counts, and the
+  listing its count links to.  Only messages the rollups count are kept: placed (a send, or a
+  consume that knew the store time), so an unplaced message is in neither.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from collector.query.errors import ParamError
 from collector.store.model import CONSUMED, DEAD, FAILED, PENDING, RETRYING, MessageTrace
 
 NOT_CONSUMED = "not_consumed"
-OUTCOMES = (CONSUMED, RETRYING, FAILED, DEAD, PENDING, NOT_CONSUMED)
+NOT_RECEIVED = "not_received"
+OUTCOMES = (CONSUMED, RETRYING, FAILED, DEAD, PENDING, NOT_CONSUMED, NOT_RECEIVED)
 """The values ``outcome`` takes."""
 FILTER_SCAN_ROWS = 1000
 """Most index rows one filtered page reads: a rare match gives a short (even empty) page with a cursor,
@@ -40,6 +47,8 @@ class OutcomeFilter:
             found = trace.outcomes.get(self.group)
             if self.outcome == NOT_CONSUMED:
                 return found is None or found.outcome != CONSUMED
+            if self.outcome == NOT_RECEIVED:
+                return found is None and trace.placed_ms is not None and not trace.never_stored
             return found is not None and (self.outcome is None or found.outcome == self.outcome)
         return any(o.outcome == self.outcome for o in trace.outcomes.values())
 
@@ -47,15 +56,15 @@ class OutcomeFilter:
 def parse_filter(group: str | None, outcome: str | None) -> OutcomeFilter | None:
     """The filter ``?group=&outcome=`` asks for; None when neither is given.
 
-    Raises :class:`ParamError` (400) for an unknown outcome, or ``not_consumed`` without a group
-    (every group that never saw a message would match it).
+    Raises :class:`ParamError` (400) for an unknown outcome, or ``not_consumed`` or ``not_received``
+    without a group (every group that never saw a message would match it).
     """
     group = group or None
     outcome = (outcome or "").strip().lower() or None
     if outcome is not None and outcome not in OUTCOMES:
         raise ParamError("bad_value", f"outcome must be one of {', '.join(OUTCOMES)}")
-    if outcome == NOT_CONSUMED and group is None:
-        raise ParamError("missing_param", "outcome=not_consumed needs a group")
+    if outcome in (NOT_CONSUMED, NOT_RECEIVED) and group is None:
+        raise ParamError("missing_param", f"outcome={outcome} needs a group")
     if group is None and outcome is None:
         return None
     return OutcomeFilter(group, outcome)

@@ -137,6 +137,7 @@ class MessageTrace:
     tx: list[Json] = field(default_factory=list)
     dead: list[Json] = field(default_factory=list)
     events: list[Json] = field(default_factory=list)
+    """Every event, in :func:`display_order`."""
     replays: list[Json] = field(default_factory=list)
     """REPLAY events (``tracehook replay`` re-delivered the message to one group), in time order."""
 
@@ -201,6 +202,20 @@ def _sort_key(ev: StoredEvent) -> tuple[int, int, str]:
     return event_order(ev.event)
 
 
+def display_order(ev: StoredEvent) -> tuple[Any, ...]:
+    """The order :attr:`MessageTrace.events` (and so the timeline's producer row) shows: by time ms and
+    type, as :data:`event_order`; within one millisecond and type, the event that started first
+    (its time minus its cost), then a failed attempt before the one that followed it.
+
+    A producer's failed send and its successful retry often end in the same millisecond, and their
+    cells come back in hash order.  Everything the trace derives (its send, outcomes) still reads
+    :data:`event_order`, the order the rollups read too, so the counts do not depend on this one.
+    """
+    e = ev.event
+    return (e.time_ms, e.type, e.time_ms * 1000 - e.cost_us, e.status == _OK, e.retry, e.request_id,
+            ev.client_id, ev.host, e.error)
+
+
 def send_of(events: list[StoredEvent]) -> StoredEvent | None:
     """The send of a message: its first successful PUB, else its last PUB (events in time order)."""
     pubs = [e for e in events if e.event.type == EventType.PUB]
@@ -262,7 +277,7 @@ def build_trace(msg_id: str, stored: Iterable[StoredEvent]) -> MessageTrace | No
         consumes=consumes,
         tx=[dicts[id(e)] for e in events if e.event.type == EventType.END_TX],
         dead=dead,
-        events=[dicts[id(e)] for e in events],
+        events=[dicts[id(e)] for e in sorted(events, key=display_order)],
         replays=replays,
     )
 

@@ -7,9 +7,9 @@ import shlex
 from types import SimpleNamespace
 
 from collector.cli.main import build_parser
-from collector.cli.replay import NO_PLACE, apply_command, make_plan
+from collector.cli.replay import NO_PLACE, apply_command, header, make_plan
 from collector.cli.replay_journal import Entry, Journal, default_path
-from collector.cli.replay_kafka import Wanted, msg_id_problem, ranges
+from collector.cli.replay_kafka import GONE, PAST_END, Bounds, Wanted, msg_id_problem, off_the_broker, ranges
 from tracehook.context import derived_msg_id
 
 
@@ -72,3 +72,21 @@ def test_the_apply_command_parses_back_to_the_same_replay() -> None:
     again = build_parser().parse_args(shlex.split(command)[1:])
     assert (again.topic, again.group, again.begin, again.end, again.handler, again.store, again.rate, again.apply) \
         == ("orders", "sms", "1000", "2000", "app.sms:handle", "local:x", 5.0, True)
+
+
+def test_the_header_counts_what_apply_delivers_and_puts_the_rest_on_their_own_line() -> None:
+    """17 listed: 14 placed and due, of which the broker lost 6 to retention and never had 1 (past its
+    end), and 1 refused once read; 1 without a place, 2 already replayed. --apply delivers 6."""
+    items = [item(f"m{i}", 0, 100 + i) for i in range(13)] + [item("far", 0, 500), item("nowhere", -1, -1)]
+    items += [item("r1", status="REPLAYED", replayed=150), item("r2", status="REPLAYED", replayed=150)]
+    plan = make_plan(items, {})
+    gone = off_the_broker(plan.todo, Bounds({0: 106}, {0: 200}))
+    assert [(w.msg_id, p) for w, p in gone] == [(f"m{i}", GONE) for i in range(6)] + [("far", PAST_END)]
+    args = build_parser().parse_args(["replay", "orders", "--group", "sms", "--to-topic", "r"])
+    refused = (plan.todo[9], "the record there has message id 'x', not the trace's: refused")
+    lines = header(args, 1_795_341_600_000, 1_795_347_000_000, len(items), plan, [*gone, refused]).splitlines()
+    assert lines == [
+        "replay of orders for group sms, 2026-11-22T10:00:00Z .. 2026-11-22T11:30:00Z: "
+        "17 message(s) in the replay list, 6 to replay",
+        "gone from the broker: 7; cannot be replayed: 2; already replayed: 2",
+    ]

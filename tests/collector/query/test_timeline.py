@@ -84,3 +84,23 @@ def test_a_replay_is_a_mark_in_its_groups_row_and_not_a_second_message():
     assert [(b["kind"], b["start_ms"]) for b in billing["bars"]] == [
         ("consume", T + 10), ("replay", T + 5000), ("consume", T + 6000)]
     assert billing["bars"][1]["replay_target"] == "topic:orders.billing-replay"
+
+
+def test_a_failed_send_comes_before_the_retry_stored_in_its_millisecond():
+    """Cells come back in hash order: whichever comes first, and whichever request id sorts first, a failed
+    send shows before the successful one that ended in the same millisecond, in the events and on the
+    producer row; by its start (a 3 s timeout), else (both as quick) because it failed."""
+    unstored = dict(MSG, queue=-1, offset=-1, store_ms=0)
+    for cost_us in (3_000_000, 1500):
+        for failed_id, ok_id in (("a", "b"), ("b", "a")):
+            failed = send("m", T, unstored, status=int(Status.TIMEOUT), cost_us=cost_us, error="timeout",
+                          request_id=failed_id)
+            ok = send("m", T, MSG, request_id=ok_id)
+            for records in ([failed, ok], [ok, failed]):
+                stored = [StoredEvent(h.app, h.host, h.client_id, e) for h, e in records]
+                trace = build_trace("m", stored).to_json()
+                assert [(e["status_name"], e["queue"]) for e in trace["events"]] == [("TIMEOUT", -1), ("OK", 0)]
+                assert trace["send"]["status_name"] == "OK"
+                bars = build_timeline(trace)["rows"][0]["bars"]
+                assert [(b["outcome"], b["start_ms"]) for b in bars] == [
+                    ("failed", T - cost_us // 1000), ("success", T - 1)]

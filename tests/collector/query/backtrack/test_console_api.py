@@ -4,9 +4,12 @@ replay-list downloads, and the console config (trace UI link)."""
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import json
 import pathlib
+import re
+import time
 
 import pytest
 from backtrack_helpers import (
@@ -28,7 +31,7 @@ from collector.server.config import CollectorConfig
 from collector.server.errors import CollectorConfigError
 from collector.store import open_store
 from collector.store.errors import StoreUnavailableError
-from collector.store.indexer import index_records
+from collector.store.indexer import finish_batch, index_records
 
 TOPIC = "console"
 QUERY_TOKEN = "q-console"
@@ -67,12 +70,12 @@ async def client(aiohttp_client, config):
 WINDOW = {"begin": str(BASE_MS - 60_000), "end": str(BASE_MS + COUNT * 1000 + 60_000)}
 
 
-async def walk(client, **params: str) -> tuple[list[str], int]:
+async def walk(client, topic: str = TOPIC, **params: str) -> tuple[list[str], int]:
     """Every msg_id of a filtered listing, following next_cursor; and how many pages it took."""
     pages = CursorPages()
     for cursor in pages:
         query = dict(WINDOW, **params, **({"cursor": cursor} if cursor else {}))
-        response = await client.get(f"/v1/topics/{TOPIC}/messages", params=query)
+        response = await client.get(f"/v1/topics/{topic}/messages", params=query)
         assert response.status == 200, await response.text()
         body = await response.json()
         pages.add([item["msg_id"] for item in body["items"]], body["next_cursor"])
@@ -86,6 +89,8 @@ def reference(items: list[dict], group: str | None, outcome: str | None) -> list
         groups = item["groups"]
         if group is not None and outcome == "not_consumed":
             ok = groups.get(group, {}).get("outcome") != "consumed"
+        elif group is not None and outcome == "not_received":  # stored: a failed send nobody received is not
+            ok = group not in groups and (item["status_name"] == "OK" or bool(groups))
         elif group is not None:
             ok = group in groups and outcome in (None, groups[group]["outcome"])
         else:
@@ -96,7 +101,8 @@ def reference(items: list[dict], group: str | None, outcome: str | None) -> list
 
 
 FILTERS = [(GROUP, "failed"), (GROUP, "dead"), (GROUP, "not_consumed"), (GROUP, "retrying"), (GROUP, "pending"),
-           (GROUP, "consumed"), (GROUP, None), (OTHER_GROUP, "not_consumed"), (None, "failed"), (None, "consumed")]
+           (GROUP, "consumed"), (GROUP, None), (OTHER_GROUP, "not_consumed"), (None, "failed"), (None, "consumed"),
+           (GROUP, "not_received")]
 
 
 async def test_outcome_filters_page_through_the_listing_server_side(client, monkeypatch) -> None:
@@ -125,6 +131,7 @@ async def test_outcome_filters_page_through_the_listing_server_side(client, monk
 @pytest.mark.parametrize("params, reason", [
     ({"outcome": "lost"}, "bad_value"),
     ({"outcome": "not_consumed"}, "missing_param"),
+    ({"outcome": "not_received"}, "missing_param"),
     ({"group": GROUP, "outcome": "DEAD!"}, "bad_value"),
 ])
 async def test_bad_filters_are_400(client, params, reason) -> None:
@@ -191,3 +198,44 @@ async def test_a_store_error_during_a_download_breaks_it_instead_of_ending_it(cl
     assert response.status == 200  # the first page was fine
     with pytest.raises(ClientPayloadError):
         await response.read()
+
+
+OVERVIEW_JS = pathlib.Path(console_routes.__file__).parent / "static" / "overview.js"
+
+
+def iso(ms: int) -> str:
+    """``new Date(ms).toISOString()``, as overview.js writes a listing's window."""
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+async def test_each_overview_count_opens_a_listing_of_exactly_that_many(aiohttp_client, tmp_path) -> None:
+    """The overview's group counts link (overview.js ROW_COLUMNS) to the topic listing of the same window,
+    filtered by the group and an outcome: each listing holds as many messages as its count says.  A
+    failed send is in no group's *not received*, and so not in its listing (``not_consumed`` has it)."""
+    links = dict(re.findall(r'\["(\w+)", "[^"]*", \{ mode: "topic", group: true, outcome: "(\w+)" \}\]',
+                            OVERVIEW_JS.read_text(encoding="utf-8")))
+    assert links == {"consumed": "consumed", "failed": "failed", "not_received": "not_received"}
+    topic, t = "overview-links", int(time.time() * 1000) - 30 * 60_000
+    records: list[Record] = []
+    for i, outcome in enumerate(OUTCOMES):  # one message per fate, failed send and never received included
+        records += outcome_records(topic, f"o{i:02d}", message(0, i, t + i * 1000), outcome)
+    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os")
+    store = open_store(config.store_url)
+    try:
+        index_records(store, records)
+        finish_batch(store)
+    finally:
+        store.close()
+    client = await aiohttp_client(create_app(config))
+    overview = await (await client.get("/v1/overview", params={"window": "1h", "topic": topic})).json()
+    rows = {row["group"]: row for row in overview["rows"]}
+    window = {"begin": iso(overview["begin_ms"]), "end": iso(overview["end_ms"])}
+    for group in (GROUP, OTHER_GROUP):
+        for column, outcome in links.items():
+            listed, _ = await walk(client, topic, group=group, outcome=outcome, **window)
+            assert len(listed) == rows[group][column], (group, column)
+    # Not vacuous: GROUP never received "never" and "other_group_only"; the failed send is left out.
+    assert rows[GROUP]["not_received"] == 2 and rows[OTHER_GROUP]["not_received"] == 1
+    failed_send = f"o{OUTCOMES.index('failed_send'):02d}"
+    not_consumed, _ = await walk(client, topic, group=GROUP, outcome="not_consumed", **window)
+    assert failed_send in not_consumed and len(not_consumed) == len(OUTCOMES) - 2  # all but ok, ok_after_retry
