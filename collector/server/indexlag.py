@@ -18,11 +18,11 @@ import time
 from collections import deque
 from collections.abc import Iterator
 
-from collector.log import setaside
-from collector.log.state import LogPosition, read_commits, receive_ms_at
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from collector.log import setaside
+from collector.log.state import LogPosition, read_commits, receive_ms_at
 from collector.server.metrics import CollectorMetrics, LabelKey, gauge_family
 
 MAX_REMEMBERED_GROUPS = 200_000
