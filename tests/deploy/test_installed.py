@@ -17,6 +17,7 @@ makes it quick). About two minutes: the build, the install and the Spark job's s
 
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 import pwd
@@ -28,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import requests
@@ -133,10 +134,10 @@ class Unit:
             self.proc.wait()
 
 
-def _wait_for(what: str, check: object, timeout: float, units: list[Unit]) -> None:
+def _wait_for(what: str, check: Callable[[], bool], timeout: float, units: list[Unit]) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
+        if check():
             return
         for unit in units:
             assert unit.proc is not None and unit.proc.poll() is None, (
@@ -202,7 +203,7 @@ def test_the_wheel_in_a_fresh_venv_runs_both_units_as_their_user(workdir: pathli
     try:
         index.start()  # first, as systemd may: it waits for the collector's trace log
         collector.start()
-        _wait_for("/healthz", lambda: _answers(url + "/healthz"), 60, units)
+        _wait_for("/healthz", functools.partial(_answers, url + "/healthz"), 60, units)
 
         msg_id = f"installed-{secrets.token_hex(6)}"
         now = int(time.time() * 1000)
@@ -215,7 +216,7 @@ def test_the_wheel_in_a_fresh_venv_runs_both_units_as_their_user(workdir: pathli
         assert answer.status_code == 200, answer.text
         sent = time.monotonic()
 
-        found = lambda: _answers(f"{url}/v1/messages/{msg_id}", query_token)  # noqa: E731
+        found = functools.partial(_answers, f"{url}/v1/messages/{msg_id}", query_token)
         _wait_for(f"{msg_id} in the index", found, INDEX_TIMEOUT_S, units)
         timings["indexed"] = time.monotonic() - sent
         done = _run([str(venv / "bin" / "tracehook"), "query", "--collector", url, "--token", query_token, "--json",
