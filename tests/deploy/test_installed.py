@@ -12,7 +12,7 @@ token, and SIGTERM stops both with exit 0. This is how the index job's Python wo
 ``python3`` from PATH, the system interpreter without tracehook, and failed.
 
 Needs root (useradd, setpriv) and the package index (the build backend, the extras; pip's cache
-makes it quick). About two minutes: the build, the install and the Spark job's start.
+makes it quick). About two and a half minutes: the build, the install and the Spark job's start.
 """
 
 from __future__ import annotations
