@@ -9,11 +9,32 @@ in Python: ``validate.FAST_PATH`` is False); ``collector.store._rowbuild`` build
 does it in Python: ``readback.FAST_PATH`` is False); ``collector.store._sqlput`` runs the embedded store's puts
 and multi-row reads with the GIL released (it also needs sqlite3.h; else Python's ``executemany`` and
 ``IN`` lookups do: ``local.SQLPUT`` is False).
+
+The wheel also carries ``deploy/`` (the systemd units, their config, the Prometheus rules, the Grafana
+dashboard) as ``collector/deploy_files/``, which ``tracehook deploy-files`` writes out; MANIFEST.in puts
+``deploy/`` in the sdist so that a wheel built from it has them too.
 """
 
-from setuptools import Extension, setup
+import os
 
-setup(ext_modules=[
+from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+DEPLOY_DIR = "deploy"
+PACKAGED_DEPLOY_DIR = os.path.join("collector", "deploy_files")  # collector.cli.deploy_files.PACKAGED_DIR
+
+
+class BuildPyWithDeployFiles(build_py):
+    """build_py, plus ``deploy/`` copied into the built collector package (not in an editable install:
+    there ``tracehook deploy-files`` reads the checkout's ``deploy/``)."""
+
+    def run(self) -> None:
+        super().run()
+        if not self.editable_mode:
+            self.copy_tree(DEPLOY_DIR, os.path.join(self.build_lib, PACKAGED_DEPLOY_DIR))
+
+
+setup(cmdclass={"build_py": BuildPyWithDeployFiles}, ext_modules=[
     Extension("collector.wirecheck._wirecheck", sources=["collector/wirecheck/_wirecheck.c"], optional=True),
     Extension("collector.store._rowbuild", sources=["collector/store/_rowbuild.c"],
               depends=["collector/store/_blake2b.h"], optional=True),

@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import MutableMapping
 from typing import Any
 
 from spark_jobs.errors import LocalStoreOnClusterError, NoSparkError
@@ -18,6 +20,24 @@ DEFAULT_DRIVER_MEMORY = "1g"
 APP_NAME = "tracehook-index"
 LOG_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 """Spark's log4j2 configuration in local mode: warnings and errors, no start-up banner."""
+PYTHON_ENV = "PYSPARK_PYTHON"
+"""The interpreter of Spark's Python workers: the user's if set, else the job's own (:func:`use_own_python`)."""
+
+
+def use_own_python(environ: MutableMapping[str, str] | None = None, executable: str | None = None) -> str:
+    """Point ``$PYSPARK_PYTHON`` at this interpreter unless the user set it; returns the one workers run.
+
+    Unset, PySpark starts ``python3`` from PATH: under systemd or from a venv that is not activated
+    that is the system interpreter, without tracehook, and every task fails on ``import spark_jobs``.
+    PySpark reads the variable (not ``spark.pyspark.python``, a spark-submit setting) when the
+    SparkContext starts, and executors on other hosts run the same path: on a cluster whose Python
+    lives elsewhere, the user sets it (docs/index-job.md).
+    """
+    environ = os.environ if environ is None else environ
+    executable = sys.executable if executable is None else executable
+    if not environ.get(PYTHON_ENV) and executable:  # sys.executable is '' in an embedded interpreter
+        environ[PYTHON_ENV] = executable
+    return environ.get(PYTHON_ENV) or "python3"
 
 
 def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRIVER_MEMORY,
@@ -30,6 +50,7 @@ def spark_session(master: str = DEFAULT_MASTER, driver_memory: str = DEFAULT_DRI
         raise NoSparkError(f"PySpark is not installed: {exc}") from exc
     from spark_jobs.datasource import TraceLogSource
 
+    use_own_python()  # before the SparkContext starts: it reads the variable then
     builder = (SparkSession.builder.master(master).appName(APP_NAME)
                .config("spark.driver.memory", driver_memory)
                .config("spark.ui.enabled", "false")

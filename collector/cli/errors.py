@@ -42,6 +42,10 @@ class TopicMismatchError(CommandError):
 
 class TopicRefusedError(CommandError):
     """``kafka-topic create``: the broker refused to create the topic (name, replication factor, config)."""
+class DeployFilesError(CommandError):
+    """``tracehook deploy-files``: a file is there already (without ``--force``), or the files are missing or cannot be written."""
+
+
 class ReplayError(CommandError):
     """``tracehook replay`` cannot run as asked (no broker, a RabbitMQ topic, a handler that does not import)."""
 

@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("collector.cli.replay", "re-deliver to one group exactly the Kafka records it missed"),
     "migrate-store": ("collector.cli.migrate", "move an index of layout 1 into a new store of this layout"),
     "demo": ("collector.cli.demo", "run a collector, traffic and the index job on the embedded store"),
+    "deploy-files": ("collector.cli.deploy_files", "write the systemd units and config examples into a directory"),
 }
 
 
@@ -66,7 +67,7 @@ exit status (every command; docs/exit-codes.md):
       Kafka topic that exists with another partition count (kafka-topic
       create), some deliveries failed (replay)
   2   bad arguments, bad paths or URLs, an unknown consumer group (replay-list),
-      an unreachable collector, store or broker
+      an unreachable collector, store or broker, a file that exists (deploy-files)
   3   bad input to the index job (not a trace log, a checkpoint of another log or
       store, records deleted before they were indexed): a retry does not help
   4   replay: done, but some records could not be replayed (gone from the

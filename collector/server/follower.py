@@ -39,6 +39,8 @@ def follower_command(config: CollectorConfig) -> list[str]:
     from collector.log.url import is_kafka_log
 
     source = ["--source", config.log_url] if is_kafka_log(config.log_url) else ["--log-dir", config.log_dir]
+    # This interpreter, not `python3` from PATH (a venv that is not activated, systemd's PATH); the job
+    # hands it on to Spark's Python workers (spark_jobs.session.use_own_python).
     return [sys.executable, "-m", "collector.cli.main", "index", "--follow", *source, "--store", config.store_url]
 
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 import argparse
 import configparser
 import pathlib
-import re
-import shlex
 import shutil
 import subprocess
 from typing import Any
 
 import pytest
+from fixtures import systemd_units
 
 from collector.cli import serve
 from collector.server.config import ENV_PREFIX, FIELDS, KEY_ALIASES, load_config
@@ -31,50 +30,25 @@ DATA_DIR = "/var/lib/tracehook"
 
 
 def _unit(name: str) -> configparser.ConfigParser:
-    parser = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",))
-    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keys are case-sensitive
-    parser.read(UNITS_DIR / name)
-    return parser
+    return systemd_units.read_unit(UNITS_DIR / name)
 
 
 def _service(name: str) -> Any:
-    return _unit(name)["Service"]
+    return systemd_units.service(UNITS_DIR / name)
 
 
 def _env_file() -> dict[str, str]:
-    env = {}
-    for line in (UNITS_DIR / "tracehook.env").read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            key, _, value = line.partition("=")
-            env[key.strip()] = value.strip()
-    return env
+    return systemd_units.read_env_file(UNITS_DIR / "tracehook.env")
 
 
 def _unit_environment(name: str) -> dict[str, str]:
     """The service's environment as systemd builds it: Environment= lines, then the file over them."""
-    env: dict[str, str] = {}
-    for line in (UNITS_DIR / name).read_text().splitlines():
-        if line.startswith("Environment="):
-            for assignment in shlex.split(line.removeprefix("Environment=")):
-                key, _, value = assignment.partition("=")
-                env[key] = value
-    return {**env, **_env_file()}
+    return systemd_units.unit_environment(UNITS_DIR / name, UNITS_DIR / "tracehook.env")
 
 
 def _exec_argv(name: str) -> list[str]:
     """ExecStart= expanded as systemd does: ``$VAR`` split into words, ``${VAR}`` one word."""
-    env = _unit_environment(name)
-    words: list[str] = []
-    for word in shlex.split(_service(name)["ExecStart"]):
-        whole = re.fullmatch(r"\$\{(\w+)\}", word)
-        split = re.fullmatch(r"\$(\w+)", word)
-        if whole:
-            words.append(env[whole.group(1)])
-        elif split:
-            words += env.get(split.group(1), "").split()
-        else:
-            words.append(word)
-    return words
+    return systemd_units.exec_argv(UNITS_DIR / name, _unit_environment(name))
 
 
 @pytest.fixture

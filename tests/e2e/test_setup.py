@@ -8,6 +8,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 
@@ -34,8 +35,9 @@ def test_setup_names_a_missing_java_and_the_command_to_get_it(tmp_path):
 @pytest.mark.slow
 def test_building_the_package_prints_no_setuptools_warning(tmp_path):
     """pip builds a wheel as `pip install` does (isolated build env, the C extension included)."""
-    files = subprocess.run(["git", "ls-files", "pyproject.toml", "setup.py", "README.md", "tracehook", "collector",
-                            "spark_jobs"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(["git", "ls-files", "pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "tracehook",
+                            "collector", "spark_jobs", "deploy"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
     src = tmp_path / "src"
     for name in files:
         (src / name).parent.mkdir(parents=True, exist_ok=True)
@@ -47,3 +49,6 @@ def test_building_the_package_prints_no_setuptools_warning(tmp_path):
     assert done.returncode == 0, out[-3000:]
     assert "BuildBackendWarning" not in out and "DeprecationWarning" not in out, out
     assert "_wirecheck" in out  # the optional extension is still built
+    (wheel,) = (tmp_path / "wheel").glob("*.whl")
+    with zipfile.ZipFile(wheel) as packed:  # deploy/ inside, for `tracehook deploy-files`
+        assert "collector/deploy_files/systemd/tracehook-index.service" in packed.namelist()

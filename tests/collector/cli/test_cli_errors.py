@@ -33,6 +33,8 @@ def places(tmp_path_factory) -> dict[str, str]:
     (base / "foreign").mkdir()
     (base / "foreign" / "notes.txt").write_text("not the demo's")
     (base / "not-sqlite.txt").write_text("hello")
+    (base / "deployed" / "systemd").mkdir(parents=True)
+    (base / "deployed" / "systemd" / "collector.toml").write_text("# edited by the operator\n")
     with socket.socket() as sock:  # a port nobody listens on (bound, not listening, then closed)
         sock.bind(("127.0.0.1", 0))
         closed = sock.getsockname()[1]
@@ -42,6 +44,7 @@ def places(tmp_path_factory) -> dict[str, str]:
     yield {
         "DATA": str(data), "LOG": str(data / "log"), "IDX": f"local:{data / 'index.sqlite3'}",
         "EMPTY": str(base / "empty"), "FOREIGN": str(base / "foreign"), "TEXT": str(base / "not-sqlite.txt"),
+        "DEPLOYED": str(base / "deployed"),
         "NOWHERE": str(base / "no" / "such" / "dir"), "CLOSED": str(closed), "BUSY": str(busy.getsockname()[1]),
     }
     busy.close()
@@ -99,6 +102,8 @@ CASES: list[tuple[str, int, str]] = [
     ("demo-bad-port", BAD, "demo --port 99999"),
     ("demo-foreign-data-dir", BAD, "demo --data-dir {FOREIGN}"),
     ("demo-data-dir-not-creatable", BAD, "demo --data-dir /proc/tracehook-demo"),
+    ("deploy-files-exist", BAD, "deploy-files {DEPLOYED}"),
+    ("deploy-files-dir-not-creatable", BAD, "deploy-files /proc/tracehook-deploy"),
 ]
 
 
@@ -116,3 +121,7 @@ def test_one_line_error_and_documented_exit_status(places, tmp_path, expected, t
     assert done.returncode == expected, f"exit {done.returncode}: {done.stderr}"
     if template.startswith("demo --data-dir {FOREIGN}"):
         assert (pathlib.Path(places["FOREIGN"]) / "notes.txt").exists()  # never wiped
+    if template.startswith("deploy-files {DEPLOYED}"):  # nothing written, the operator's file kept
+        assert "collector.toml exists" in done.stderr and "--force" in done.stderr
+        assert [p.name for p in pathlib.Path(places["DEPLOYED"]).rglob("*")] == ["systemd", "collector.toml"]
+        assert (pathlib.Path(places["DEPLOYED"]) / "systemd" / "collector.toml").read_text().startswith("# edited")
