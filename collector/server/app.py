@@ -26,7 +26,15 @@ from aiohttp import web
 
 from collector.log.writer import open_trace_log
 from collector.server import backtrack_routes, console_routes, native, otlp_http, overview_routes, qmq, routes
-from collector.server.appkeys import CONFIG_KEY, IN_FLIGHT_KEY, INGESTOR_KEY, METRICS_KEY, STORE_KEY, TRACELOG_KEY
+from collector.server.appkeys import (
+    CONFIG_KEY,
+    FOLLOWER_KEY,
+    IN_FLIGHT_KEY,
+    INGESTOR_KEY,
+    METRICS_KEY,
+    STORE_KEY,
+    TRACELOG_KEY,
+)
 from collector.server.auth import require_ingest_token
 from collector.server.config import CollectorConfig
 from collector.server.drain import InFlight, track_requests
@@ -128,6 +136,8 @@ async def healthz(request: web.Request) -> web.Response:
     ``disk_full`` (still 200: queries work) while the log's disk has no space. A Kafka log has none
     of them: the topic is Kafka's to size, its backlog is the index job's consumer lag, and the
     collector writes nothing of it to disk.
+    With ``--index``, ``index_follower`` is ``{"state": "running" | "restarting" | "stopped", "restarts",
+    "last_exit"}`` and ``status`` is ``index_failing`` (still 200) while it is not running.
     ``index_set_aside`` counts the events index checkpoints of this log set aside (still ``ok``:
     the rest is indexed; ``tracehook set-aside list`` shows them).
     ``store`` is ``ok``, ``unavailable`` (with ``store_error``: queries answer 503, ingest goes
@@ -143,6 +153,11 @@ async def healthz(request: web.Request) -> web.Response:
         free_bytes, free_inodes = ingestor.disk_free()
         body.update(backlog_bytes=ingestor.backlog_bytes, log_bytes=ingestor.log_bytes, segments=ingestor.segments,
                     disk={"full": ingestor.disk_full, "free_bytes": free_bytes, "free_inodes": free_inodes})
+    follower = request.app.get(FOLLOWER_KEY)
+    if follower is not None:  # tracehook collector --index: a follower that keeps failing is not ok
+        body["index_follower"] = follower.to_json()
+        if follower.state in ("restarting", "stopped") and status == "ok":
+            body["status"] = "index_failing"
     # Events the index job set aside (tracehook set-aside list): indexing goes on; someone should look.
     body["index_set_aside"] = await asyncio.to_thread(ingestor.index_lag.set_aside_total)
     link = request.app.get(STORE_KEY)

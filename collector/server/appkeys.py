@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from collector.log.writer import TraceLogWriter
     from collector.server.config import CollectorConfig
     from collector.server.drain import InFlight
+    from collector.server.follower import FollowerState
     from collector.server.ingest import Ingestor
     from collector.server.metrics import CollectorMetrics
 
@@ -26,3 +27,5 @@ INGESTOR_KEY: web.AppKey[Ingestor] = web.AppKey("ingestor")
 TRACELOG_KEY: web.AppKey[TraceLogWriter] = web.AppKey("tracelog")
 IN_FLIGHT_KEY: web.AppKey[InFlight] = web.AppKey("in_flight")
 """The requests in progress, which a graceful stop waits for (:mod:`collector.server.drain`)."""
+FOLLOWER_KEY: web.AppKey[FollowerState] = web.AppKey("index_follower")
+"""The ``--index`` follower's state (:mod:`collector.server.follower`); unset without ``--index``."""

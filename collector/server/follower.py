@@ -21,10 +21,12 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
+from collector.server.appkeys import FOLLOWER_KEY, METRICS_KEY
 from collector.server.config import CollectorConfig
 
 log = logging.getLogger(__name__)
@@ -44,13 +46,30 @@ def follower_command(config: CollectorConfig) -> list[str]:
     return [sys.executable, "-m", "collector.cli.main", "index", "--follow", *source, "--store", config.store_url]
 
 
+@dataclass
+class FollowerState:
+    """What ``/healthz`` and ``/metrics`` say of the follower: ``running``, ``restarting`` (it exited
+    with 1 and is started again) or ``stopped`` (refused: bad input, an old store; not restarted)."""
+
+    state: str = "starting"
+    restarts: int = 0
+    last_exit: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"state": self.state, "restarts": self.restarts, "last_exit": self.last_exit}
+
+
 def index_follower(config: CollectorConfig) -> Callable[[web.Application], Any]:
     """A ``cleanup_ctx`` that runs the follower while the app runs (append it after the log's)."""
 
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         stopping = asyncio.Event()
         holder: dict[str, asyncio.subprocess.Process] = {}
-        task = asyncio.create_task(_supervise(config, holder, stopping), name="index-follower")
+        state = app[FOLLOWER_KEY] = FollowerState()
+        app[METRICS_KEY].add_gauge("tracehook_collector_index_follower_up",
+                                   "Whether the --index follower runs (0: restarting after a failure, or stopped).",
+                                   lambda: int(state.state == "running"))
+        task = asyncio.create_task(_supervise(config, holder, stopping, state), name="index-follower")
         try:
             yield
         finally:
@@ -76,18 +95,23 @@ def index_follower(config: CollectorConfig) -> Callable[[web.Application], Any]:
 
 
 async def _supervise(config: CollectorConfig, holder: dict[str, asyncio.subprocess.Process],
-                     stopping: asyncio.Event) -> None:
+                     stopping: asyncio.Event, state: FollowerState) -> None:
     while not stopping.is_set():
         # A process group of its own, so the collector can end the follower's JVM with it.
         proc = await asyncio.create_subprocess_exec(*follower_command(config), start_new_session=True)
         holder["proc"] = proc
+        state.state = "running"
         log.info("index follower started (pid %d): %s -> %s", proc.pid, config.log_dir, config.store_url)
         code = await proc.wait()
         if stopping.is_set():
             return
+        state.last_exit = code
         if code != _RETRYABLE:
+            state.state = "stopped"
             log.error("index follower exited with %d; not restarting it (see its message above)", code)
             return
+        state.state = "restarting"
+        state.restarts += 1
         log.warning("index follower exited with %d; restarting in %.0fs", code, RESTART_DELAY_S)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stopping.wait(), RESTART_DELAY_S)
