@@ -220,7 +220,8 @@ def test_data_is_rendered_as_text_never_as_html(site, page):
     search_id(page, url, "hostile-1")
     assert HOSTILE in page.text_content("#trace-info")
     # the RabbitMQ props show next to the topic, labelled, as text too
-    fields = page.eval_on_selector_all("#trace-info dt", "dts => dts.map(d => [d.textContent, d.nextSibling.textContent])")
+    fields = page.eval_on_selector_all("#trace-info dt",
+                                       "dts => dts.map(d => [d.textContent, d.nextSibling.textContent])")
     assert fields[:3] == [["topic", TOPIC], ["exchange", "(default exchange)"], ["routing key", HOSTILE]]
     assert page.locator("#trace img").count() == 0
     assert page.evaluate("window.__xss") is None
