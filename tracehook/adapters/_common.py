@@ -118,7 +118,10 @@ def dead_letter_count(headers: Any, queue: str) -> int:
     deaths = headers.get("x-death") if isinstance(headers, dict) else None
     if not isinstance(deaths, list):
         return 0
-    return sum(int(d.get("count") or 0) for d in deaths if isinstance(d, dict) and text(d.get("queue")) == queue)
+    # isinstance, not type(): pika decodes AMQP long-longs as its own int subclass.  A malformed
+    # entry counts nothing rather than costing the delivery its trace.
+    return sum(int(d["count"]) for d in deaths
+               if isinstance(d, dict) and isinstance(d.get("count"), int) and text(d.get("queue")) == queue)
 
 
 class RedeliveryCounter:

@@ -9,7 +9,8 @@ def test_x_death_counts_only_the_consuming_queue_and_the_memory_forgets_the_olde
     # a retry loop: "work" rejects into a delay queue whose expired messages come back to "work"
     headers = {"x-death": [{"queue": b"work", "reason": "rejected", "count": 3},
                            {"queue": "work.delay", "reason": "expired", "count": 3},
-                           {"queue": "work", "reason": "expired", "count": 1}, "not an entry"]}
+                           {"queue": "work", "reason": "expired", "count": 1}, "not an entry",
+                           {"queue": "work", "count": "2"}]}
     assert dead_letter_count(headers, "work") == 4
     assert dead_letter_count(headers, "parking") == 0   # first delivery to a queue that never dead-lettered it
     assert dead_letter_count({"x-death": "odd"}, "work") == dead_letter_count(None, "work") == 0
