@@ -32,7 +32,8 @@ def site(tmp_path_factory):
     ids, records = scenario(now_ms)
     t = now_ms - 60_000
     records.append(send("hostile-1", t, dict(keys=HOSTILE, tags=HOSTILE, broker=HOSTILE, queue=0, offset=1,
-                                             born_ms=t, store_ms=t), error=HOSTILE))
+                                             born_ms=t, store_ms=t), error=HOSTILE,
+                        props={"amqp.exchange": "", "amqp.routing_key": HOSTILE}))
     records += dead_letters(DLQ_BEGIN)
     records += paging_and_same_ms(now_ms - 120_000)
     store = open_store(f"local:{os.path.join(data_dir, 'index.sqlite3')}")
@@ -218,6 +219,10 @@ def test_data_is_rendered_as_text_never_as_html(site, page):
     url, _ = site
     search_id(page, url, "hostile-1")
     assert HOSTILE in page.text_content("#trace-info")
+    # the RabbitMQ props show next to the topic, labelled, as text too
+    fields = page.eval_on_selector_all("#trace-info dt",
+                                       "dts => dts.map(d => [d.textContent, d.nextSibling.textContent])")
+    assert fields[:3] == [["topic", TOPIC], ["exchange", "(default exchange)"], ["routing key", HOSTILE]]
     assert page.locator("#trace img").count() == 0
     assert page.evaluate("window.__xss") is None
 

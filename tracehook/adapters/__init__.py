@@ -22,6 +22,6 @@ package needs none of them.  See docs/adapters.md.
 
 from __future__ import annotations
 
-from ._common import HEADER_KEYS, HEADER_TAGS
+from ._common import HEADER_KEYS, HEADER_TAGS, PROP_EXCHANGE, PROP_ROUTING_KEY
 
-__all__ = ["HEADER_KEYS", "HEADER_TAGS"]
+__all__ = ["HEADER_KEYS", "HEADER_TAGS", "PROP_EXCHANGE", "PROP_ROUTING_KEY"]

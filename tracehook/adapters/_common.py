@@ -4,6 +4,8 @@ and :class:`Instrumentation`, which gives every adapter its ``instrument()`` / `
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -14,6 +16,14 @@ HEADER_KEYS = "tracehook-keys"
 """Header carrying the message keys where the broker has no key field (RabbitMQ)."""
 HEADER_TAGS = "tracehook-tags"
 """Header carrying the message tags (both brokers)."""
+
+PROP_EXCHANGE = "amqp.exchange"
+"""RabbitMQ events: the prop naming the exchange a message was published to ("" = the default exchange)."""
+PROP_ROUTING_KEY = "amqp.routing_key"
+"""RabbitMQ events: the prop holding the routing key a message was published with."""
+
+REDELIVERY_MEMORY = 10_000
+"""How many redelivered (queue, message id) pairs the RabbitMQ adapters remember to count redeliveries."""
 
 HEADER_REPLAY_OF = "tracehook-replay-of"
 """On a record ``tracehook replay`` re-published: where the original is, ``topic/partition/offset``."""
@@ -86,13 +96,68 @@ def body_len(value: Any) -> int:
         return 0
 
 
-def rabbitmq_retry(headers: Any, redelivered: bool) -> int:
-    """A RabbitMQ delivery's retry number: the ``x-death`` counts (dead-letter round trips) plus one if redelivered.
+def amqp_place(exchange: Any, routing_key: Any) -> tuple[str, dict[str, str]]:
+    """The topic and props of a RabbitMQ send or delivery from its exchange and routing key.
+
+    The topic is the exchange, or the routing key (the queue) for the default exchange: a
+    delivery carries the exchange and routing key it was published with, so a consume gets
+    the topic its send got.  The props keep both, so routing keys of one exchange stay apart
+    and the trace says where the message was sent.
+    """
+    exchange, routing_key = text(exchange), text(routing_key)
+    return exchange or routing_key, {PROP_EXCHANGE: exchange, PROP_ROUTING_KEY: routing_key}
+
+
+def dead_letter_count(headers: Any, queue: str) -> int:
+    """How often ``queue`` dead-lettered this message before, from the broker's ``x-death`` header (0 without).
+
+    Only ``queue``'s own entries count (one per reason): in a retry loop through a delay queue
+    the delay queue's entries are the same round trips again, and another queue's dead letters
+    are no earlier deliveries to this one.
+    """
+    deaths = headers.get("x-death") if isinstance(headers, dict) else None
+    if not isinstance(deaths, list):
+        return 0
+    # isinstance, not type(): pika decodes AMQP long-longs as its own int subclass.  A malformed
+    # entry counts nothing rather than costing the delivery its trace.
+    return sum(int(d["count"]) for d in deaths
+               if isinstance(d, dict) and isinstance(d.get("count"), int) and text(d.get("queue")) == queue)
+
+
+class RedeliveryCounter:
+    """Redeliveries seen per (queue, message id) in this process, remembering the ``limit`` latest pairs.
+
+    The broker marks a requeued delivery only as redelivered, not how often: the count is the
+    consumer's own.  Only redelivered messages take an entry; the oldest is forgotten first.
+    """
+
+    def __init__(self, limit: int = REDELIVERY_MEMORY) -> None:
+        self._limit = limit
+        self._seen: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._lock = threading.Lock()   # pika consumers may run in several threads
+
+    def count(self, queue: str, msg_id: str, redelivered: bool) -> int:
+        """The redeliveries of ``msg_id`` on ``queue`` seen so far, this delivery included."""
+        key = (queue, msg_id)
+        if not redelivered:   # kept, not reset: a dead-letter round trip comes back as a fresh delivery
+            return self._seen.get(key, 0)
+        with self._lock:
+            seen = self._seen.pop(key, 0) + 1
+            self._seen[key] = seen
+            if len(self._seen) > self._limit:
+                self._seen.popitem(last=False)
+        return seen
+
+
+_redeliveries = RedeliveryCounter()
+
+
+def rabbitmq_retry(headers: Any, queue: str, msg_id: str, redelivered: bool) -> int:
+    """A RabbitMQ delivery's retry number: ``queue``'s ``x-death`` counts plus the requeued redeliveries seen.
 
     Shared by the pika and aio-pika adapters so both count retries the same way.
     """
-    deaths = (headers or {}).get("x-death") or []
-    return sum(int(d.get("count", 0)) for d in deaths if isinstance(d, dict)) + (1 if redelivered else 0)
+    return dead_letter_count(headers, queue) + _redeliveries.count(queue, msg_id, redelivered)
 
 
 def amqp_msg_id(headers: Any, message_id: Any) -> str:

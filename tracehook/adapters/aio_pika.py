@@ -15,7 +15,9 @@ through ack/reject, so it is traced too; ``multiple=True`` settles every earlier
 delivery on the channel as well.  A traced message's class becomes a same-named subclass
 whose ack/nack/reject settle its span, so nothing is patched globally for settling and
 ``TracedQueue`` works whether or not ``instrument()`` is active.  The message id and
-``traceparent`` are added to the published message's headers when absent.
+``traceparent`` are added to the published message's headers when absent.  Topic, props
+(``amqp.exchange``, ``amqp.routing_key``), retry count and broker (``host:port`` of the
+connection's URL) are recorded as the pika adapter records them.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ._common import (
     Instrumentation,
     Patcher,
     amqp_msg_id,
+    amqp_place,
     body_len,
     guarded,
     header_text,
@@ -44,6 +47,17 @@ from ._common import (
 from .pika import DEAD_LETTER_ARGUMENT, ChannelTracker, _tracker_for
 
 __all__ = ["TracedExchange", "TracedQueue", "instrument", "is_instrumented", "uninstrument"]
+
+_DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}   # aio-pika keeps the URL as given, often without a port
+
+
+def _broker(channel: Any) -> str:
+    """``host:port`` of the connection of an aio-pika channel (an exchange's) or an aiormq one (a delivery's)."""
+    connection = getattr(channel, "_connection", None) or getattr(channel, "connection", None)
+    url = getattr(connection, "url", None)
+    if url is None or not url.host:
+        return ""
+    return f"{url.host}:{url.port or _DEFAULT_PORTS.get(url.scheme, 5672)}"
 
 
 
@@ -63,10 +77,12 @@ async def traced_publish(tracer: tracehook.Tracer | None, exchange: Any, publish
         raise
     finally:
         if sent is not None:
-            guarded("record_send", traced.record_send, exchange.name or routing_key, sent.msg_id,
+            topic, props = amqp_place(exchange.name, routing_key)
+            guarded("record_send", traced.record_send, topic, sent.msg_id,
                     keys=header_text(headers, HEADER_KEYS), tags=header_text(headers, HEADER_TAGS),
+                    broker=guarded("broker", _broker, getattr(exchange, "channel", None)) or "",
                     born_ms=born_ms, cost_us=(time.perf_counter_ns() - started) // 1000, status=status,
-                    error=error, body_len=body_len(message.body), traceparent=sent.traceparent)
+                    error=error, body_len=body_len(message.body), props=props, traceparent=sent.traceparent)
 
 
 def wrap_callback(tracer: tracehook.Tracer | None, queue: Any, callback: Callable[[Any], Awaitable[Any]],
@@ -98,11 +114,13 @@ def _start(tracer: tracehook.Tracer | None, group: str, message: Any, dead_lette
     tracker = _tracker_for(message.channel, tracer)
     if dead_letters:
         tracker.dead_letter_queues.add(group)
-    retry = rabbitmq_retry(headers, message.redelivered)
-    topic, keys = message.exchange or message.routing_key or "", header_text(headers, HEADER_KEYS)
+    retry = rabbitmq_retry(headers, group, msg_id, message.redelivered)
+    topic, props = amqp_place(message.exchange, message.routing_key)
+    keys = header_text(headers, HEADER_KEYS)
     span = tracer_or_global(tracer).start_consume(topic, msg_id, group, keys=keys,
-                                                  tags=header_text(headers, HEADER_TAGS), retry=retry,
-                                                  body_len=body_len(message.body), headers=headers)
+                                                  tags=header_text(headers, HEADER_TAGS),
+                                                  broker=_broker(message.channel), retry=retry,
+                                                  body_len=body_len(message.body), props=props, headers=headers)
     tracker.open[message.delivery_tag] = (span, topic, msg_id, group, keys, retry)
     message.__class__ = _settling_class(type(message))
     return tracker

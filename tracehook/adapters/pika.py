@@ -11,8 +11,9 @@ Explicit wrapper::
     # or named in dead_letter_queues; an exception from the callback -> EXCEPTION (re-raised).
 
 Or ``instrument()`` to trace every BlockingChannel.  The topic is the exchange
-(the routing key for the default exchange), keys/tags the ``tracehook-keys`` /
-``tracehook-tags`` headers, the consumer group the queue name.
+(the routing key for the default exchange), the props ``amqp.exchange`` and
+``amqp.routing_key`` both, keys/tags the ``tracehook-keys`` / ``tracehook-tags``
+headers, the consumer group the queue name.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ._common import (
     Instrumentation,
     Patcher,
     amqp_msg_id,
+    amqp_place,
     body_len,
     guarded,
     header_text,
@@ -80,11 +82,13 @@ class ChannelTracker:
             raise
         finally:
             if sent is not None:
-                guarded("record_send", tracer.record_send, exchange or routing_key, sent.msg_id,
+                topic, props = amqp_place(exchange, routing_key)
+                guarded("record_send", tracer.record_send, topic, sent.msg_id,
                         keys=header_text(properties.headers, HEADER_KEYS),
                         tags=header_text(properties.headers, HEADER_TAGS), broker=_broker(channel),
                         born_ms=born_ms, cost_us=(time.perf_counter_ns() - started) // 1000,
-                        status=status, error=error, body_len=body_len(body), traceparent=sent.traceparent)
+                        status=status, error=error, body_len=body_len(body), props=props,
+                        traceparent=sent.traceparent)
 
     # -- consuming ----------------------------------------------------------------------------
 
@@ -107,11 +111,11 @@ class ChannelTracker:
         msg_id = amqp_msg_id(headers, properties.message_id)
         if not msg_id:   # neither tracehook's id nor an AMQP message-id: nothing to join, nothing to settle
             return
-        topic, keys, retry = method.exchange or method.routing_key, header_text(headers, HEADER_KEYS), \
-            rabbitmq_retry(headers, method.redelivered)
+        topic, props = amqp_place(method.exchange, method.routing_key)
+        keys, retry = header_text(headers, HEADER_KEYS), rabbitmq_retry(headers, queue, msg_id, method.redelivered)
         span = tracer_or_global(self.tracer).start_consume(
             topic, msg_id, queue, keys=keys, tags=header_text(headers, HEADER_TAGS), broker=_broker(channel),
-            retry=retry, body_len=body_len(body), headers=headers,
+            retry=retry, body_len=body_len(body), props=props, headers=headers,
         )
         self.open[method.delivery_tag] = (span, topic, msg_id, queue, keys, retry)
 

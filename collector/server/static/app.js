@@ -121,6 +121,18 @@ function outcomeBadges(groups) {
   });
 }
 
+// Props the adapters record, under a readable label (others show under their own name).
+const PROP_LABELS = { "amqp.exchange": "exchange", "amqp.routing_key": "routing key" };
+
+// The send's props as [label, value] rows, next to the topic: RabbitMQ's exchange and routing key
+// say where the message was sent (the topic alone cannot tell two routing keys of one exchange apart).
+function propFields(props) {
+  return Object.keys(props || {}).sort().map((name) => {
+    const value = props[name];
+    return [PROP_LABELS[name] || name, name === "amqp.exchange" && value === "" ? "(default exchange)" : value];
+  });
+}
+
 async function showTrace(msgId) {
   setStatus("Loading trace…");
   let doc;
@@ -134,8 +146,9 @@ async function showTrace(msgId) {
   $("w3c-trace-id").textContent = doc.trace_id || "";
   const info = $("trace-info");
   info.replaceChildren();
-  const fields = [["topic", doc.topic], ["keys", doc.keys], ["tags", doc.tags], ["broker", doc.broker],
-    ["queue", doc.queue], ["offset", doc.offset], ["born", fmtTime(doc.born_ms)], ["stored", fmtTime(doc.store_ms)]];
+  const fields = [["topic", doc.topic], ...propFields(doc.props), ["keys", doc.keys], ["tags", doc.tags],
+    ["broker", doc.broker], ["queue", doc.queue], ["offset", doc.offset], ["born", fmtTime(doc.born_ms)],
+    ["stored", fmtTime(doc.store_ms)]];
   for (const [name, value] of fields) info.append(el("dt", { text: name }), el("dd", { text: String(value ?? "") }));
   renderMessageExtras(doc);  // message.js: outcome per group, trace links
   renderTimeline(doc.timeline);

@@ -8,6 +8,7 @@ from collections import defaultdict
 
 import aio_pika
 import pytest
+import yarl
 
 from tracehook import EventType, Status
 from tracehook.adapters import HEADER_KEYS
@@ -136,3 +137,50 @@ async def test_multiple_settles_earlier_deliveries_without_instrument(rabbitmq_u
     outcomes = {e.keys: e.status for e in capture.events() if e.type == EventType.SUB_AFTER}
     assert outcomes == {"k0": Status.OK, "k1": Status.OK, "k2": Status.OK,
                         "k3": Status.FAILED, "k4": Status.FAILED, "k5": Status.FAILED, "k6": Status.OK}
+
+
+async def test_routing_keys_broker_and_redelivery_counts(rabbitmq_url, capture, topic):
+    """Two routing keys of one topic exchange stay apart, the broker is host:port, and a message
+    requeued three times counts retry 0..3."""
+    connection = await aio_pika.connect(rabbitmq_url)
+    try:
+        channel = await connection.channel()
+        exchange = await channel.declare_exchange(topic, aio_pika.ExchangeType.TOPIC, auto_delete=True)
+        queue = await channel.declare_queue(f"{topic}.orders", auto_delete=True)
+        await queue.bind(exchange, "order.#")
+        traced = traced_aio_pika.TracedExchange(exchange, capture.tracer)
+        for key in ("order.created", "order.paid"):
+            await traced.publish(aio_pika.Message(b"m", headers={HEADER_KEYS: key}), key)
+        paid_attempts: list[bool] = []
+        done = asyncio.Event()
+
+        async def on_message(message):
+            if message.routing_key == "order.created":
+                await message.ack()
+                return
+            paid_attempts.append(message.redelivered)
+            if len(paid_attempts) <= 3:
+                await message.nack(requeue=True)
+            else:
+                await message.ack()
+                done.set()
+
+        await traced_aio_pika.TracedQueue(queue, capture.tracer).consume(on_message)
+        await asyncio.wait_for(done.wait(), 30)
+    finally:
+        await connection.close()
+    assert paid_attempts == [False, True, True, True]   # the broker says only yes/no
+
+    events = capture.events()
+    url = yarl.URL(rabbitmq_url)
+    broker = f"{url.host}:{url.port}"
+    sends = {e.props["amqp.routing_key"]: e for e in events if e.type == EventType.PUB}
+    assert sorted(sends) == ["order.created", "order.paid"]
+    for key, send in sends.items():
+        assert (send.topic, send.keys, send.broker) == (topic, key, broker)
+        assert send.props == {"amqp.exchange": topic, "amqp.routing_key": key}
+    consumed = [e for e in events if e.type == EventType.SUB_AFTER]
+    assert {(e.topic, e.broker, e.props["amqp.routing_key"]) for e in consumed} == {
+        (topic, broker, "order.created"), (topic, broker, "order.paid")}
+    paid = [(e.retry, e.status) for e in consumed if e.keys == "order.paid"]
+    assert paid == [(0, Status.RETRY_LATER), (1, Status.RETRY_LATER), (2, Status.RETRY_LATER), (3, Status.OK)]

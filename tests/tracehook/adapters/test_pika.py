@@ -148,3 +148,49 @@ def test_multiple_settles_every_open_delivery(connection, capture, topic):
             deads.append(e.keys)
     assert outcomes == {f"k{i}": [Status.OK] if i < 3 else [Status.RETRY_LATER, Status.FAILED] for i in range(9)}
     assert sorted(deads) == [f"k{i}" for i in range(3, 9)]
+
+
+def test_routing_keys_recorded_and_redeliveries_counted(connection, capture, topic, rabbitmq_url):
+    """Two routing keys of one topic exchange stay apart; a message requeued three times, then
+    dead-lettered back into its own queue (a retry loop), counts retry 0..4."""
+    channel = traced_pika.TracedChannel(connection.channel(), capture.tracer)
+    channel.exchange_declare(topic, "topic", auto_delete=True)
+    queue = f"{topic}.orders"
+    # exclusive, not auto_delete: the queue must outlive the consumer; it dead-letters into itself
+    channel.queue_declare(queue, exclusive=True,
+                          arguments={"x-dead-letter-exchange": "", "x-dead-letter-routing-key": queue})
+    channel.queue_bind(queue, topic, "order.#")
+    for key in ("order.created", "order.paid"):
+        channel.basic_publish(topic, key, b"m", pika.BasicProperties(headers={HEADER_KEYS: key}))
+    paid_attempts = []
+
+    def on_message(ch, method, props, body):
+        if props.headers[HEADER_KEYS] == "order.created":
+            ch.basic_ack(method.delivery_tag)
+            return
+        paid_attempts.append(method.redelivered)
+        if len(paid_attempts) <= 3:
+            ch.basic_nack(method.delivery_tag, requeue=True)
+        elif len(paid_attempts) == 4:
+            ch.basic_reject(method.delivery_tag, requeue=False)   # back into the queue through x-death
+        else:
+            ch.basic_ack(method.delivery_tag)
+
+    drain(channel, queue, on_message, 6)
+    assert paid_attempts == [False, True, True, True, False]   # the broker says only yes/no
+
+    events = capture.events()
+    amqp = {(e.props or {}).get("amqp.routing_key"): e for e in events if e.type == EventType.PUB}
+    assert sorted(amqp) == ["order.created", "order.paid"]
+    url = pika.URLParameters(rabbitmq_url)
+    for key, send in amqp.items():
+        assert (send.topic, send.keys, send.props) == (topic, key, {"amqp.exchange": topic, "amqp.routing_key": key})
+        assert send.broker == f"{url.host}:{url.port}"
+    created = [e for e in events if e.type == EventType.SUB_BEFORE and e.keys == "order.created"]
+    assert [(e.topic, e.props, e.retry) for e in created] == [(topic, amqp["order.created"].props, 0)]
+    paid = [e for e in events if e.type == EventType.SUB_AFTER and e.keys == "order.paid"]
+    assert [(e.retry, e.status) for e in paid] == [
+        (0, Status.RETRY_LATER), (1, Status.RETRY_LATER), (2, Status.RETRY_LATER), (3, Status.FAILED), (4, Status.OK)]
+    # the dead-lettered copy comes through the default exchange: its delivery says so
+    assert [e.topic for e in paid] == [topic] * 4 + [queue]
+    assert paid[-1].props == {"amqp.exchange": "", "amqp.routing_key": queue}
