@@ -25,3 +25,7 @@ class LogInputError(IndexJobError):
 
 class CheckpointMismatchError(LogInputError):
     """The checkpoint directory belongs to another log (or another store)."""
+
+
+class RecordGoneError(IndexJobError):
+    """The trace log (or topic) no longer holds a set-aside event's record (``tracehook set-aside``)."""

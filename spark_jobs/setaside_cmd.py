@@ -21,16 +21,12 @@ from typing import Any
 
 from collector.log import setaside
 from collector.log.setaside import SetAside
-from spark_jobs.errors import IndexJobError
+from spark_jobs.errors import IndexJobError, RecordGoneError
 
 EXIT_OK = 0
 EXIT_USAGE = 2
 EXIT_STILL_SET_ASIDE = 4
 """``reindex``: done, but some events still cannot be indexed (they stay set aside)."""
-
-
-class RecordGoneError(IndexJobError):
-    """The trace log (or topic) no longer holds a set-aside event's record."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -86,3 +86,8 @@ class MigrationError(StoreError):
     """A migration that cannot run as asked: its old store is not in layout 1, or is the new store."""
 
     reason = "bad_migration"
+
+
+class InjectedFault(RuntimeError):
+    """Tests only: the failure ``TRACEHOOK_INDEX_FAULT_MSG_ID`` asks of the indexer (not a StoreError:
+    an event's failure, which the index job sets aside)."""

@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from collector.store import keys, rowbuild, schema
 from collector.store.base import Columns, Row, Store
+from collector.store.errors import InjectedFault
 from collector.store.model import could_place
 from collector.store.rollup import MessageParts, refresh_rollups
 from collector.store.rollup_parts import part_of
@@ -237,10 +238,6 @@ def index_records(
 
 FAULT_MSG_ID_ENV = "TRACEHOOK_INDEX_FAULT_MSG_ID"
 """Tests only: :func:`index_records` raises :class:`InjectedFault` at an event of this msg id."""
-
-
-class InjectedFault(RuntimeError):
-    """The failure :data:`FAULT_MSG_ID_ENV` asks for."""
 
 
 def _failing_at(records: Iterable[tuple[BatchHeader, Event]], msg_id: str) -> Iterator[tuple[BatchHeader, Event]]:
