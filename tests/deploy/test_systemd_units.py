@@ -20,6 +20,7 @@ import pytest
 
 from collector.cli import serve
 from collector.server.config import ENV_PREFIX, FIELDS, KEY_ALIASES, load_config
+from collector.server.errors import CollectorConfigError
 from spark_jobs import index_job
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -145,8 +146,11 @@ def test_the_collector_command_line_config_and_env_file_are_accepted() -> None:
     env = _env_file()
     collector_keys = {k.removeprefix(ENV_PREFIX).lower() for k in env if k.startswith(ENV_PREFIX)}
     assert collector_keys and collector_keys <= set(FIELDS) | set(KEY_ALIASES)
-    config = load_config(env=env, config_file=str(UNITS_DIR / "collector.toml"))
-    assert config.ingest_token == env["TRACEHOOK_COLLECTOR_INGEST_TOKEN"]
+    with pytest.raises(CollectorConfigError, match="/etc/tracehook/tracehook.env"):  # its placeholders are refused
+        load_config(env=env, config_file=str(UNITS_DIR / "collector.toml"))
+    own = {**env, "TRACEHOOK_COLLECTOR_INGEST_TOKEN": "i-s3cret", "TRACEHOOK_COLLECTOR_QUERY_TOKEN": "q-s3cret"}
+    config = load_config(env=own, config_file=str(UNITS_DIR / "collector.toml"))
+    assert (config.ingest_token, config.query_token) == ("i-s3cret", "q-s3cret")
 
 
 @pytest.mark.parametrize("source", ["file", "kafka"])
