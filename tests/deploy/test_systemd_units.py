@@ -29,6 +29,8 @@ UNITS = ("tracehook-collector.service", "tracehook-index.service")
 SYSTEMD_ANALYZE = "/usr/bin/systemd-analyze"
 SYSTEM_UNITS = "/usr/lib/systemd/system"
 DATA_DIR = "/var/lib/tracehook"
+EXPOSURE_OK = 3.0
+"""The highest overall exposure ``systemd-analyze security`` still rates "OK"."""
 
 
 def _unit(name: str) -> configparser.ConfigParser:
@@ -104,6 +106,16 @@ def test_systemd_analyze_verify_passes_with_the_install_path_present(fake_root: 
     assert (done.returncode, done.stdout + done.stderr) == (0, "")
 
 
+@pytest.mark.parametrize("name", UNITS)
+def test_systemd_analyze_security_rates_the_sandbox_ok(fake_root: pathlib.Path, name: str) -> None:
+    done = subprocess.run([SYSTEMD_ANALYZE, f"--root={fake_root}", "security", "--offline=true", "--no-pager", name],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    level = re.search(rf"Overall exposure level for {re.escape(name)}: (\d+\.\d+) (\w+)", done.stdout)
+    assert level is not None, done.stdout
+    assert (float(level.group(1)) <= EXPOSURE_OK, level.group(2)) == (True, "OK"), done.stdout
+
+
 def test_systemd_analyze_verify_fails_without_the_install_path(fake_root: pathlib.Path) -> None:
     shutil.rmtree(fake_root / "opt")
     done = _verify(fake_root, UNITS[0])
@@ -120,6 +132,9 @@ def test_units_run_sandboxed_as_a_dedicated_user(name: str) -> None:
     assert service["Restart"] == "on-failure"
     assert "2" in service["RestartPreventExitStatus"].split()  # a bad config is not retried forever
     assert int(service["LimitNOFILE"]) >= 65536
+    assert service["CapabilityBoundingSet"] == "" and service["SystemCallFilter"] == "@system-service"
+    assert service["RestrictAddressFamilies"].split() == ["AF_UNIX", "AF_INET", "AF_INET6"]
+    assert "MemoryDenyWriteExecute" not in service  # Spark's JVM (the index job, the collector's --index) JITs
     assert _exec_argv(name)[0] == "/opt/tracehook/venv/bin/tracehook"
 
 
