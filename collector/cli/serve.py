@@ -20,46 +20,61 @@ import argparse
 import importlib.util
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from collector.cli.logformat import add_log_format_argument, configure_logging
-from collector.server.config import CollectorConfig, load_config
+from collector.server.config import SETTINGS, CollectorConfig, load_config
 from collector.server.errors import CollectorConfigError
 
-# flag -> (config field, type, help)
-_FLAGS: list[tuple[str, str, type, str]] = [
-    ("--data-dir", "data_dir", str, "where the trace log (DATA/log) and the default local index live"),
-    ("--host", "host", str, "address to listen on (default 127.0.0.1)"),
-    ("--port", "port", int, "port to listen on (default 7070)"),
-    ("--ingest-token", "ingest_token", str, "bearer token required to POST batches"),
-    ("--query-token", "query_token", str, "bearer token required for queries"),
-    ("--store", "store_url", str, "index store: local:PATH or hbase://host:port?namespace=NS, or none "
-                                  "(alias: --store-url)"),
-    ("--log", "log_url", str, "trace log: file (DATA/log, the default) or kafka://HOST:PORT[,HOST:PORT]/TOPIC "
-                              "(each batch one record, acks=all, idempotent producer)"),
-    ("--segment-bytes", "segment_bytes", int, "seal a segment at this size"),
-    ("--segment-age", "segment_age_s", float, "seal a non-empty segment after this many seconds"),
-    ("--durability", "durability", str, "fsync: fsync every commit group (default); os: leave it to the OS"),
-    ("--max-body-bytes", "max_body_bytes", int, "largest batch accepted (413 above)"),
-    ("--backlog-limit-bytes", "backlog_limit_bytes", int, "answer 429 above this many unindexed bytes (0: never)"),
-    ("--retention", "retention_s", float, "delete indexed segments sealed longer ago than this (seconds)"),
-    ("--tls-cert", "tls_cert", str, "PEM certificate (chain): serve HTTPS; needs --tls-key"),
-    ("--tls-key", "tls_key", str, "PEM private key (unencrypted) for --tls-cert"),
-    ("--rate-limit-events", "rate_limit_events_s", float, "events per second per client id (0: unlimited)"),
-    ("--rate-limit-batches", "rate_limit_batches_s", float, "batches per second per client id (0: unlimited)"),
-    ("--rate-limit-burst", "rate_limit_burst_s", float, "seconds of its rate a client may send at once (default 2)"),
-    ("--trace-ui-url", "trace_ui_url", str, "web console links trace ids to this URL template, e.g. "
-                                            "'http://jaeger:16686/trace/{trace_id}'"),
+# flag -> (config field, help); each flag's type and range are its field's (collector.server.config.SETTINGS)
+_FLAGS: list[tuple[str, str, str]] = [
+    ("--data-dir", "data_dir", "where the trace log (DATA/log) and the default local index live"),
+    ("--host", "host", "address to listen on (default 127.0.0.1)"),
+    ("--port", "port", "port to listen on (default 7070)"),
+    ("--ingest-token", "ingest_token", "bearer token required to POST batches"),
+    ("--query-token", "query_token", "bearer token required for queries"),
+    ("--store", "store_url", "index store: local:PATH or hbase://host:port?namespace=NS, or none "
+                             "(alias: --store-url)"),
+    ("--log", "log_url", "trace log: file (DATA/log, the default) or kafka://HOST:PORT[,HOST:PORT]/TOPIC "
+                         "(each batch one record, acks=all, idempotent producer)"),
+    ("--segment-bytes", "segment_bytes", "seal a segment at this size"),
+    ("--segment-age", "segment_age_s", "seal a non-empty segment after this many seconds"),
+    ("--durability", "durability", "fsync: fsync every commit group (default); os: leave it to the OS"),
+    ("--max-body-bytes", "max_body_bytes", "largest batch accepted (413 above)"),
+    ("--backlog-limit-bytes", "backlog_limit_bytes", "answer 429 above this many unindexed bytes (0: never)"),
+    ("--retention", "retention_s", "delete indexed segments sealed longer ago than this (seconds)"),
+    ("--tls-cert", "tls_cert", "PEM certificate (chain): serve HTTPS; needs --tls-key"),
+    ("--tls-key", "tls_key", "PEM private key (unencrypted) for --tls-cert"),
+    ("--rate-limit-events", "rate_limit_events_s", "events per second per client id (0: unlimited)"),
+    ("--rate-limit-batches", "rate_limit_batches_s", "batches per second per client id (0: unlimited)"),
+    ("--rate-limit-burst", "rate_limit_burst_s", "seconds of its rate a client may send at once (default 2)"),
+    ("--trace-ui-url", "trace_ui_url", "web console links trace ids to this URL template, e.g. "
+                                       "'http://jaeger:16686/trace/{trace_id}'"),
 ]
 FLAG_ALIASES = {"--store": ["--store-url"]}
 """Older names that still work (every command names the index store ``--store``)."""
 
 
+def _flag_type(name: str) -> Callable[[str], Any]:
+    """argparse's ``type=`` for a config field: its value, or argparse's one-line error naming the flag."""
+    setting = SETTINGS[name]
+
+    def parse(text: str) -> Any:
+        try:
+            return setting.parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {setting.expected}, not {text!r}") from None
+
+    return parse
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags of ``tracehook collector``."""
     parser.add_argument("--config", metavar="TOML", help="TOML config file (keys are the config field names)")
-    for flag, dest, kind, help_ in _FLAGS:
-        parser.add_argument(flag, *FLAG_ALIASES.get(flag, []), dest=dest, type=kind, default=None, help=help_)
+    for flag, dest, help_ in _FLAGS:
+        parser.add_argument(flag, *FLAG_ALIASES.get(flag, []), dest=dest, type=_flag_type(dest), default=None,
+                            help=help_)
     parser.add_argument("--index", action="store_true",
                         help="also run the index job in follow mode (tracehook index --follow) on this collector's "
                              "log and store, stopped with the collector; needs PySpark")
@@ -69,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> CollectorConfig:
     """The config the parsed flags describe (env vars and the TOML file fill the rest)."""
-    explicit = {dest: getattr(args, dest) for _, dest, _, _ in _FLAGS}
+    explicit = {dest: getattr(args, dest) for _, dest, _ in _FLAGS}
     return load_config(explicit, config_file=args.config)
 
 
@@ -169,6 +184,8 @@ def _serve(config: CollectorConfig, ssl_context: object, scheme: str, *, index: 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m collector ...``: the same as ``tracehook collector ...``."""
-    parser = argparse.ArgumentParser(prog="python -m collector", description="Run the tracehook collector.")
+    from collector.cli.main import OneLineParser
+
+    parser = OneLineParser(prog="python -m collector", description="Run the tracehook collector.")
     add_arguments(parser)
     return run(parser.parse_args(argv))

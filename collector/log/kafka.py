@@ -50,6 +50,8 @@ PROBE_TIMEOUT_S = 2.0
 """Metadata request at start and by maintenance while unavailable."""
 RECORD_OVERHEAD_BYTES = 4096
 """Room for the key, headers and record framing above the batch bytes in ``message.max.bytes``."""
+MAX_RECORD_BYTES = 1_000_000_000 - RECORD_OVERHEAD_BYTES
+"""The largest batch a Kafka log takes: librdkafka refuses a ``message.max.bytes`` above 10^9."""
 CONCURRENT_APPENDS = 8
 """Group commits in flight to Kafka at once (the idempotent producer keeps up to 5 requests per
 partition in flight with ordering kept)."""

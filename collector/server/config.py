@@ -6,7 +6,13 @@ Precedence, highest first: explicit values (command-line flags), environment var
 or under ``[collector]``), then the ``DEFAULT_*`` constants.  The store URL's key is ``store``
 (``TRACEHOOK_COLLECTOR_STORE``, like ``--store``); ``store_url`` is kept as an alias.  Likewise the
 trace log's key is ``log`` (``--log``, ``TRACEHOOK_COLLECTOR_LOG``): ``file`` (the default) or
-``kafka://HOST:PORT[,HOST:PORT]/TOPIC``::
+``kafka://HOST:PORT[,HOST:PORT]/TOPIC``.
+
+What each field accepts (type, range, values) is written once, in :data:`SETTINGS`: a wrong TOML
+value or flag stops the collector (:class:`CollectorConfigError`, one line naming the key, the
+value and what it takes); a wrong environment value is logged and ignored, as OpenTelemetry
+does.  :func:`load_config` refuses a token that still starts with ``change-me``
+(deploy/systemd/tracehook.env's placeholders) wherever it comes from::
 
     from collector.server.config import CollectorConfig, load_config
     cfg = CollectorConfig(data_dir="/var/lib/tracehook", port=7070, ingest_token="s3cret")
@@ -15,8 +21,11 @@ trace log's key is ``log`` (``--log``, ``TRACEHOOK_COLLECTOR_LOG``): ``file`` (t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import logging
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -46,6 +55,102 @@ KEY_ALIASES = {"store": "store_url", "log": "log_url"}
 """Names a TOML key or env var may use for a field (``store`` and ``log``, as the ``--store`` and ``--log`` flags)."""
 STORE_DISABLED = "none"
 """``store_url`` value for an ingest-only collector that opens no index store."""
+TOKEN_PLACEHOLDER = "change-me"
+"""How the example tokens of deploy/systemd/tracehook.env start: a collector refuses to run with one."""
+TOKEN_FIELDS = ("ingest_token", "query_token")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What one config field accepts: its type, and a range or a list of values (see :data:`SETTINGS`).
+
+    ``int`` takes integers only (not ``7071.5``, ``true`` or ``"7071"`` in TOML); ``float`` takes
+    integers too, never NaN or infinity.
+    """
+
+    kind: type  # int, float or str
+    low: float | None = None  # the smallest value allowed
+    high: float | None = None  # the largest
+    above_low: bool = False  # low itself is not allowed: low=0 with above_low means "positive"
+    choices: tuple[str, ...] = ()
+    nonempty: bool = False
+    optional: bool = False  # None allowed (the field is unset; no TOML value is None)
+    secret: bool = False  # never shown in a message
+
+    @property
+    def expected(self) -> str:
+        """What the setting takes, for messages: ``an integer from 1 to 65535``."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.kind is str:
+            return "a non-empty string" if self.nonempty else "a string"
+        noun = "an integer" if self.kind is int else "a number"
+        if self.low is not None and self.high is not None:
+            return f"{noun} from {self.low:g} to {self.high:g}"
+        if self.low is not None:
+            return f"{noun} {'>' if self.above_low else '>='} {self.low:g}"
+        return noun
+
+    def check(self, value: Any) -> Any:
+        """``value`` as the field holds it (an integer as a float for a number); ValueError if it does not fit."""
+        if value is None and self.optional:
+            return None
+        if self.kind is str:
+            if isinstance(value, str) and (value or not self.nonempty) and (not self.choices or value in self.choices):
+                return value
+        elif isinstance(value, (int, float) if self.kind is float else int) and not isinstance(value, bool):
+            with contextlib.suppress(OverflowError):  # an integer too large for a float
+                number = self.kind(value)
+                if math.isfinite(number) and self._in_range(number):
+                    return number
+        raise ValueError(self.expected)
+
+    def parse(self, text: str) -> Any:
+        """A flag's or an environment variable's text as the field's value; ValueError if it does not fit."""
+        try:
+            value = self.kind(text)
+        except ValueError:
+            raise ValueError(self.expected) from None
+        return self.check(value)
+
+    def _in_range(self, value: float) -> bool:
+        if self.low is not None and (value <= self.low if self.above_low else value < self.low):
+            return False
+        return self.high is None or value <= self.high
+
+
+_TEXT = Setting(str)
+_PATH = Setting(str, optional=True)
+_SIZE = Setting(int, low=0, above_low=True)  # bytes, counts: positive
+_LIMIT = Setting(float, low=0)  # seconds or rates where 0 means none
+_PERIOD = Setting(float, low=0, above_low=True)  # seconds: positive
+SETTINGS: dict[str, Setting] = {
+    "data_dir": Setting(str, nonempty=True),
+    "host": Setting(str, nonempty=True),
+    "port": Setting(int, low=1, high=65535),
+    "ingest_token": Setting(str, optional=True, secret=True),
+    "query_token": Setting(str, optional=True, secret=True),
+    "store_url": _TEXT,  # "" is the default local store; the URL itself is checked by collector.store
+    "log_url": _TEXT,  # "" or "file", or a kafka:// URL (parsed in CollectorConfig)
+    "segment_bytes": _SIZE,
+    "segment_age_s": _PERIOD,
+    "durability": Setting(str, choices=DURABILITY_MODES),
+    "max_body_bytes": _SIZE,
+    "backlog_limit_bytes": Setting(int, low=0),
+    "retention_s": _LIMIT,
+    "dedup_window": _SIZE,
+    "maintenance_interval_s": _PERIOD,
+    "retry_after_s": _SIZE,
+    "shutdown_timeout_s": _LIMIT,
+    "tls_cert": _PATH,
+    "tls_key": _PATH,
+    "rate_limit_events_s": _LIMIT,
+    "rate_limit_batches_s": _LIMIT,
+    "rate_limit_burst_s": _PERIOD,
+    "otlp_token_header": _TEXT,
+    "trace_ui_url": _TEXT,  # its form (http(s), {trace_id}) is checked in CollectorConfig
+}
+"""Each config field's type and range, the one place a value is checked (TOML, env, flags, code)."""
 
 
 @dataclass(frozen=True)
@@ -78,22 +183,12 @@ class CollectorConfig:
     trace_ui_url: str = ""  # web console links a W3C trace id here: "http://jaeger:16686/trace/{trace_id}"; "": no link
 
     def __post_init__(self) -> None:
-        if not self.data_dir:
-            raise CollectorConfigError("data_dir is required")
-        if not 0 <= self.port <= 65535:
-            raise CollectorConfigError(f"port must be 0..65535, not {self.port}")
-        if self.durability not in DURABILITY_MODES:
-            raise CollectorConfigError(f"durability must be one of {DURABILITY_MODES}, not {self.durability!r}")
-        for name in ("segment_bytes", "max_body_bytes", "dedup_window", "retry_after_s"):
-            if getattr(self, name) <= 0:
-                raise CollectorConfigError(f"{name} must be positive")
-        for name in ("segment_age_s", "maintenance_interval_s", "rate_limit_burst_s"):
-            if getattr(self, name) <= 0:
-                raise CollectorConfigError(f"{name} must be positive")
-        for name in ("backlog_limit_bytes", "retention_s", "shutdown_timeout_s",
-                     "rate_limit_events_s", "rate_limit_batches_s"):
-            if getattr(self, name) < 0:
-                raise CollectorConfigError(f"{name} must not be negative")
+        for name, setting in SETTINGS.items():
+            value = getattr(self, name)
+            try:
+                object.__setattr__(self, name, setting.check(value))
+            except ValueError:
+                raise CollectorConfigError(bad_value_message(name, value, setting)) from None
         for name in ("ingest_token", "query_token", "tls_cert", "tls_key"):
             if getattr(self, name) == "":
                 object.__setattr__(self, name, None)
@@ -107,12 +202,16 @@ class CollectorConfig:
                                        "like http://jaeger:16686/trace/{trace_id}")
         if self.log_url not in ("", "file"):
             from collector.log.errors import BadLogUrlError
+            from collector.log.kafka import MAX_RECORD_BYTES
             from collector.log.url import parse_kafka_url
 
             try:
                 object.__setattr__(self, "log_url", parse_kafka_url(self.log_url).url)
             except BadLogUrlError as exc:
                 raise CollectorConfigError(str(exc)) from None
+            if self.max_body_bytes > MAX_RECORD_BYTES:
+                raise CollectorConfigError(f"max_body_bytes = {self.max_body_bytes}: a Kafka log takes records of up "
+                                           f"to {MAX_RECORD_BYTES} bytes (librdkafka's message.max.bytes)")
         if not self.store_url:
             object.__setattr__(self, "store_url", f"local:{os.path.join(self.data_dir, 'index.sqlite3')}")
 
@@ -135,48 +234,71 @@ def env_name(field: str) -> str:
     return ENV_PREFIX + field.upper()
 
 
-def _convert(name: str, value: Any) -> Any:
-    kind = FIELDS[name].type
-    if isinstance(value, str) and kind in ("int", "float"):
-        return int(value) if kind == "int" else float(value)
-    if kind == "int" and isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
+def bad_value_message(key: str, value: Any, setting: Setting) -> str:
+    """``port = "abc": expected an integer from 1 to 65535`` (a secret's value is not shown)."""
+    if setting.secret:
+        shown = "(hidden)"
+    elif isinstance(value, float):
+        shown = repr(value)  # TOML's spelling, nan and inf included
+    else:
+        try:
+            shown = json.dumps(value, ensure_ascii=False)  # TOML's spelling for strings, integers and booleans
+        except (TypeError, ValueError):
+            shown = str(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return f"{key} = {shown}: expected {setting.expected}"
 
 
-def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
-    values: dict[str, Any] = {}
+def _from_env(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
+    values: dict[str, tuple[Any, str]] = {}
     names = [(name, name) for name in FIELDS] + list(KEY_ALIASES.items())  # aliases last: they win
     for key, name in names:
-        raw = env.get(env_name(key))
+        var = env_name(key)
+        raw = env.get(var)
         if raw is None:
             continue
+        setting = SETTINGS[name]
         try:
-            values[name] = _convert(name, raw)
+            values[name] = (setting.parse(raw), var)
         except ValueError:
-            # As OpenTelemetry does: a bad env value is logged and the default kept.
-            log.warning("ignoring %s=%r: not a valid %s", env_name(key), raw, FIELDS[name].type)
+            # As OpenTelemetry does: a bad env value is logged and the file's value or the default kept.
+            log.warning("ignoring %s", bad_value_message(var, raw, setting))
     return values
 
 
-def _from_toml(path: str) -> dict[str, Any]:
+def _from_toml(path: str) -> dict[str, tuple[Any, str]]:
     try:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: TOMLDecodeError, or a file that is not UTF-8
         raise CollectorConfigError(f"cannot read config file {path}: {exc}") from exc
     doc = doc.get("collector", doc)
+    if not isinstance(doc, dict):
+        raise CollectorConfigError(f"{path}: collector must be a table ([collector]), not {type(doc).__name__}")
     unknown = set(doc) - set(FIELDS) - set(KEY_ALIASES)
     if unknown:
         raise CollectorConfigError(f"{path}: unknown keys {sorted(unknown)}")
-    values: dict[str, Any] = {}
+    values: dict[str, tuple[Any, str]] = {}
     for key, value in doc.items():
         name = KEY_ALIASES.get(key, key)
         if name in values:
             same = sorted(k for k in doc if KEY_ALIASES.get(k, k) == name)
             raise CollectorConfigError(f"{path}: {' and '.join(same)} are the same setting; give one of them")
-        values[name] = _convert(name, value)
+        try:
+            values[name] = (SETTINGS[name].check(value), path)
+        except ValueError:
+            raise CollectorConfigError(f"{path}: {bad_value_message(key, value, SETTINGS[name])}") from None
     return values
+
+
+def _refuse_placeholder_tokens(values: Mapping[str, tuple[Any, str]]) -> None:
+    for name in TOKEN_FIELDS:
+        token, source = values.get(name, (None, ""))
+        if isinstance(token, str) and token.startswith(TOKEN_PLACEHOLDER):
+            where = (f" in /etc/tracehook/tracehook.env under systemd, or wherever {source} is set"
+                     if source.startswith(ENV_PREFIX) else " there")
+            raise CollectorConfigError(f"{name} from {source} is still the example's placeholder (it starts with "
+                                       f"{TOKEN_PLACEHOLDER!r}): set a secret token of your own{where}")
 
 
 def load_config(
@@ -192,10 +314,12 @@ def load_config(
     if unknown:
         raise CollectorConfigError(f"unknown config fields {sorted(unknown)}")
     config_file = config_file or env.get(ENV_CONFIG_FILE)
-    values: dict[str, Any] = _from_toml(config_file) if config_file else {}
+    # field -> (value, where it came from: the TOML file, the env var, the command line)
+    values = _from_toml(config_file) if config_file else {}
     values.update(_from_env(env))
-    values.update({k: _convert(k, v) for k, v in explicit.items()})
+    values.update({k: (v, "the command line") for k, v in explicit.items()})  # checked by CollectorConfig
+    _refuse_placeholder_tokens(values)
     try:
-        return CollectorConfig(**values)
+        return CollectorConfig(**{name: value for name, (value, _) in values.items()})
     except TypeError as exc:
         raise CollectorConfigError(str(exc)) from exc

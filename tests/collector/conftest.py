@@ -13,4 +13,4 @@ from collector.server.config import CollectorConfig
 @pytest.fixture
 def collector_config(tmp_path: pathlib.Path) -> CollectorConfig:
     """A collector config on a fresh data dir, without an index store."""
-    return CollectorConfig(data_dir=str(tmp_path / "data"), port=0, store_url="none")
+    return CollectorConfig(data_dir=str(tmp_path / "data"), store_url="none")

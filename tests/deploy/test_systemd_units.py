@@ -19,6 +19,7 @@ from fixtures import systemd_units
 
 from collector.cli import serve
 from collector.server.config import ENV_PREFIX, FIELDS, KEY_ALIASES, load_config
+from collector.server.errors import CollectorConfigError
 from spark_jobs import index_job
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -27,6 +28,8 @@ UNITS = ("tracehook-collector.service", "tracehook-index.service")
 SYSTEMD_ANALYZE = "/usr/bin/systemd-analyze"
 SYSTEM_UNITS = "/usr/lib/systemd/system"
 DATA_DIR = "/var/lib/tracehook"
+EXPOSURE_OK = 3.0
+"""The highest overall exposure ``systemd-analyze security`` still rates "OK"."""
 
 
 def _unit(name: str) -> configparser.ConfigParser:
@@ -77,6 +80,16 @@ def test_systemd_analyze_verify_passes_with_the_install_path_present(fake_root: 
     assert (done.returncode, done.stdout + done.stderr) == (0, "")
 
 
+@pytest.mark.parametrize("name", UNITS)
+def test_systemd_analyze_security_rates_the_sandbox_ok(fake_root: pathlib.Path, name: str) -> None:
+    done = subprocess.run([SYSTEMD_ANALYZE, f"--root={fake_root}", "security", "--offline=true", "--no-pager", name],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    level = re.search(rf"Overall exposure level for {re.escape(name)}: (\d+\.\d+) (\w+)", done.stdout)
+    assert level is not None, done.stdout
+    assert (float(level.group(1)) <= EXPOSURE_OK, level.group(2)) == (True, "OK"), done.stdout
+
+
 def test_systemd_analyze_verify_fails_without_the_install_path(fake_root: pathlib.Path) -> None:
     shutil.rmtree(fake_root / "opt")
     done = _verify(fake_root, UNITS[0])
@@ -93,6 +106,9 @@ def test_units_run_sandboxed_as_a_dedicated_user(name: str) -> None:
     assert service["Restart"] == "on-failure"
     assert "2" in service["RestartPreventExitStatus"].split()  # a bad config is not retried forever
     assert int(service["LimitNOFILE"]) >= 65536
+    assert service["CapabilityBoundingSet"] == "" and service["SystemCallFilter"] == "@system-service"
+    assert service["RestrictAddressFamilies"].split() == ["AF_UNIX", "AF_INET", "AF_INET6"]
+    assert "MemoryDenyWriteExecute" not in service  # Spark's JVM (the index job, the collector's --index) JITs
     assert _exec_argv(name)[0] == "/opt/tracehook/venv/bin/tracehook"
 
 
@@ -119,8 +135,11 @@ def test_the_collector_command_line_config_and_env_file_are_accepted() -> None:
     env = _env_file()
     collector_keys = {k.removeprefix(ENV_PREFIX).lower() for k in env if k.startswith(ENV_PREFIX)}
     assert collector_keys and collector_keys <= set(FIELDS) | set(KEY_ALIASES)
-    config = load_config(env=env, config_file=str(UNITS_DIR / "collector.toml"))
-    assert config.ingest_token == env["TRACEHOOK_COLLECTOR_INGEST_TOKEN"]
+    with pytest.raises(CollectorConfigError, match="/etc/tracehook/tracehook.env"):  # its placeholders are refused
+        load_config(env=env, config_file=str(UNITS_DIR / "collector.toml"))
+    own = {**env, "TRACEHOOK_COLLECTOR_INGEST_TOKEN": "i-s3cret", "TRACEHOOK_COLLECTOR_QUERY_TOKEN": "q-s3cret"}
+    config = load_config(env=own, config_file=str(UNITS_DIR / "collector.toml"))
+    assert (config.ingest_token, config.query_token) == ("i-s3cret", "q-s3cret")
 
 
 @pytest.mark.parametrize("source", ["file", "kafka"])

@@ -53,7 +53,7 @@ def test_cli_lookup_on_an_index_with_pending_records_prints_the_index_command(tm
 
 async def test_api_404_detail_says_what_is_not_indexed(aiohttp_client, tmp_path):
     write_log(str(tmp_path / "log"), 3, seal_first=1)
-    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os")
+    config = CollectorConfig(data_dir=str(tmp_path), durability="os")
     client = await aiohttp_client(create_app(config))
     response = await client.get("/v1/messages/m-404")
     assert response.status == 404

@@ -203,7 +203,7 @@ async def test_segments_roll_by_age_in_the_background(aiohttp_client, collector_
 
 
 async def test_store_is_opened_into_the_app_when_configured(aiohttp_client, tmp_path) -> None:
-    cfg = CollectorConfig(data_dir=str(tmp_path / "d"), port=0)
+    cfg = CollectorConfig(data_dir=str(tmp_path / "d"))
     assert cfg.store_url == f"local:{tmp_path / 'd' / 'index.sqlite3'}"
     client = await aiohttp_client(create_app(cfg))
     assert STORE_KEY in client.server.app

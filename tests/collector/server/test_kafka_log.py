@@ -38,7 +38,7 @@ def _consume_all(bootstrap: str, topic: str, expected: int) -> list:  # type: ig
 
 
 def _config(tmp_path: pathlib.Path, log_url: str) -> CollectorConfig:
-    return CollectorConfig(data_dir=str(tmp_path / "data"), port=0, store_url="none", log_url=log_url)
+    return CollectorConfig(data_dir=str(tmp_path / "data"), store_url="none", log_url=log_url)
 
 
 @pytest.mark.kafka

@@ -138,8 +138,8 @@ async def test_process_metrics_come_with_the_library(aiohttp_client, collector_c
 
 
 async def test_two_collectors_in_one_process_keep_their_own_counts(aiohttp_client, tmp_path) -> None:
-    busy = await aiohttp_client(create_app(CollectorConfig(data_dir=str(tmp_path / "a"), port=0, store_url="none")))
-    idle = await aiohttp_client(create_app(CollectorConfig(data_dir=str(tmp_path / "b"), port=0, store_url="none")))
+    busy = await aiohttp_client(create_app(CollectorConfig(data_dir=str(tmp_path / "a"), store_url="none")))
+    idle = await aiohttp_client(create_app(CollectorConfig(data_dir=str(tmp_path / "b"), store_url="none")))
     await post_batches(busy, 3)
     bad = await idle.post("/v1/batches", data=b"\xc1", headers=MSGPACK)
     assert bad.status == 400

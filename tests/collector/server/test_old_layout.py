@@ -38,7 +38,7 @@ QUERY_ROUTES = [
 @pytest.fixture
 def config(tmp_path: pathlib.Path) -> CollectorConfig:
     write_local(str(tmp_path / "index.sqlite3"), [])  # a store the release before layout versions made
-    return CollectorConfig(data_dir=str(tmp_path), port=0, durability="os")
+    return CollectorConfig(data_dir=str(tmp_path), durability="os")
 
 
 async def test_queries_answer_503_naming_the_migration_while_ingest_goes_on(aiohttp_client, config) -> None:

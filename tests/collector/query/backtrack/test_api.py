@@ -29,7 +29,7 @@ def records() -> list[Record]:
 
 @pytest.fixture
 def config(tmp_path: pathlib.Path) -> CollectorConfig:
-    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os", query_token=QUERY_TOKEN)
+    config = CollectorConfig(data_dir=str(tmp_path), durability="os", query_token=QUERY_TOKEN)
     store = open_store(config.store_url)
     index_records(store, records())
     store.close()

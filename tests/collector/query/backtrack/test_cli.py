@@ -24,7 +24,7 @@ BEGIN, END = str(BASE_MS), str(BASE_MS + 60_000)
 
 @pytest.fixture
 def config(tmp_path: pathlib.Path) -> CollectorConfig:
-    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os")
+    config = CollectorConfig(data_dir=str(tmp_path), durability="os")
     store = open_store(config.store_url)
     for i, outcome in enumerate(OUTCOMES):
         index_records(store, outcome_records(TOPIC, f"m{i}", message(i % 2, i // 2, BASE_MS + i * 1000), outcome))

@@ -54,7 +54,7 @@ def records() -> list[Record]:
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> CollectorConfig:
     data_dir = tmp_path_factory.mktemp("console")
-    config = CollectorConfig(data_dir=str(data_dir), port=0, durability="os", query_token=QUERY_TOKEN,
+    config = CollectorConfig(data_dir=str(data_dir), durability="os", query_token=QUERY_TOKEN,
                              trace_ui_url=TRACE_UI)
     store = open_store(config.store_url)
     index_records(store, records())

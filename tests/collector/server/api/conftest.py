@@ -19,7 +19,7 @@ def now_ms() -> int:
 
 @pytest.fixture
 def config(tmp_path) -> CollectorConfig:
-    return CollectorConfig(data_dir=str(tmp_path), port=0, durability="os")
+    return CollectorConfig(data_dir=str(tmp_path), durability="os")
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ async def client(aiohttp_client, config, ids):
 
 @pytest.fixture
 async def secured_client(aiohttp_client, tmp_path, now_ms):
-    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os",
+    config = CollectorConfig(data_dir=str(tmp_path), durability="os",
                              query_token=QUERY_TOKEN, ingest_token=INGEST_TOKEN)
     fill_store(config.store_url, now_ms)
     return await aiohttp_client(create_app(config))

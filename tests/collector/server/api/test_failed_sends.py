@@ -55,7 +55,7 @@ def traffic(tracer: tracehook.Tracer, now_ms: int) -> None:
 
 async def test_a_failed_send_is_counted_apart_and_makes_no_lag(aiohttp_client, tmp_path, store_url) -> None:
     data_dir = str(tmp_path / "data")
-    client = await aiohttp_client(create_app(CollectorConfig(data_dir=data_dir, port=0, durability="os",
+    client = await aiohttp_client(create_app(CollectorConfig(data_dir=data_dir, durability="os",
                                                              store_url=store_url)))
     tracer = tracehook.Tracer(tracehook.TracerConfig(app="shop", collectors=(str(client.make_url("/")),),
                                                      linger_s=0.01))

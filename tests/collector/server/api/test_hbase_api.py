@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.hbase, pytest.mark.slow]
 
 @pytest.fixture
 async def hbase_client(aiohttp_client, tmp_path, hbase_url, now_ms):
-    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os", store_url=hbase_url)
+    config = CollectorConfig(data_dir=str(tmp_path), durability="os", store_url=hbase_url)
     ids = fill_store(hbase_url, now_ms)
     return await aiohttp_client(create_app(config)), ids
 

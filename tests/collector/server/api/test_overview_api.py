@@ -135,7 +135,7 @@ async def test_metrics_compute_the_rollups_once_per_cache_interval(aiohttp_clien
 
 
 async def test_metrics_leave_rollups_out_without_the_query_token(aiohttp_client, tmp_path, now_ms) -> None:
-    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os", query_token=QUERY_TOKEN)
+    config = CollectorConfig(data_dir=str(tmp_path), durability="os", query_token=QUERY_TOKEN)
     index_with_rollups(config.store_url, now_ms)
     client = await aiohttp_client(create_app(config))
     assert "tracehook_group_messages" not in await (await client.get("/metrics")).text()

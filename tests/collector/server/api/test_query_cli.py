@@ -49,7 +49,7 @@ def test_not_found_and_bad_arguments_exit_codes(config, ids, capsys):
 
 
 async def test_against_a_collector_with_a_query_token(aiohttp_server, tmp_path, now_ms, capsys):
-    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os", query_token=QUERY_TOKEN)
+    config = CollectorConfig(data_dir=str(tmp_path), durability="os", query_token=QUERY_TOKEN)
     ids = fill_store(config.store_url, now_ms)
     server = await aiohttp_server(create_app(config))
     url = str(server.make_url(""))
