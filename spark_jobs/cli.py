@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import time
@@ -85,10 +86,13 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise ValueError("--writers must be >= 1")
     if args.batch_size < 1:
         raise ValueError("--batch-size must be >= 1")
-    if args.every is not None and args.every <= 0:
+    # isfinite: nan passes "<= 0" checks, and Spark fails on nan or inf triggers after it started.
+    if args.every is not None and not (math.isfinite(args.every) and args.every > 0):
         raise ValueError("--every must be a positive number of seconds")
-    if args.trigger <= 0:
+    if not (math.isfinite(args.trigger) and args.trigger > 0):
         raise ValueError("--trigger must be a positive number of seconds")
+    if not (math.isfinite(args.purge_every) and args.purge_every >= 0):
+        raise ValueError("--purge-every must be a number of seconds >= 0 (0: never)")
     args.window, args.kafka = None, None
     if getattr(args, "source", None) is not None:
         _check_kafka_arguments(args)

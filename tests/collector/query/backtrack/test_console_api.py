@@ -219,7 +219,7 @@ async def test_each_overview_count_opens_a_listing_of_exactly_that_many(aiohttp_
     records: list[Record] = []
     for i, outcome in enumerate(OUTCOMES):  # one message per fate, failed send and never received included
         records += outcome_records(topic, f"o{i:02d}", message(0, i, t + i * 1000), outcome)
-    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os")
+    config = CollectorConfig(data_dir=str(tmp_path), durability="os")
     store = open_store(config.store_url)
     try:
         index_records(store, records)
