@@ -138,7 +138,7 @@ async def healthz(request: web.Request) -> web.Response:
     collector writes nothing of it to disk.
     With ``--index``, ``index_follower`` is ``{"state": "running" | "restarting" | "stopped", "restarts",
     "last_exit"}`` and ``status`` is ``index_failing`` (still 200) while it is not running.
-    ``index_set_aside`` counts the events index checkpoints of this log set aside (still ``ok``:
+    The file log also has ``index_set_aside``: the events index checkpoints of this log set aside (still ``ok``:
     the rest is indexed; ``tracehook set-aside list`` shows them).
     ``store`` is ``ok``, ``unavailable`` (with ``store_error``: queries answer 503, ingest goes
     on), ``connecting`` (at start) or ``none`` (no index store configured).
@@ -153,13 +153,14 @@ async def healthz(request: web.Request) -> web.Response:
         free_bytes, free_inodes = ingestor.disk_free()
         body.update(backlog_bytes=ingestor.backlog_bytes, log_bytes=ingestor.log_bytes, segments=ingestor.segments,
                     disk={"full": ingestor.disk_full, "free_bytes": free_bytes, "free_inodes": free_inodes})
+        # Events the index job set aside (tracehook set-aside list), counted through the log's commit
+        # records (a Kafka log has none): indexing goes on; someone should look.
+        body["index_set_aside"] = await asyncio.to_thread(ingestor.index_lag.set_aside_total)
     follower = request.app.get(FOLLOWER_KEY)
     if follower is not None:  # tracehook collector --index: a follower that keeps failing is not ok
         body["index_follower"] = follower.to_json()
         if follower.state in ("restarting", "stopped") and status == "ok":
             body["status"] = "index_failing"
-    # Events the index job set aside (tracehook set-aside list): indexing goes on; someone should look.
-    body["index_set_aside"] = await asyncio.to_thread(ingestor.index_lag.set_aside_total)
     link = request.app.get(STORE_KEY)
     if link is not None:
         body["store"] = link.state

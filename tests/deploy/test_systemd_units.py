@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import configparser
 import pathlib
+import re
 import shutil
 import subprocess
 from typing import Any
@@ -146,8 +147,8 @@ def test_the_collector_command_line_config_and_env_file_are_accepted() -> None:
 def test_the_index_command_line_is_accepted_for_both_sources(source: str) -> None:
     argv = _exec_argv(UNITS[1])
     if source == "kafka":  # the env file's commented alternative
-        line = next(l for l in (UNITS_DIR / "tracehook.env").read_text().splitlines()
-                    if l.startswith("#TRACEHOOK_INDEX_SOURCE=--source"))
+        line = next(x for x in (UNITS_DIR / "tracehook.env").read_text().splitlines()
+                    if x.startswith("#TRACEHOOK_INDEX_SOURCE=--source"))
         at = argv.index("--log-dir")
         argv[at:at + 2] = line.partition("=")[2].split()
     assert argv[1] == "index"

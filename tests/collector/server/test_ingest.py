@@ -177,7 +177,8 @@ async def test_metrics_count_events_and_client_reported_drops(aiohttp_client, co
     assert await _metric(client, "tracehook_collector_segments") == 1
     health = await (await client.get("/healthz")).json()
     assert health["status"] == "ok" and health["log_bytes"] > 0
-    assert set(health) == {"status", "log", "store", "backlog_bytes", "log_bytes", "segments", "disk"}
+    assert set(health) == {"status", "log", "store", "backlog_bytes", "log_bytes", "segments", "disk", "index_set_aside"}
+    assert health["index_set_aside"] == 0
 
 
 async def test_restart_keeps_data_continues_offsets_and_remembers_batches(aiohttp_client, collector_config) -> None:
