@@ -10,12 +10,15 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-
-from collector.store import local, open_store, readback, rowbuild
-from collector.store.indexer import ROW_KEY_TOO_LONG, finish_batch, index_payloads
-from collector.wirecheck import validate
 from fixtures import extremes
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
+
+from collector.store import local, open_store, readback, rowbuild, schema
+from collector.store.hbase import scan_bound
+from collector.store.indexer import ROW_KEY_TOO_LONG, finish_batch, index_payloads
+from collector.store.rollup_buckets import GroupBucket
+from collector.wirecheck import validate
 from tracehook import wire
 
 PATHS = ["c", "python"]
@@ -83,11 +86,29 @@ def test_the_issues_poison_batch_is_refused_with_a_documented_reason() -> None:
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_the_largest_accepted_values_of_the_issues_fields_are_indexed(path: str) -> None:
-    # What the poison batch becomes at the edge of the accepted range: found, by every query.
-    header = wire.BatchHeader("client-41", 2, "app", "host", wire.MAX_TIME_MS, {})
-    event = wire.make_event(wire.EventType.PUB, wire.MAX_TIME_MS, "pg", "orders", "edge-41", broker="b",
-                            queue=wire.MAX_INT, offset=wire.MAX_INT, store_ms=wire.MAX_TIME_MS, keys="k")
-    data = wire.encode_batch(header, [event])
-    assert check_ingest(data)
-    index_and_ask(data, path)
+def test_hand_picked_edges_are_indexed(path: str) -> None:
+    # What the poison batch becomes at the edge of the accepted range, and the longest strings' rows.
+    assert check_ingest(extremes.HARD)
+    index_and_ask(extremes.HARD, path)
+
+
+def test_a_latency_sum_past_64_bits_is_held_at_the_limit() -> None:
+    # 40,000 messages of one minute that each waited from 1970 to the year 9999: past 2^63 ms in all.
+    bucket = GroupBucket(consumed=40_000, latency_sum_ms=40_000 * wire.MAX_TIME_MS)
+    assert GroupBucket.decode(bucket.encode()).latency_sum_ms == wire.MAX_INT
+    assert GroupBucket.decode(GroupBucket(latency_sum_ms=-bucket.latency_sum_ms).encode()).latency_sum_ms == wire.MIN_INT
+
+
+_BYTES = st.binary(max_size=7).map(lambda b: bytes(x % 4 * 85 for x in b))  # 0x00, 0x55, 0xaa, 0xff: carries and ties
+
+
+@given(_BYTES, _BYTES)
+def test_an_hbase_scan_bound_cuts_the_rows_hbase_can_hold_where_the_key_does(row: bytes, key: bytes) -> None:
+    # HBase refuses scan bounds longer than a row may be (a 16 KiB topic's 16 KiB key builds one);
+    # scan_bound stands in for them, here with rows of at most 4 bytes.
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(schema, "MAX_ROW_KEY_BYTES", 4)
+        bound = scan_bound(key)
+    assume(len(row) <= 4)
+    assert bound is None or len(bound) <= 4
+    assert (row < key) == (bound is None or row < bound)
