@@ -15,12 +15,15 @@ anywhere in a body, a string over :data:`MAX_STR_LEN` bytes, a bin over
 entries, an ext value or a map key that is neither a string nor bytes are refused while unpacking
 (``bad_msgpack``); data after the batch is ``trailing_bytes``. Then, in the batch (which may
 have more than 8 fields): an unknown version (``unknown_version``), a wrong type, an empty
-client_id, a negative seq or sent_ms (``bad_batch``); in an event: not an array of
+client_id, a negative seq, a sent_ms outside 0..:data:`MAX_TIME_MS` (``bad_batch``); in an event: not an array of
 :data:`MIN_FIELDS`..:data:`FIELD_COUNT` fields (``bad_event``), an empty topic or msg_id
 (``missing_field``), a wrong type, an unknown enum value, more than :data:`MAX_PROPS` props
-or props that are not strings (``bad_field``). Every integer is signed 64-bit
-(``bad_field``); those that feed row keys (time_ms, queue, offset, born_ms, store_ms) are
-also at least -1. A bool is not an integer.
+or props that are not strings, an integer outside its field's range (``bad_field``). The
+ranges (:data:`INT_RANGES`): times are epoch ms no later than :data:`MAX_TIME_MS` (the end of
+the year 9999), time_ms from 0 and born_ms / store_ms from -1 (0 and -1: unknown); queue and
+offset from -1 (unknown) to the signed 64-bit maximum; cost_us, retry and body_len any signed
+64-bit value. The batch's sent_ms is a time too (0..:data:`MAX_TIME_MS`). A bool is not an integer.
+Whatever this accepts, the index stores and answers for (docs/collector.md, "Accepted ranges").
 
 Example::
 
@@ -60,6 +63,10 @@ MAX_INT = 2**63 - 1
 """Integers travel as signed 64-bit values (HBase row keys use the same width)."""
 MIN_INT = -(2**63)
 """The smallest integer accepted in any field (row-key fields take -1 at the least)."""
+MAX_TIME_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z, the latest time any field may hold: a later one is no message's
+(Python's datetime, the console and the query API's times end there), and the index adds hours
+and minutes to times it files, which must stay within signed 64 bits."""
 
 
 class EventType(IntEnum):
@@ -142,10 +149,24 @@ _NULLABLE = {Event._fields.index("props"), Event._fields.index("body")}
 _EVENT_TYPES = frozenset(int(t) for t in EventType)
 _STATUSES = frozenset(int(s) for s in Status)
 _TX_STATES = frozenset(int(s) for s in TxState)
-# Integer fields that feed row keys: they must stay within signed 64 bits and >= -1.
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "time_ms": (0, MAX_TIME_MS),  # 0: unknown (the message is then filed at 1970-01-01)
+    "queue": (-1, MAX_INT),  # -1: unknown; brokers number partitions and offsets in 32 and 64 bits
+    "offset": (-1, MAX_INT),
+    "born_ms": (-1, MAX_TIME_MS),  # -1 and 0: unknown (the index files the message by another time)
+    "store_ms": (-1, MAX_TIME_MS),
+    # Not in any row key: any signed 64-bit value (msgpack also carries unsigned 64-bit ones,
+    # which no consumer of the format can hold).
+    "cost_us": (MIN_INT, MAX_INT),
+    "retry": (MIN_INT, MAX_INT),
+    "body_len": (MIN_INT, MAX_INT),
+}
+"""The accepted range of every integer field that is not an enum, inclusive (docs/collector.md)."""
+_RANGED = tuple((Event._fields.index(f), lo, hi) for f, (lo, hi) in INT_RANGES.items())
+# Integer fields that feed row keys: they must stay within signed 64 bits and >= -1 ...
 _KEYED_INTS = tuple(Event._fields.index(f) for f in ("time_ms", "queue", "offset", "store_ms", "born_ms"))
-# The other integer fields that are not enums: any signed 64-bit value (msgpack also carries
-# unsigned 64-bit ones, which no consumer of the format can hold).
+# ... and those of them that are times end at MAX_TIME_MS (time_ms starts at 0, checked on its own).
+_TIME_INTS = tuple(Event._fields.index(f) for f in ("time_ms", "store_ms", "born_ms"))
 _PLAIN_INTS = tuple(Event._fields.index(f) for f in ("cost_us", "retry", "body_len"))
 
 
@@ -358,9 +379,10 @@ def _decode_envelope(data: bytes) -> tuple[int, BatchHeader, Any]:
             raise WireError("bad_batch", f"{name} must be a string")
     if not client_id:
         raise WireError("bad_batch", "client_id is empty")
-    for name, value in (("seq", seq), ("sent_ms", sent_ms)):
-        if type(value) is not int or not 0 <= value <= MAX_INT:
-            raise WireError("bad_batch", f"{name} must be a non-negative 64-bit integer")
+    if type(seq) is not int or not 0 <= seq <= MAX_INT:
+        raise WireError("bad_batch", "seq must be a non-negative 64-bit integer")
+    if type(sent_ms) is not int or not 0 <= sent_ms <= MAX_TIME_MS:
+        raise WireError("bad_batch", "sent_ms must be epoch ms from 0 to the end of the year 9999")
     if type(stats) is not dict or not all(
         type(k) is str and type(v) is int and 0 <= v <= MAX_INT for k, v in stats.items()
     ):
@@ -370,8 +392,8 @@ def _decode_envelope(data: bytes) -> tuple[int, BatchHeader, Any]:
     return version, BatchHeader(client_id, seq, app, host, sent_ms, stats), events
 
 
-def _keyed_getter(n: int) -> Callable[[list[Any]], tuple[Any, ...]]:
-    present = [i for i in _KEYED_INTS if i < n]
+def _keyed_getter(n: int, fields: tuple[int, ...] = _KEYED_INTS) -> Callable[[list[Any]], tuple[Any, ...]]:
+    present = [i for i in fields if i < n]
     if len(present) == 1:  # itemgetter with one index returns a bare value, not a tuple
         only = present[0]
         return lambda raw: (raw[only],)
@@ -382,6 +404,7 @@ def _keyed_getter(n: int) -> Callable[[list[Any]], tuple[Any, ...]]:
 # collector validates every event it receives; this is its hottest loop).
 _TYPES_BY_LEN: tuple[tuple[type, ...], ...] = tuple(_TYPES[:n] for n in range(FIELD_COUNT + 1))
 _KEYED_BY_LEN = tuple(_keyed_getter(max(n, MIN_FIELDS)) for n in range(FIELD_COUNT + 1))
+_TIMES_BY_LEN = tuple(_keyed_getter(max(n, MIN_FIELDS), _TIME_INTS) for n in range(FIELD_COUNT + 1))
 _new_tuple = tuple.__new__
 
 
@@ -428,11 +451,8 @@ def _validate_all(events: list[Any], build: bool = True) -> list[Any] | None:
             return None
     if not set(columns[0]) <= _EVENT_TYPES or not all(columns[3]) or not all(columns[4]):
         return None
-    for i in _KEYED_INTS:
-        if min(columns[i]) < -1 or max(columns[i]) > MAX_INT:
-            return None
-    for i in _PLAIN_INTS:
-        if max(columns[i]) > MAX_INT or min(columns[i]) < MIN_INT:
+    for i, lo, hi in _RANGED:
+        if min(columns[i]) < lo or max(columns[i]) > hi:
             return None
     if not set(columns[_STATUS]) <= _STATUSES or not set(columns[_TX_STATE]) <= _TX_STATES:
         return None
@@ -442,6 +462,13 @@ def _validate_all(events: list[Any], build: bool = True) -> list[Any] | None:
         ):
             return None
     return [_new_tuple(Event, e) for e in events] if build else events
+
+
+def _raise_out_of_range(raw: list[Any], index: int) -> None:
+    """Raise ``bad_field`` naming the first integer of ``raw`` outside its range (:data:`INT_RANGES`)."""
+    for i, lo, hi in _RANGED:
+        if i < len(raw) and not lo <= raw[i] <= hi:
+            raise WireError("bad_field", f"event {index}: {Event._fields[i]} out of range [{lo}, {hi}]")
 
 
 _PADDING = tuple(_PLAIN_DEFAULTS[n:] for n in range(FIELD_COUNT + 1))
@@ -463,14 +490,12 @@ def validate_event(raw: Any, index: int = 0) -> Event:
     if not raw[3] or not raw[4]:
         raise WireError("missing_field", f"event {index}: topic and msg_id are required")
     keyed = _KEYED_BY_LEN[n](raw)
-    if min(keyed) < -1 or max(keyed) > MAX_INT:
-        for i in _KEYED_INTS:
-            if i < n and not -1 <= raw[i] <= MAX_INT:
-                raise WireError("bad_field", f"event {index}: {Event._fields[i]} out of range")
+    if min(keyed) < -1 or max(keyed) > MAX_INT or raw[1] < 0 or max(_TIMES_BY_LEN[n](raw)) > MAX_TIME_MS:
+        _raise_out_of_range(raw, index)
     if n > _PLAIN_INTS[0]:
         for i in _PLAIN_INTS:
             if i < n and not MIN_INT <= raw[i] <= MAX_INT:
-                raise WireError("bad_field", f"event {index}: {Event._fields[i]} out of range")
+                _raise_out_of_range(raw, index)
     if n > 14:
         if raw[14] not in _STATUSES:
             raise WireError("bad_field", f"event {index}: unknown status {raw[14]!r}")
@@ -497,13 +522,13 @@ def fast_path_rules() -> dict[str, Any]:
     """The arguments of ``_wirecheck.configure``: the limits, the envelope's ranges and,
     per event position, (kind, nullable, nonempty, (lo, hi) or None, enum members or None)."""
     enums = {0: _EVENT_TYPES, _STATUS: _STATUSES, _TX_STATE: _TX_STATES}
+    ranges = {i: (lo, hi) for i, lo, hi in _RANGED}
     columns = tuple(
         (
-            _COLUMN_KINDS[t], i in _NULLABLE, i in _NONEMPTY,
-            (-1, MAX_INT) if i in _KEYED_INTS else (MIN_INT, MAX_INT) if i in _PLAIN_INTS else None,
+            _COLUMN_KINDS[t], i in _NULLABLE, i in _NONEMPTY, ranges.get(i),
             tuple(sorted(enums[i])) if i in enums else None,
         )
         for i, t in enumerate(_TYPES)
     )
     return {"limits": dict(_UNPACK_LIMITS), "versions": (1, SCHEMA_VERSION), "max_int": MAX_INT,
-            "min_fields": MIN_FIELDS, "columns": columns, "max_props": MAX_PROPS}
+            "max_sent_ms": MAX_TIME_MS, "min_fields": MIN_FIELDS, "columns": columns, "max_props": MAX_PROPS}

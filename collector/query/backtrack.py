@@ -32,7 +32,7 @@ from collector.query.errors import UnknownGroupError
 from collector.store.errors import BadRangeError
 from collector.store.model import CONSUMED, GroupOutcome, MessageSummary, MessageTrace
 from collector.store.model import DEAD as DEAD_OUTCOME
-from collector.store.reader import MAX_LIMIT, TraceQuery
+from collector.store.reader import MAX_LIMIT, TraceQuery, next_offset
 
 DEFAULT_SLACK_MS = 5 * 60_000
 """How far past the newest consume of every queue the position scan reads on.
@@ -56,7 +56,7 @@ NOT_RECEIVED, PENDING, DEAD, REPLAYED = "NOT_RECEIVED", "PENDING", "DEAD", "REPL
 def offsets_at(query: TraceQuery, topic: str, time_ms: int, queue: int | None = None) -> dict[int, int]:
     """Per queue, the first offset stored at or after ``time_ms`` (RocketMQ's LOWER-bound search).
 
-    Later than every indexed message gives the end offset (last + 1); earlier than
+    Later than every indexed message gives the end offset (last + 1, at most 2^63-1); earlier than
     them gives the first indexed offset.  Queues with nothing indexed are left out.
     """
     return query.offsets_at(topic, time_ms, queue)
@@ -110,8 +110,8 @@ def last_positions(
                 continue
             newest.setdefault(ev_queue, time_ms)
             known = positions.get(ev_queue)
-            if known is None or ev_offset + 1 > known.next_offset:
-                positions[ev_queue] = QueuePosition(ev_queue, ev_offset + 1, time_ms)
+            if known is None or next_offset(ev_offset) > known.next_offset:
+                positions[ev_queue] = QueuePosition(ev_queue, next_offset(ev_offset), time_ms)
     return positions
 
 

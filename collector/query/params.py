@@ -20,6 +20,7 @@ from typing import Any
 
 from collector.query import timeparse
 from collector.query.errors import BadTimeError, ParamError
+from tracehook import wire
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 500
@@ -29,8 +30,8 @@ DEFAULT_WINDOW_MS = 30 * 24 * 3600 * 1000
 MAX_WINDOW_MS = 366 * 24 * 3600 * 1000
 """Longest time window one query may scan."""
 MAX_PARAM_LEN = 16 * 1024
-MAX_TIME_MS = 253_402_300_799_999
-"""9999-12-31T23:59:59.999Z: later times are refused (row keys hold signed 64-bit ints)."""
+MAX_TIME_MS = wire.MAX_TIME_MS
+"""9999-12-31T23:59:59.999Z: later times are refused, as the collector refuses them in events."""
 
 
 

@@ -74,7 +74,7 @@ def parse_time(value: Any, *, now_ms: int | None = None, name: str = "time") -> 
         return result
     gson = parse_gson_date(text)
     if gson is not None:
-        return _epoch(gson, name)
+        return _ms(gson, name)
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -83,7 +83,7 @@ def parse_time(value: Any, *, now_ms: int | None = None, name: str = "time") -> 
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return _epoch(int(parsed.timestamp() * 1000), name)
+    return _ms(int(parsed.timestamp() * 1000), name)
 
 
 _GSON_DATE = re.compile(r"^([A-Z][a-z]{2}) ([0-9]{1,2}), ([0-9]{4}),? ([0-9]{1,2}):([0-9]{2}):([0-9]{2})[ \u202f\u00a0]([AP]M)$")
@@ -106,9 +106,14 @@ def parse_gson_date(text: str) -> int | None:
 
 
 def _epoch(number: int, name: str) -> int:
-    if number < 0:
+    """An epoch number as ms: below :data:`SECONDS_LIMIT` it counts seconds."""
+    return _ms(number * 1000 if 0 <= number < SECONDS_LIMIT else number, name)
+
+
+def _ms(ms: int, name: str) -> int:
+    """``ms`` checked (a date is ms already: 1970-01-02 is not 86,400,000 seconds)."""
+    if ms < 0:
         raise BadTimeError(f"{name} must not be negative")
-    ms = number * 1000 if number < SECONDS_LIMIT else number
     if ms > 2**63 - 1:
         raise BadTimeError(f"{name} is out of range")
     return ms

@@ -38,7 +38,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Status as SpanStatus
 
 from collector.server.errors import BadOtlpRequest, UnsupportedMediaType
 from tracehook.context import derived_msg_id
-from tracehook.wire import DEFAULTS, MAX_INT, MAX_STR_LEN, Event, EventType, Status
+from tracehook.wire import DEFAULTS, MAX_INT, MAX_STR_LEN, MAX_TIME_MS, Event, EventType, Status
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -268,7 +268,8 @@ def map_span(span: Span, resource: Mapping[str, Any]) -> list[tuple] | str:
     base[1:5] = [0, "", topic, msg_id]
     base[_KEYS], base[_BROKER], base[_QUEUE], base[_OFFSET] = _cut(key), _cut(_broker(attrs)), partition, offset
     base[_BODY_LEN] = max(_first_int(attrs, BODY_SIZE, 0), 0)
-    base[_STORE] = max(_first_int(attrs, STORE_TIME, 0), 0)
+    # A store time after the year 9999 is none a broker gave (the wire format refuses it): as if unset.
+    base[_STORE] = _first_int(attrs, STORE_TIME, 0, high=MAX_TIME_MS)
     base[_TRACE_ID] = trace_id_of_span(span)
     # span_id is the send's span (tracehook.wire): a send's own, the parent a consumer continued.
     base[_SPAN_ID] = _span_hex(span.span_id if operation in _SEND_OPS else span.parent_span_id)
@@ -404,8 +405,8 @@ def _first_text(attrs: Mapping[str, Any], names: tuple[str, ...]) -> str:
     return ""
 
 
-def _first_int(attrs: Mapping[str, Any], names: tuple[str, ...], default: int = -1) -> int:
-    """The first attribute that is a non-negative integer (ints, or strings such as partition ids)."""
+def _first_int(attrs: Mapping[str, Any], names: tuple[str, ...], default: int = -1, *, high: int = MAX_INT) -> int:
+    """The first attribute that is an integer in ``[0, high]`` (ints, or strings such as partition ids)."""
     for name in names:
         value = attrs.get(name)
         if isinstance(value, bool) or value is None:
@@ -414,6 +415,6 @@ def _first_int(attrs: Mapping[str, Any], names: tuple[str, ...], default: int = 
             number = int(value)
         except (TypeError, ValueError):
             continue
-        if 0 <= number <= MAX_INT:
+        if 0 <= number <= high:
             return number
     return default

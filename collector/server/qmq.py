@@ -35,8 +35,10 @@ from collector.query.params import (
 )
 from collector.server.responses import json_error
 from collector.server.routes import query_route, run_query
+from tracehook.wire import MAX_INT
 
-_MAX_QUEUE_DIGITS = 9
+_MAX_QUEUE_DIGITS = 19
+"""A queue is any signed 64-bit value the wire format accepts (up to 2^63-1: 19 digits)."""
 
 
 def broker_group(broker: str, queue: int) -> str:
@@ -51,7 +53,8 @@ def broker_group(broker: str, queue: int) -> str:
 def split_broker_group(text: str) -> tuple[str, int | None]:
     """``(broker, queue)`` of a brokerGroup :func:`broker_group` made; ``(text, None)`` when unqualified."""
     broker, sep, queue = text.rpartition("/")
-    if sep and broker and queue.isascii() and queue.isdigit() and len(queue) <= _MAX_QUEUE_DIGITS:
+    if sep and broker and queue.isascii() and queue.isdigit() and len(queue) <= _MAX_QUEUE_DIGITS \
+            and int(queue) <= MAX_INT:
         return broker, int(queue)
     return text, None
 

@@ -68,6 +68,21 @@ def _message_bytes(exc: Exception) -> bytes:
 log = logging.getLogger(__name__)
 
 
+def scan_bound(key: bytes) -> bytes | None:
+    """A scan bound HBase takes that cuts the rows it can hold where ``key`` does (None: after them all).
+
+    HBase refuses a scan whose start or stop row is longer than a row may be
+    (:data:`~collector.store.schema.MAX_ROW_KEY_BYTES`, ``L``), and queries build such keys: a 16 KiB
+    topic's 16 KiB key, or the successor of a row of exactly ``L`` bytes where a page resumes.  A row
+    ``R`` of at most ``L`` bytes sorts before ``key`` exactly when it sorts before ``key[:L]`` with its
+    trailing 0xFF bytes dropped and its last byte then raised by one, a key of at most ``L`` bytes.
+    """
+    if len(key) <= schema.MAX_ROW_KEY_BYTES:
+        return key
+    head = key[:schema.MAX_ROW_KEY_BYTES].rstrip(b"\xff")
+    return head[:-1] + bytes([head[-1] + 1]) if head else None
+
+
 class HBaseStore:
     """:class:`~collector.store.base.Store` on HBase Thrift1; safe to share between threads."""
 
@@ -265,18 +280,21 @@ class HBaseStore:
 
     def _scan_page(self, table: str, start: bytes, stop: bytes, count: int, reverse: bool) -> list[Row]:
         out: list[Row] = []
+        lo, hi = scan_bound(start), scan_bound(stop)  # hi None: to the table's end
+        if lo is None or (hi is not None and lo >= hi):
+            return out  # no row HBase can hold is in the range (and HBase would answer lo's row)
         with self._connection() as conn:
             if reverse:
                 # A reversed HBase scan starts at its (inclusive) start row and stops before its
-                # stop row; [start, stop) backwards is: begin at stop, skip it, end below start.
-                rows = conn.table(table).scan(row_start=stop, reverse=True, limit=count + 1, batch_size=count + 1)
+                # stop row; [lo, hi) backwards is: begin at hi, skip it, end below lo.
+                rows = conn.table(table).scan(row_start=hi, reverse=True, limit=count + 1, batch_size=count + 1)
             else:
-                rows = conn.table(table).scan(row_start=start, row_stop=stop, limit=count, batch_size=count)
+                rows = conn.table(table).scan(row_start=lo, row_stop=hi, limit=count, batch_size=count)
             try:
                 for row, columns in rows:
-                    if reverse and row >= stop:
+                    if reverse and hi is not None and row >= hi:
                         continue
-                    if reverse and row < start:
+                    if reverse and row < lo:
                         break
                     out.append((row, dict(columns)))
                     if len(out) == count:

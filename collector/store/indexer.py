@@ -360,11 +360,13 @@ def _finish_batch(store: Store, *, now_ms: int | None, chunk: int, parts: Messag
                 continue
             placed_ms = found[1].placed_ms
             for dead in deads:
+                # Rows over HBase's key limit were left out when the dead letter was indexed (rows_for):
+                # leave them out here too (HBase refuses a put or delete of one, and the index would stop).
                 puts += [(r, dict(schema.INDEX_CELLS))
-                         for r in schema.dead_rows(dead.topic, dead.group, placed_ms, dead.msg_id)]
+                         for r in schema.dead_rows(dead.topic, dead.group, placed_ms, dead.msg_id) if _fits(r)]
                 filed = schema.message_time(dead)
                 if filed != placed_ms:
-                    stale += schema.dead_rows(dead.topic, dead.group, filed, dead.msg_id)
+                    stale += [r for r in schema.dead_rows(dead.topic, dead.group, filed, dead.msg_id) if _fits(r)]
                 placed += 1
             done.append(row)
         if puts:
@@ -383,6 +385,10 @@ def _finish_batch(store: Store, *, now_ms: int | None, chunk: int, parts: Messag
     finish_writes(written)
     store.end_batch()
     return placed
+
+
+def _fits(row: bytes) -> bool:
+    return len(row) <= schema.MAX_ROW_KEY_BYTES
 
 
 def index_payloads(

@@ -319,8 +319,8 @@ class TraceQuery:
     def offsets_at(self, topic: str, time_ms: int, queue: int | None = None) -> dict[int, int]:
         """Per queue, the first offset stored at or after ``time_ms`` (RocketMQ's lower-bound search).
 
-        A time after every indexed message gives the end offset (last + 1); a time before
-        them gives the first indexed offset.  Queues with nothing indexed are left out.
+        A time after every indexed message gives the end offset (:func:`next_offset` of the last);
+        a time before them gives the first indexed offset.  Queues with nothing indexed are left out.
         """
         out: dict[int, int] = {}
         for q in ([queue] if queue is not None else self.queues(topic)):
@@ -332,7 +332,7 @@ class TraceQuery:
                 continue
             last = _first(self.store, schema.QUEUEIDX, lo, hi, reverse=True)
             if last is not None:
-                out[q] = _offset(last) + 1
+                out[q] = next_offset(_offset(last))
         return out
 
     # --- QMQ positions -----------------------------------------------------------
@@ -447,6 +447,13 @@ def _first(store: Store, table: str, start: bytes, stop: bytes, *, reverse: bool
     """The first row key of a range (a whole, closed scan of one row)."""
     rows = list(store.scan(table, start, stop, limit=1, reverse=reverse))
     return rows[0][0] if rows else None
+
+
+def next_offset(offset: int) -> int:
+    """The offset after ``offset``: where a consumer that finished ``offset`` resumes (Kafka's committed
+    offset).  Offsets are signed 64-bit, as the wire format and every broker's: the one after the
+    largest does not exist, so it is the largest itself (a group there re-reads that one message)."""
+    return min(offset + 1, keys.INT_MAX)
 
 
 def _offset(queue_row: bytes) -> int:

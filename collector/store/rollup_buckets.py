@@ -32,6 +32,15 @@ as sent and never received."""
 _VERSION = ROLLUP_FORMAT
 
 
+def saturated(n: int) -> int:
+    """``n`` held within signed 64 bits (what msgpack packs and HBase readers expect).
+
+    Only a latency sum gets near it: a latency is at most the span of accepted times (1970 to the
+    year 9999, about 2.5e14 ms), so tens of thousands of one minute's messages that each waited
+    millennia pass 2^63; such a sum says nothing more when it stops there, and the index goes on."""
+    return max(keys.INT_MIN, min(n, keys.INT_MAX))
+
+
 @dataclass(slots=True)
 class GroupBucket:
     """One consumer group's outcomes for the messages placed in one minute.
@@ -64,7 +73,8 @@ class GroupBucket:
     def encode(self) -> bytes:
         return msgpack.packb([
             _VERSION, self.consumed, self.retrying, self.failed, self.dead, self.pending, self.retried,
-            self.first_ms, self.oldest_open_ms, self.oldest_open_after_first_ms, self.latency_sum_ms, self.latency,
+            self.first_ms, self.oldest_open_ms, self.oldest_open_after_first_ms, saturated(self.latency_sum_ms),
+            self.latency,
         ])
 
     @classmethod

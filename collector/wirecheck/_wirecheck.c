@@ -60,7 +60,7 @@ typedef struct {
 static struct {
     int ready;
     Py_ssize_t max_str_len, max_bin_len, max_array_len, max_map_len, max_ext_len;
-    int64_t min_version, max_version, max_int;
+    int64_t min_version, max_version, max_int, max_sent_ms;
     Py_ssize_t min_fields, n_columns, max_props;
     Column columns[MAX_COLUMNS];
 } R;
@@ -555,7 +555,7 @@ static int check_batch(Reader *r, PyObject **result)
     if (f[1].kind != K_STR || f[1].len == 0 || f[3].kind != K_STR || f[4].kind != K_STR)
         return REJECT;
     if (f[2].kind != K_INT || !int_in(&f[2], 0, R.max_int) || f[5].kind != K_INT ||
-        !int_in(&f[5], 0, R.max_int))
+        !int_in(&f[5], 0, R.max_sent_ms))
         return REJECT;
     Item it;
     if (read_item(r, &it) != OK || it.kind != K_MAP)
@@ -691,13 +691,16 @@ static int parse_column(PyObject *spec, Column *col)
 
 static PyObject *wirecheck_configure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"limits", "versions", "max_int", "min_fields", "columns", "max_props", NULL};
+    static char *kwlist[] = {"limits", "versions", "max_int", "min_fields", "columns", "max_props", "max_sent_ms",
+                             NULL};
     PyObject *limits, *columns;
-    long long min_version, max_version, max_int;
+    long long min_version, max_version, max_int, max_sent_ms = -1;
     Py_ssize_t min_fields, max_props;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!(LL)LnOn", kwlist, &PyDict_Type, &limits, &min_version,
-                                     &max_version, &max_int, &min_fields, &columns, &max_props))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!(LL)LnOn|L", kwlist, &PyDict_Type, &limits, &min_version,
+                                     &max_version, &max_int, &min_fields, &columns, &max_props, &max_sent_ms))
         return NULL;
+    if (max_sent_ms < 0) /* not given: any non-negative 64-bit value, as seq */
+        max_sent_ms = max_int;
     R.ready = 0; /* stays off unless everything below parses */
     if (get_ssize(limits, "max_str_len", &R.max_str_len) < 0 || get_ssize(limits, "max_bin_len", &R.max_bin_len) < 0 ||
         get_ssize(limits, "max_array_len", &R.max_array_len) < 0 ||
@@ -714,7 +717,7 @@ static PyObject *wirecheck_configure(PyObject *self, PyObject *args, PyObject *k
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     if (n < 1 || n > MAX_COLUMNS || min_fields < 1 || min_fields > n || max_props < 0 || max_int < 0 ||
-        min_version > max_version) {
+        max_sent_ms > max_int || min_version > max_version) {
         Py_DECREF(seq);
         PyErr_SetString(PyExc_ValueError, "inconsistent rules");
         return NULL;
@@ -729,6 +732,7 @@ static PyObject *wirecheck_configure(PyObject *self, PyObject *args, PyObject *k
     R.min_version = min_version;
     R.max_version = max_version;
     R.max_int = max_int;
+    R.max_sent_ms = max_sent_ms;
     R.min_fields = min_fields;
     R.n_columns = n;
     R.max_props = max_props;
@@ -741,7 +745,8 @@ static PyMethodDef methods[] = {
      "check(data) -> (client_id, seq, app, host, sent_ms, client_stats, event_count) for a valid\n"
      "batch, None otherwise (tracehook.wire then names the problem)."},
     {"configure", (PyCFunction)(void (*)(void))wirecheck_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(limits, versions, max_int, min_fields, columns, max_props): the rules, from tracehook.wire."},
+     "configure(limits, versions, max_int, min_fields, columns, max_props, max_sent_ms=max_int): the rules, from\n"
+     "tracehook.wire."},
     {NULL, NULL, 0, NULL},
 };
 

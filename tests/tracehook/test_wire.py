@@ -13,16 +13,17 @@ from tracehook.wire import Event, EventType, Status, TxState
 
 text = st.text(max_size=40)
 nonempty = st.text(min_size=1, max_size=40)
-keyed_int = st.integers(min_value=-1, max_value=wire.MAX_INT)
+keyed_int = st.integers(min_value=-1, max_value=wire.MAX_INT)  # queue, offset
+other_time = st.integers(min_value=-1, max_value=wire.MAX_TIME_MS)  # born_ms, store_ms
 small_int = st.integers(min_value=0, max_value=2**31)
 
 events = st.builds(
     lambda *values: tuple(values),
     st.sampled_from([int(t) for t in EventType]),  # type
-    st.integers(min_value=0, max_value=wire.MAX_INT),  # time_ms
+    st.integers(min_value=0, max_value=wire.MAX_TIME_MS),  # time_ms
     text, nonempty, nonempty,  # group, topic, msg_id
     text, text, text, text,  # broker_msg_id, keys, tags, broker
-    keyed_int, keyed_int, keyed_int, keyed_int,  # queue, offset, born_ms, store_ms
+    keyed_int, keyed_int, other_time, other_time,  # queue, offset, born_ms, store_ms
     small_int,  # cost_us
     st.sampled_from([int(s) for s in Status]),
     text, small_int, small_int,  # error, retry, body_len
@@ -35,7 +36,7 @@ events = st.builds(
 )
 headers = st.builds(
     wire.BatchHeader, nonempty, st.integers(min_value=0, max_value=wire.MAX_INT), text, text,
-    st.integers(min_value=0, max_value=wire.MAX_INT), st.dictionaries(text, small_int, max_size=4),
+    st.integers(min_value=0, max_value=wire.MAX_TIME_MS), st.dictionaries(text, small_int, max_size=4),
 )
 
 
@@ -81,6 +82,7 @@ GOOD = list(wire.make_event(EventType.PUB, 1, "g", "t", "m"))
         (_batch([GOOD], client_id=""), "bad_batch"),
         (_batch([GOOD], seq=-1), "bad_batch"),
         (_batch([GOOD], stats={"x": -1}), "bad_batch"),
+        (_batch([GOOD], sent_ms=wire.MAX_TIME_MS + 1), "bad_batch"),
         (_batch("nope"), "bad_batch"),
         (_batch([GOOD[:4]]), "bad_event"),
         (_batch([GOOD + [None] * 30]), "bad_event"),
@@ -89,6 +91,10 @@ GOOD = list(wire.make_event(EventType.PUB, 1, "g", "t", "m"))
         (_batch([[1, 1, "g", "", "m"]]), "missing_field"),
         (_batch([[1, 1, "g", "t", ""]]), "missing_field"),
         (_batch([[1, -5, "g", "t", "m"]]), "bad_field"),
+        (_batch([[1, -1, "g", "t", "m"]]), "bad_field"),  # time_ms starts at 0 (born/store at -1)
+        (_batch([[1, wire.MAX_TIME_MS + 1, "g", "t", "m"]]), "bad_field"),
+        (_batch([wire.trim(wire.make_event(1, 1, "g", "t", "m", store_ms=wire.MAX_TIME_MS + 1))]), "bad_field"),
+        (_batch([wire.trim(wire.make_event(1, 1, "g", "t", "m", born_ms=wire.MAX_INT))]), "bad_field"),
         (_batch([[1, 1, "g", "t", "m", "", "", "", "", -2]]), "bad_field"),
         (_batch([wire.trim(wire.make_event(1, 1, "g", "t", "m", status=42))]), "bad_field"),
         (_batch([wire.trim(wire.make_event(1, 1, "g", "t", "m", tx_state=9))]), "bad_field"),
@@ -100,6 +106,22 @@ def test_rejections_name_the_reason(data, reason):
     with pytest.raises(wire.WireError) as caught:
         wire.decode_batch(data)
     assert caught.value.reason == reason
+
+
+@pytest.mark.parametrize("field", sorted(wire.INT_RANGES))
+def test_each_integer_field_takes_its_whole_range_and_nothing_beyond(field):
+    lo, hi = wire.INT_RANGES[field]
+    i = Event._fields.index(field)
+
+    def event(value: int) -> list:
+        return [*GOOD[:i], value, *GOOD[i + 1:]]
+
+    for value in (lo, hi):
+        assert wire.decode_batch(_batch([event(value)])).events[0] == Event(*event(value))
+    for value in (v for v in (lo - 1, hi + 1) if v >= wire.MIN_INT):  # msgpack holds nothing below MIN_INT
+        with pytest.raises(wire.WireError) as caught:
+            wire.decode_batch(_batch([event(value)]))
+        assert caught.value.reason == "bad_field" and field in caught.value.detail
 
 
 @settings(max_examples=300)

@@ -30,6 +30,11 @@ NOW = 1_795_341_600_000  # 2026-11-22T10:00:00Z
     ("-7d", NOW - 7 * 86_400_000),
     ("-1w", NOW - 7 * 86_400_000),
     ("+10m", NOW + 600_000),
+    # A date is ms already, even the early ones whose ms would count as seconds if given as a number.
+    ("1970-01-02T00:00:00Z", 86_400_000),
+    ("1970-01-01T00:00:00Z", 0),
+    ("9999-12-31T23:59:59.999Z", 253_402_300_799_999),
+    ("Jan 2, 1970 12:00:00 AM", 86_400_000),
 ])
 def test_accepted_forms(value, expected) -> None:
     assert parse_time(value, now_ms=NOW) == expected

@@ -11,7 +11,17 @@ from otlp_helpers import CONSUMER, INTERNAL, PRODUCER, T0_NS, TRACE_ID, request,
 
 from collector.server import otlp
 from collector.server.errors import BadOtlpRequest, UnsupportedMediaType
-from tracehook.wire import BatchHeader, Event, EventType, Status, decode_batch, encode_batch
+from tracehook.wire import (
+    INT_RANGES,
+    MAX_INT,
+    MAX_TIME_MS,
+    BatchHeader,
+    Event,
+    EventType,
+    Status,
+    decode_batch,
+    encode_batch,
+)
 
 T0_MS = T0_NS // 1_000_000
 RESOURCE = {"service.name": "billing", "service.instance.id": "i-7", "host.name": "h1"}
@@ -182,3 +192,19 @@ def test_decode_protobuf_and_json_with_hex_ids() -> None:
         assert bad.value.reason == "bad_json"
     with pytest.raises(UnsupportedMediaType):
         otlp.decode_request(gzip.compress(b"x"), "text/plain")
+
+
+def test_extreme_span_values_map_to_events_the_wire_format_accepts() -> None:
+    """Issue 41: whatever a span holds, its events are ones the collector indexes (prepare checks every
+    batch it makes; a refusal there would be a 500)."""
+    attrs = {"messaging.system": "kafka", "messaging.destination.name": "orders", "messaging.operation.type": "process",
+             "messaging.destination.partition.id": MAX_INT, "messaging.kafka.offset": MAX_INT,
+             "messaging.message.body.size": MAX_INT, "tracehook.store_time_ms": MAX_INT}
+    for store_time, expected in ((MAX_INT, 0), (MAX_TIME_MS + 1, 0), (MAX_TIME_MS, MAX_TIME_MS)):
+        for start_ns, duration_ns in ((0, 0), (2**64 - 1, 0), (0, 2**64 - 1)):
+            mapped = events(span("process orders", CONSUMER, {**attrs, "tracehook.store_time_ms": store_time},
+                                 start_ns=start_ns, duration_ns=duration_ns))
+            assert decode_batch(encode_batch(BatchHeader("c", 1), mapped)).events == mapped
+            for event in mapped:
+                assert event.store_ms == expected and (event.queue, event.offset) == (MAX_INT, MAX_INT)
+                assert all(lo <= getattr(event, f) <= hi for f, (lo, hi) in INT_RANGES.items())

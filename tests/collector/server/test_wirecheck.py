@@ -201,7 +201,8 @@ def _column(i: int) -> st.SearchStrategy[Any]:
         if i == wire._TX_STATE:
             return st.sampled_from(sorted(wire._TX_STATES))
         if i in wire._KEYED_INTS:
-            return st.one_of(st.sampled_from([-1, 0, MAX_INT]), st.integers(min_value=-1, max_value=MAX_INT))
+            lo, hi = wire.INT_RANGES[wire.Event._fields[i]]
+            return st.one_of(st.sampled_from([lo, 0, hi]), st.integers(min_value=lo, max_value=hi))
         # Every integer is signed 64-bit (the unsigned ones above MAX_INT are in the mutation tests).
         return st.one_of(st.sampled_from([v for v in _EDGE_INTS if v <= MAX_INT]),
                          st.integers(min_value=-(2**63), max_value=MAX_INT))
@@ -245,7 +246,7 @@ def _batch(draw: st.DrawFn) -> list[Any]:
         draw(st.integers(min_value=0, max_value=MAX_INT)),
         draw(st.text(max_size=8)),
         draw(st.text(max_size=8)),
-        draw(st.integers(min_value=0, max_value=MAX_INT)),
+        draw(st.integers(min_value=0, max_value=wire.MAX_TIME_MS)),
         Pairs(tuple(stats)),
         draw(st.lists(_event(), max_size=5)),
     ]
@@ -327,7 +328,8 @@ def _replace_pairs(batch: list[Any], old: Pairs, new: Pairs) -> list[Any]:
 
 
 # Values just outside a column's rules (enum neighbours, range ends, empty, other types).
-_NEAR = [-2, -1, 0, 1, 2, 3, 5, 6, 7, 63, 64, 255, MAX_INT, MAX_INT + 1, 2**64 - 1, -(2**63), "", "x", None, True,
+_NEAR = [-2, -1, 0, 1, 2, 3, 5, 6, 7, 63, 64, 255, wire.MAX_TIME_MS, wire.MAX_TIME_MS + 1, MAX_INT, MAX_INT + 1,
+         2**64 - 1, -(2**63), "", "x", None, True,
          False, 1.0, b"", b"x", {}, {"k": "v"}, {"k": 1}, [], [1]]
 _near = st.sampled_from(_NEAR)
 
@@ -354,6 +356,17 @@ def test_every_column_with_every_neighbour_value() -> None:
             event[i] = value
             _agree(_one(_header([event])))
             _agree(_one(_header([event[: max(i + 1, wire.MIN_FIELDS)]])))
+
+
+def test_every_header_field_with_every_neighbour_value() -> None:
+    event = [1, 1, "g", "t", "m"]
+    for i in range(7):  # version .. client_stats
+        for value in _NEAR:
+            header = _header([event])
+            header[i] = value
+            _agree(_one(header))
+    assert _agree(_one([1, "c", 1, "app", "host", wire.MAX_TIME_MS, Pairs(()), [event]])) is not None
+    assert _agree(_one([1, "c", 1, "app", "host", wire.MAX_TIME_MS + 1, Pairs(()), [event]])) is None
 
 
 @_SETTINGS

@@ -32,7 +32,10 @@ MAX_ARRAY_LEN = 100_000  # MAX_EVENTS_PER_BATCH
 MAX_MAP_LEN = 1024
 MAX_EXT_BYTES = 0
 
-KEYED = (-1, MAX_INT)  # integers that feed row keys: -1 ("unknown") up to 64-bit signed
+MAX_TIME = 253_402_300_799_999  # "no later than the end of the year 9999" (9999-12-31T23:59:59.999Z)
+KEYED = (-1, MAX_INT)  # queue and offset: -1 ("unknown") up to 64-bit signed
+TIME = (0, MAX_TIME)  # time_ms: 0 up to the end of 9999
+OTHER_TIME = (-1, MAX_TIME)  # born_ms, store_ms: -1 and 0 unknown
 ANY_INT = (MIN_INT, MAX_INT)
 
 
@@ -48,7 +51,7 @@ class Field(NamedTuple):
 # Event's fields in wire order (wire.Event): an event is an array of the first 5..25 of them.
 EVENT_FIELDS: tuple[Field, ...] = (
     Field("type", int, bounds=ANY_INT, members=frozenset({1, 2, 3, 4, 5, 6})),  # PUB .. DEAD, REPLAY
-    Field("time_ms", int, bounds=KEYED),
+    Field("time_ms", int, bounds=TIME),
     Field("group", str),
     Field("topic", str, required=True),
     Field("msg_id", str, required=True),
@@ -58,8 +61,8 @@ EVENT_FIELDS: tuple[Field, ...] = (
     Field("broker", str),
     Field("queue", int, bounds=KEYED),
     Field("offset", int, bounds=KEYED),
-    Field("born_ms", int, bounds=KEYED),
-    Field("store_ms", int, bounds=KEYED),
+    Field("born_ms", int, bounds=OTHER_TIME),
+    Field("store_ms", int, bounds=OTHER_TIME),
     Field("cost_us", int, bounds=ANY_INT),
     Field("status", int, bounds=ANY_INT, members=frozenset(range(6))),  # OK .. UNKNOWN
     Field("error", str),
@@ -148,7 +151,7 @@ def _envelope_problems(obj: Any) -> frozenset[str]:
         problems.add("unknown_version")
     if any(type(v) is not str for v in (client_id, app, host)) or client_id == "":
         problems.add("bad_batch")
-    if not _is_int(seq, (0, MAX_INT)) or not _is_int(sent_ms, (0, MAX_INT)):
+    if not _is_int(seq, (0, MAX_INT)) or not _is_int(sent_ms, TIME):
         problems.add("bad_batch")
     if type(stats) is not dict or not all(type(k) is str and _is_int(v, (0, MAX_INT)) for k, v in stats.items()):
         problems.add("bad_batch")
