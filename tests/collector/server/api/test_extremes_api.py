@@ -56,7 +56,7 @@ async def _ok(client: Any, path: str, **params: Any) -> Any:
 
 
 async def test_poison_refused_edges_answered_by_every_route(aiohttp_client, tmp_path) -> None:
-    config = CollectorConfig(data_dir=str(tmp_path), port=0, durability="os")
+    config = CollectorConfig(data_dir=str(tmp_path), durability="os")
     client = await aiohttp_client(create_app(config))
 
     refused = await client.post("/v1/batches", data=extremes.POISON, headers=MSGPACK)
