@@ -34,6 +34,7 @@ _FLAGS: list[tuple[str, str, str]] = [
     ("--port", "port", "port to listen on (default 7070)"),
     ("--ingest-token", "ingest_token", "bearer token required to POST batches"),
     ("--query-token", "query_token", "bearer token required for queries"),
+    ("--tokens-file", "tokens_file", "TOML file of [[tokens]]: named tokens with scopes (see docs/collector.md)"),
     ("--store", "store_url", "index store: local:PATH or hbase://host:port?namespace=NS, or none "
                              "(alias: --store-url)"),
     ("--log", "log_url", "trace log: file (DATA/log, the default) or kafka://HOST:PORT[,HOST:PORT]/TOPIC "
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         print("tracehook collector: --log kafka:// needs confluent-kafka (pip install -e '.[collector,kafka]')",
               file=sys.stderr)
         return 2
-    install_redaction([config.ingest_token, config.query_token])
+    install_redaction(config.access.values())
     try:
         ssl_context = server_ssl_context(config)
     except CollectorConfigError as exc:

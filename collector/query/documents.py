@@ -6,6 +6,7 @@ One place, so the HTTP API and the command line reading a store directly answer 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from collector.query.timeline import build_timeline
@@ -30,3 +31,29 @@ def trace_document(trace: Any) -> dict[str, Any]:
     doc = as_dict(trace)
     doc["timeline"] = build_timeline(doc)
     return doc
+
+
+def trace_events(trace: Any) -> Iterator[dict[str, Any]]:
+    """Every event dict a ``MessageTrace`` holds, in each of its views (send, consume attempts'
+    before / after, tx, dead, events, replays); the views share dicts, so one may come twice."""
+    if trace.send is not None:
+        yield trace.send
+    for attempts in trace.consumes.values():
+        for attempt in attempts:
+            yield from (e for e in (attempt.get("before"), attempt.get("after")) if e is not None)
+    for view in (trace.tx, trace.dead, trace.events, trace.replays):
+        yield from view
+
+
+def withhold_bodies(trace: Any) -> None:
+    """Drop the captured bodies of a ``MessageTrace`` (for a reader without the body scope):
+    each such event keeps ``body: null`` and gets ``body_withheld: true``."""
+    for event in trace_events(trace):
+        if event.get("body") is not None:
+            event["body"] = None
+            event["body_withheld"] = True
+
+
+def has_body(trace: Any) -> bool:
+    """Whether any event of a ``MessageTrace`` carries a captured body."""
+    return any(event.get("body") is not None for event in trace_events(trace))

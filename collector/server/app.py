@@ -35,7 +35,7 @@ from collector.server.appkeys import (
     STORE_KEY,
     TRACELOG_KEY,
 )
-from collector.server.auth import require_ingest_token
+from collector.server.auth import require_admin_token
 from collector.server.config import CollectorConfig
 from collector.server.drain import InFlight, track_requests
 from collector.server.errors import ANSWERED, ShuttingDown
@@ -182,8 +182,8 @@ async def post_batches(request: web.Request) -> web.StreamResponse:
 
 
 async def post_roll(request: web.Request) -> web.Response:
-    """Seal the active segment now so the index job can read it (ingest token)."""
-    require_ingest_token(request)
+    """Seal the active segment now so the index job can read it (admin or ingest scope)."""
+    require_admin_token(request)
     await request.app[INGESTOR_KEY].roll()
     return web.json_response({"sealed": [s.base for s in request.app[TRACELOG_KEY].sealed()]})
 

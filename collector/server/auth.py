@@ -1,23 +1,27 @@
-"""Bearer-token checks: one token for ingest, another for queries.
+"""Bearer-token checks by scope (:mod:`collector.server.tokens`).
 
 A route calls the matching helper first; it raises :class:`collector.server.errors.Unauthorized`
-(401: no token or an unknown one) or :class:`collector.server.errors.Forbidden` (403: the other
-purpose's token). A purpose whose token is not configured is open::
+(401: no token or an unknown one) or :class:`collector.server.errors.Forbidden` (403: a known
+token without the scope). A purpose no configured token holds a scope for is open::
 
     async def handler(request):
         require_query_token(request)
         ...
+
+The query token a request presented is kept on the request, so that the answer can leave
+message bodies out unless it has the ``body`` scope (:func:`may_read_bodies`).
 """
 
 from __future__ import annotations
 
-import hmac
-
 from aiohttp import web
 
 from collector.server.appkeys import CONFIG_KEY
-from collector.server.config import CollectorConfig
 from collector.server.errors import Forbidden, Unauthorized
+from collector.server.tokens import ADMIN, BODY, INGEST, QUERY, Token, TokenTable
+
+QUERY_ACCESS_KEY: web.RequestKey[Token] = web.RequestKey("query_token", Token)
+"""Request key of the :class:`Token` a query presented (unset while queries are open)."""
 
 
 def bearer_token(request: web.Request) -> str | None:
@@ -29,33 +33,56 @@ def bearer_token(request: web.Request) -> str | None:
     return token.strip()
 
 
-def _same(a: str | None, b: str | None) -> bool:
-    return a is not None and b is not None and hmac.compare_digest(a.encode(), b.encode())
+def check_token(presented: str | None, table: TokenTable, scopes: tuple[str, ...], purpose: str) -> Token | None:
+    """The token ``presented`` when it holds one of ``scopes``; None when no token holds any (open).
 
-
-def check_token(presented: str | None, required: str | None, other: str | None, purpose: str) -> None:
-    """Raise unless ``presented`` is ``required`` (or nothing is required)."""
-    if required is None or _same(presented, required):
-        return
+    Raises Unauthorized for no token or an unknown one, Forbidden for a known one without the scope.
+    """
+    if not table.guarded(*scopes):
+        return None
     if presented is None:
         raise Unauthorized(f"a bearer token is required for {purpose}")
-    if _same(presented, other):
+    token = table.find(presented)
+    if token is None:
+        raise Unauthorized(f"unknown token for {purpose}")
+    if not token.scopes.intersection(scopes):
         raise Forbidden(f"this token is not allowed for {purpose}")
-    raise Unauthorized(f"unknown token for {purpose}")
+    return token
 
 
-def _config(request: web.Request) -> CollectorConfig:
-
-    return request.app[CONFIG_KEY]
-
-
-def require_ingest_token(request: web.Request) -> None:
-    """Check the ingest token (POST /v1/batches)."""
-    cfg = _config(request)
-    check_token(bearer_token(request), cfg.ingest_token, cfg.query_token, "ingest")
+def _table(request: web.Request) -> TokenTable:
+    return request.app[CONFIG_KEY].access
 
 
-def require_query_token(request: web.Request) -> None:
-    """Check the query token (every query route and the web page's API calls)."""
-    cfg = _config(request)
-    check_token(bearer_token(request), cfg.query_token, cfg.ingest_token, "queries")
+def require_ingest_token(request: web.Request, presented: str | None = None) -> Token | None:
+    """Check for the ingest scope (POST /v1/batches; /v1/traces passes the token it found)."""
+    return check_token(presented or bearer_token(request), _table(request), (INGEST,), "ingest")
+
+
+def require_query_token(request: web.Request) -> Token | None:
+    """Check for the query scope (every query route and the web page's API calls)."""
+    token = check_token(bearer_token(request), _table(request), (QUERY,), "queries")
+    if token is not None:
+        request[QUERY_ACCESS_KEY] = token
+    return token
+
+
+def require_admin_token(request: web.Request) -> Token | None:
+    """Check for the admin scope; ingest is taken too (POST /v1/admin/roll, which the ingest token
+    has always been allowed, and which only seals what a sender could fill anyway)."""
+    return check_token(bearer_token(request), _table(request), (ADMIN, INGEST), "admin")
+
+
+def may_read_bodies(request: web.Request) -> bool:
+    """Whether answers to this (query-checked) request may carry message bodies: queries are open,
+    or its token has the body scope."""
+    if not _table(request).guarded(QUERY):
+        return True
+    token = request.get(QUERY_ACCESS_KEY)
+    return token is not None and BODY in token.scopes
+
+
+def reader_name(request: web.Request) -> str | None:
+    """The name of the query token this request presented, or None (queries are open)."""
+    token = request.get(QUERY_ACCESS_KEY)
+    return None if token is None else token.name

@@ -12,7 +12,12 @@ What each field accepts (type, range, values) is written once, in :data:`SETTING
 value or flag stops the collector (:class:`CollectorConfigError`, one line naming the key, the
 value and what it takes); a wrong environment value is logged and ignored, as OpenTelemetry
 does.  :func:`load_config` refuses a token that still starts with ``change-me``
-(deploy/systemd/tracehook.env's placeholders) wherever it comes from::
+(deploy/systemd/tracehook.env's placeholders) wherever it comes from.
+
+Named tokens with scopes (:mod:`collector.server.tokens`) come from ``[[tokens]]`` in the TOML
+file (top level or ``[[collector.tokens]]``), from ``tokens_file``, or in code as ``tokens=``;
+``ingest_token`` and ``query_token`` join them as the tokens named ``ingest`` and ``query``, and
+:attr:`CollectorConfig.access` holds them all::
 
     from collector.server.config import CollectorConfig, load_config
     cfg = CollectorConfig(data_dir="/var/lib/tracehook", port=7070, ingest_token="s3cret")
@@ -34,6 +39,7 @@ from typing import Any
 
 from collector.log.file import DEFAULT_SEGMENT_AGE_S, DEFAULT_SEGMENT_BYTES, DURABILITY_MODES
 from collector.server.errors import CollectorConfigError
+from collector.server.tokens import TOKEN_PLACEHOLDER, Token, TokenTable, build_table, parse_entries, read_tokens_file
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +61,6 @@ KEY_ALIASES = {"store": "store_url", "log": "log_url"}
 """Names a TOML key or env var may use for a field (``store`` and ``log``, as the ``--store`` and ``--log`` flags)."""
 STORE_DISABLED = "none"
 """``store_url`` value for an ingest-only collector that opens no index store."""
-TOKEN_PLACEHOLDER = "change-me"
-"""How the example tokens of deploy/systemd/tracehook.env start: a collector refuses to run with one."""
 TOKEN_FIELDS = ("ingest_token", "query_token")
 
 
@@ -149,6 +153,7 @@ SETTINGS: dict[str, Setting] = {
     "rate_limit_burst_s": _PERIOD,
     "otlp_token_header": _TEXT,
     "trace_ui_url": _TEXT,  # its form (http(s), {trace_id}) is checked in CollectorConfig
+    "tokens_file": _PATH,  # a TOML file of [[tokens]], read and checked in CollectorConfig
 }
 """Each config field's type and range, the one place a value is checked (TOML, env, flags, code)."""
 
@@ -181,6 +186,10 @@ class CollectorConfig:
     rate_limit_burst_s: float = DEFAULT_RATE_LIMIT_BURST_S  # a client may save up this many seconds of its rate
     otlp_token_header: str = ""  # POST /v1/traces also takes the ingest token from this header; "": Authorization only
     trace_ui_url: str = ""  # web console links a W3C trace id here: "http://jaeger:16686/trace/{trace_id}"; "": no link
+    tokens_file: str | None = None  # a TOML file holding [[tokens]] (named tokens with scopes)
+    tokens: tuple[Token, ...] = field(default=(), repr=False)  # [[tokens]]: Token objects or their tables
+    access: TokenTable = field(init=False, repr=False, compare=False)
+    """Every token: the named ones, the file's, and ingest_token / query_token (collector.server.tokens)."""
 
     def __post_init__(self) -> None:
         for name, setting in SETTINGS.items():
@@ -189,13 +198,15 @@ class CollectorConfig:
                 object.__setattr__(self, name, setting.check(value))
             except ValueError:
                 raise CollectorConfigError(bad_value_message(name, value, setting)) from None
-        for name in ("ingest_token", "query_token", "tls_cert", "tls_key"):
+        for name in ("ingest_token", "query_token", "tls_cert", "tls_key", "tokens_file"):
             if getattr(self, name) == "":
                 object.__setattr__(self, name, None)
         if (self.tls_cert is None) != (self.tls_key is None):
             raise CollectorConfigError("tls_cert and tls_key must be given together (or neither, for plain HTTP)")
-        if self.ingest_token is not None and self.ingest_token == self.query_token:
-            raise CollectorConfigError("ingest_token and query_token must differ")
+        object.__setattr__(self, "tokens", parse_entries(self.tokens))
+        from_file = read_tokens_file(self.tokens_file) if self.tokens_file else ()
+        object.__setattr__(self, "access", build_table(
+            {"ingest_token": self.ingest_token, "query_token": self.query_token}, self.tokens, from_file))
         if self.trace_ui_url and (
                 "{trace_id}" not in self.trace_ui_url or not self.trace_ui_url.startswith(("http://", "https://"))):
             raise CollectorConfigError("trace_ui_url must be an http(s) URL containing {trace_id}, "
@@ -226,7 +237,9 @@ class CollectorConfig:
         return self.store_url != STORE_DISABLED
 
 
-FIELDS = {f.name: f for f in dataclasses.fields(CollectorConfig)}
+FIELDS = {f.name: f for f in dataclasses.fields(CollectorConfig) if f.init}
+TOKENS_KEY = "tokens"
+"""The one field not in :data:`SETTINGS`: an array of tables, from the TOML file or code only (no env var, no flag)."""
 
 
 def env_name(field: str) -> str:
@@ -251,7 +264,7 @@ def bad_value_message(key: str, value: Any, setting: Setting) -> str:
 
 def _from_env(env: Mapping[str, str]) -> dict[str, tuple[Any, str]]:
     values: dict[str, tuple[Any, str]] = {}
-    names = [(name, name) for name in FIELDS] + list(KEY_ALIASES.items())  # aliases last: they win
+    names = [(name, name) for name in SETTINGS] + list(KEY_ALIASES.items())  # aliases last: they win
     for key, name in names:
         var = env_name(key)
         raw = env.get(var)
@@ -272,9 +285,14 @@ def _from_toml(path: str) -> dict[str, tuple[Any, str]]:
             doc = tomllib.load(f)
     except (OSError, ValueError) as exc:  # ValueError: TOMLDecodeError, or a file that is not UTF-8
         raise CollectorConfigError(f"cannot read config file {path}: {exc}") from exc
-    doc = doc.get("collector", doc)
+    top, doc = doc, doc.get("collector", doc)
     if not isinstance(doc, dict):
         raise CollectorConfigError(f"{path}: collector must be a table ([collector]), not {type(doc).__name__}")
+    if doc is not top and TOKENS_KEY in top:
+        # [[tokens]] after [collector] is a top-level array in TOML: take it as the collector's.
+        if TOKENS_KEY in doc:
+            raise CollectorConfigError(f"{path}: give [[tokens]] or [[collector.tokens]], not both")
+        doc = {**doc, TOKENS_KEY: top[TOKENS_KEY]}
     unknown = set(doc) - set(FIELDS) - set(KEY_ALIASES)
     if unknown:
         raise CollectorConfigError(f"{path}: unknown keys {sorted(unknown)}")
@@ -284,6 +302,9 @@ def _from_toml(path: str) -> dict[str, tuple[Any, str]]:
         if name in values:
             same = sorted(k for k in doc if KEY_ALIASES.get(k, k) == name)
             raise CollectorConfigError(f"{path}: {' and '.join(same)} are the same setting; give one of them")
+        if name == TOKENS_KEY:
+            values[name] = (parse_entries(value, f"{path}: tokens"), path)  # checked here to name the file
+            continue
         try:
             values[name] = (SETTINGS[name].check(value), path)
         except ValueError:

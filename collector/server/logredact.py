@@ -6,7 +6,7 @@ header line: ``Authorization: Bearer <token>\\x01`` would print the token. So ev
 handler of the root logger gets a filter that replaces the configured tokens in the
 message and the traceback with ``[redacted]``::
 
-    install_redaction([config.ingest_token, config.query_token])
+    install_redaction(config.access.values())   # every configured token, named or not
 """
 
 from __future__ import annotations

@@ -16,13 +16,18 @@ Offsets at a time, reset plans and the replay list are in :mod:`collector.server
 
 from __future__ import annotations
 
+import logging
+
 from aiohttp import web
 
-from collector.query.documents import TRACE_ID, page_dict, trace_document
+from collector.query.documents import TRACE_ID, has_body, page_dict, trace_document
 from collector.query.outcome_filter import FILTER_SCAN_ROWS, parse_filter
 from collector.query.params import ParamError, page_size, request_window, text_param
+from collector.server.auth import reader_name
 from collector.server.responses import json_error
 from collector.server.routes import query_route, run_query
+
+log = logging.getLogger(__name__)
 
 
 @query_route
@@ -32,6 +37,9 @@ async def get_message(request: web.Request) -> web.Response:
     trace = await run_query(request, "get_trace", msg_id)
     if trace is None:
         return json_error("not_found", not_found_detail(request, msg_id), status=404)
+    name = reader_name(request)
+    if name is not None and has_body(trace):  # an audit trail of who read bodies (with open queries: nobody)
+        log.info("body read: token %r msg_id %r", name, msg_id)
     return web.json_response(trace_document(trace))
 
 

@@ -26,7 +26,7 @@ from aiohttp import web
 
 from collector.server import otlp
 from collector.server.appkeys import CONFIG_KEY, INGESTOR_KEY, METRICS_KEY
-from collector.server.auth import bearer_token, check_token
+from collector.server.auth import bearer_token, require_ingest_token
 from collector.server.errors import ANSWERED, BadOtlpRequest, PayloadTooLarge, UnsupportedMediaType
 from collector.server.ingest import INLINE_DECODE_BYTES
 from collector.server.metrics import CollectorMetrics
@@ -124,13 +124,13 @@ def setup(app: web.Application) -> None:
 
 
 def require_otlp_token(request: web.Request) -> None:
-    """The ingest token, as a bearer token or (when configured) in ``otlp_token_header``."""
+    """A token with the ingest scope, as a bearer token or (when configured) in ``otlp_token_header``."""
 
     config = request.app[CONFIG_KEY]
     presented = bearer_token(request)
     if presented is None and config.otlp_token_header:
         presented = request.headers.get(config.otlp_token_header, "").strip() or None
-    check_token(presented, config.ingest_token, config.query_token, "ingest")
+    require_ingest_token(request, presented)
 
 
 def batch_seq(payload: bytes) -> int:

@@ -23,9 +23,11 @@ from typing import Any
 from aiohttp import web
 
 from collector.server.appkeys import STORE_KEY
-from collector.server.auth import require_query_token
+from collector.query.documents import withhold_bodies
+from collector.server.auth import may_read_bodies, require_query_token
 from collector.server.errors import ANSWERED
 from collector.server.responses import error_response, json_error
+from collector.store.model import MessageTrace
 from collector.store.reader import TraceQuery
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -63,8 +65,13 @@ async def run_query(request: web.Request, method: str, *args: Any, **kwargs: Any
 
     Store calls block (SQLite, Thrift); both stores are thread-safe, so running
     them off the event loop keeps ingest flowing while a query scans.
+    A trace comes back without message bodies unless the request may read them
+    (:func:`collector.server.auth.may_read_bodies`): every route that reads a trace reads it here.
     """
-    return await asyncio.to_thread(getattr(trace_query(request), method), *args, **kwargs)
+    result = await asyncio.to_thread(getattr(trace_query(request), method), *args, **kwargs)
+    if isinstance(result, MessageTrace) and not may_read_bodies(request):
+        withhold_bodies(result)  # a fresh trace per call: nothing else sees the change
+    return result
 
 
 async def openapi(request: web.Request) -> web.Response:
