@@ -22,8 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
-from collector.server.appkeys import STORE_KEY
 from collector.query.documents import withhold_bodies
+from collector.server.appkeys import STORE_KEY
 from collector.server.auth import may_read_bodies, require_query_token
 from collector.server.errors import ANSWERED
 from collector.server.responses import error_response, json_error
