@@ -101,8 +101,10 @@ def update(checkpoint: str, *, add: Iterable[SetAside] = (), remove: Iterable[tu
         if remove & {e.key for e in entries}:
             _write(checkpoint, [e for e in entries if e.key not in remove] + new)
         elif new:
-            with open(path_of(checkpoint), "a", encoding="utf-8") as f:
-                f.write(_lines(new))
+            with open(path_of(checkpoint), "ab+") as f:
+                size = f.seek(0, os.SEEK_END)
+                torn = size > 0 and os.pread(f.fileno(), 1, size - 1) != b"\n"  # a crash cut the last append short
+                f.write((("\n" if torn else "") + _lines(new)).encode("utf-8"))
                 f.flush()
                 os.fsync(f.fileno())
     return len(new)
