@@ -18,9 +18,9 @@ RULE_TESTS = ROOT / "deploy" / "prometheus" / "tracehook-rules.test.yml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "tracehook.json"
 ALERTS = {"TracehookCollectorDown", "TracehookTraceLogUnavailable", "TracehookDiskFull", "TracehookStoreUnavailable",
           "TracehookIngestRejections", "TracehookClientDrops", "TracehookIndexLagGrowing", "TracehookGroupLagging",
-          "TracehookDeadLetters", "TracehookIndexSetAside"}
+          "TracehookDeadLetters", "TracehookIndexSetAside", "TracehookIndexFollowerDown"}
 """What issue 28 asks to alert on: collector down, log/disk, store, rejections, client drops, index lag,
-group lag, dead letters; and issue 41: events the index job set aside."""
+group lag, dead letters; and issue 41: events the index job set aside, a collector's index follower down."""
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
