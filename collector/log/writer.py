@@ -15,13 +15,10 @@ in-sync replica (Kafka, ``acks=all``); it raises a :class:`collector.log.errors.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from collector.log.state import LogPosition
 from collector.log.url import KAFKA_SCHEME, KafkaTopic, is_kafka_log, parse_kafka_url
-
-if TYPE_CHECKING:
-    from collector.server.config import CollectorConfig
 
 __all__ = ["KAFKA_SCHEME", "KafkaTopic", "TraceLogWriter", "is_kafka_log", "open_trace_log", "parse_kafka_url"]
 
@@ -66,7 +63,25 @@ class TraceLogWriter(Protocol):
     def close(self) -> None: ...
 
 
-def open_trace_log(config: CollectorConfig) -> TraceLogWriter:
+class LogSettings(Protocol):
+    """The settings a trace log opens with (the collector's ``CollectorConfig`` has them all):
+    declared here so the log layer does not depend on the server's config."""
+
+    @property
+    def log_url(self) -> str: ...
+    @property
+    def log_dir(self) -> str: ...
+    @property
+    def max_body_bytes(self) -> int: ...
+    @property
+    def segment_bytes(self) -> int: ...
+    @property
+    def segment_age_s(self) -> float: ...
+    @property
+    def durability(self) -> str: ...
+
+
+def open_trace_log(config: LogSettings) -> TraceLogWriter:
     """The trace log ``config.log_url`` names, opened (the file log recovered; a Kafka producer created)."""
     if is_kafka_log(config.log_url):
         from collector.log.kafka import KafkaLog
