@@ -41,6 +41,7 @@ Exit codes: 0 done; 2 bad arguments, or HBase (rows c) or Spark (rows b, c) not 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -48,7 +49,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -82,6 +83,27 @@ from spark_jobs.store_cache import close_stores
 
 DEFAULT_EVENTS = (100_000, 1_000_000)
 ROWS = ("a", "b", "c", "d")
+PUTS = ("apsw", "apsw-carray", "c", "python")
+"""Row a's embedded-store write paths (``--puts``; trial of issue 42): apsw ``executemany``; apsw, one
+``INSERT ... SELECT`` over a carray of packed cells; Python's sqlite3 with ``_sqlput`` (the C puts and
+multi-row reads); Python's sqlite3 without it (``TRACEHOOK_PYTHON_PUTS=1``)."""
+
+
+@contextlib.contextmanager
+def puts_path(path: str) -> Iterator[None]:
+    """The embedded store's write path ``path`` (:data:`PUTS`) for the stores opened meanwhile."""
+    from collector.store import local, local_sqlite3
+
+    saved = os.environ.get("TRACEHOOK_TRIAL_SQLITE3"), local._PUTS, local_sqlite3._sqlput
+    os.environ["TRACEHOOK_TRIAL_SQLITE3"] = "1" if path in ("c", "python") else "0"
+    local._PUTS = "carray" if path == "apsw-carray" else "many"
+    if path == "python":
+        local_sqlite3._sqlput = None
+    try:
+        yield
+    finally:
+        os.environ["TRACEHOOK_TRIAL_SQLITE3"] = saved[0] or "0"
+        local._PUTS, local_sqlite3._sqlput = saved[1], saved[2]
 WARM_UP_RECORDS = 20
 """Trace-log records (2,000 events) a fresh Spark session indexes before anything is measured."""
 
@@ -219,8 +241,11 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
         print(f"  {n:,} {mix}: {path} done", file=sys.stderr, flush=True)
 
     if "a" in rows:
-        url = local("a")
-        add("a in-process -> SQLite", in_process(url, batches), url)
+        for path in args.puts:
+            url = local(f"a-{path}")
+            with puts_path(path):
+                add(f"a in-process -> SQLite ({path})" if len(args.puts) > 1 else "a in-process -> SQLite",
+                    in_process(url, batches), url)
     if "d" in rows:
         path = os.path.join(work, "floor.sqlite3")
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -296,6 +321,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "behind the log takes bigger ones)")
     parser.add_argument("--rows", type=lambda s: parse_list(s, ROWS, "--rows"), default=list(ROWS),
                         help="comma list of a, b, c, d (default all)")
+    parser.add_argument("--puts", type=lambda s: parse_list(s, PUTS, "--puts"), default=["apsw"],
+                        help="comma list of row a's embedded-store write paths: apsw, apsw-carray, c (sqlite3 + "
+                             "_sqlput), python (sqlite3, TRACEHOOK_PYTHON_PUTS=1); default apsw")
     parser.add_argument("--master", default="local[2]", help="Spark master of rows b and c")
     parser.add_argument("--hbase-run-dir", default=os.environ.get("HBASE_RUN_DIR", os.path.join(ROOT, ".run", "hbase")),
                         help="scripts/hbase's run directory (default $HBASE_RUN_DIR or .run/hbase)")
