@@ -83,7 +83,7 @@ from spark_jobs.store_cache import close_stores
 
 DEFAULT_EVENTS = (100_000, 1_000_000)
 ROWS = ("a", "b", "c", "d")
-PUTS = ("apsw", "apsw-carray", "c", "python")
+PUTS = ("apsw", "apsw-carray", "apsw-carray-py", "c", "python")
 """Row a's embedded-store write paths (``--puts``; trial of issue 42): apsw ``executemany``; apsw, one
 ``INSERT ... SELECT`` over a carray of packed cells; Python's sqlite3 with ``_sqlput`` (the C puts and
 multi-row reads); Python's sqlite3 without it (``TRACEHOOK_PYTHON_PUTS=1``)."""
@@ -96,7 +96,7 @@ def puts_path(path: str) -> Iterator[None]:
 
     saved = os.environ.get("TRACEHOOK_TRIAL_SQLITE3"), local._PUTS, local_sqlite3._sqlput
     os.environ["TRACEHOOK_TRIAL_SQLITE3"] = "1" if path in ("c", "python") else "0"
-    local._PUTS = "carray" if path == "apsw-carray" else "many"
+    local._PUTS = path.removeprefix("apsw-") if path.startswith("apsw-") else "many"
     if path == "python":
         local_sqlite3._sqlput = None
     try:

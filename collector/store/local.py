@@ -121,11 +121,7 @@ class LocalStore:
             raise
 
     def _create_table(self, name: str) -> None:
-        self._db.execute(
-            f'CREATE TABLE IF NOT EXISTS "{name}" '
-            "(row BLOB NOT NULL, col BLOB NOT NULL, ts INTEGER NOT NULL, value BLOB NOT NULL, "
-            "PRIMARY KEY (row, col)) WITHOUT ROWID"
-        )
+        self._db.execute(TABLE_SQL.format(name=name))
 
     def _read_meta(self, column: bytes) -> bytes | None:
         found = self._db.execute(f'SELECT value FROM "{layout.META_TABLE}" WHERE row = ? AND col = ?',
@@ -167,13 +163,15 @@ class LocalStore:
         ts = self._clock() if ts is None else ts
         name = _name(table)
         sort = table in _SORTED_PUTS
-        if _PUTS == "carray":
+        if _PUTS == "carray-py" and sort:
+            rows = sorted(rows, key=_row_key)
+        if _PUTS.startswith("carray"):
             packed = tuple([b"%010d%010d%b%b%b" % (len(row), len(col), row, col, value)
                             for row, columns in rows for col, value in columns.items()])
             if not packed:
                 return
             with self._lock:
-                self._write(_CARRAY_UPSERT.format(name=name, order=_CARRAY_ORDER if sort else ""),
+                self._write(_CARRAY_UPSERT.format(name=name, order=_CARRAY_ORDER if sort and _PUTS == "carray" else ""),
                             (apsw.carray(packed), ts))
             return
         if sort:  # stable: of a row put twice, the later columns still win
@@ -334,6 +332,10 @@ OPERATIONAL_ERRORS: tuple[type[BaseException], ...] = (
 """SQLite failures of the file or the machine, never of the data written (what Python's
 ``sqlite3.OperationalError`` covered, and a damaged file): :mod:`collector.store.isolate` raises them."""
 
+TABLE_SQL = ('CREATE TABLE IF NOT EXISTS "{name}" '
+             "(row BLOB NOT NULL, col BLOB NOT NULL, ts INTEGER NOT NULL, value BLOB NOT NULL, "
+             "PRIMARY KEY (row, col)) WITHOUT ROWID")
+"""Every table of the file, the layout record's too: rows sorted by ``(row, col)`` (memcmp, HBase's order)."""
 _UPSERT = ('INSERT INTO "{name}" (row, col, ts, value) VALUES (?, ?, ?, ?) '
            "ON CONFLICT (row, col) DO UPDATE SET ts = excluded.ts, value = excluded.value")
 _CARRAY_UPSERT = (

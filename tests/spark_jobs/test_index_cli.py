@@ -12,6 +12,7 @@ import pytest
 
 from collector.log.file import TraceLog
 from collector.log.state import committed_offset, readable_end
+from collector.store import local
 from tracehook.wire import BatchHeader, EventType, encode_batch, make_event
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -35,9 +36,7 @@ def _next_progress(out: IO[str]) -> str:
 
 
 def _expired_cells(db: str) -> int:
-    import sqlite3
-
-    con = sqlite3.connect(db)
+    con = local.connect(db)
     try:
         return con.execute("select count(*) from messages where row = ?", (b"expired",)).fetchone()[0]
     finally:
