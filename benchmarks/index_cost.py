@@ -78,34 +78,30 @@ from benchmarks.index_cost_support import (
     write_log,
 )
 from collector.store import BadStoreUrlError, StoreUnavailableError, check_store_url, open_store
+from collector.store import local as local_store
 from spark_jobs.partition import DEFAULT_BATCH_SIZE, finish_partitions, index_partition
 from spark_jobs.store_cache import close_stores
 
 DEFAULT_EVENTS = (100_000, 1_000_000)
 ROWS = ("a", "b", "c", "d")
-PUTS = ("apsw", "apsw-carray", "apsw-carray-py", "c", "python")
-"""Row a's embedded-store write paths (``--puts``; trial of issue 42): apsw ``executemany``; apsw, one
-``INSERT ... SELECT`` over a carray of packed cells; Python's sqlite3 with ``_sqlput`` (the C puts and
-multi-row reads); Python's sqlite3 without it (``TRACEHOOK_PYTHON_PUTS=1``)."""
+WARM_UP_RECORDS = 20
+"""Trace-log records (2,000 events) a fresh Spark session indexes before anything is measured."""
+PUTS = ("c", "python")
+"""Row a's embedded-store write paths (``--puts``): ``c``, the puts and multi-row reads of
+``collector.store._sqlput``; ``python``, Python's ``executemany`` and ``IN`` lookups (what
+``TRACEHOOK_PYTHON_PUTS=1`` runs).  The trial of apsw against both (issue 42) is in benchmarks/RESULTS.md."""
 
 
 @contextlib.contextmanager
 def puts_path(path: str) -> Iterator[None]:
     """The embedded store's write path ``path`` (:data:`PUTS`) for the stores opened meanwhile."""
-    from collector.store import local, local_sqlite3
-
-    saved = os.environ.get("TRACEHOOK_TRIAL_SQLITE3"), local._PUTS, local_sqlite3._sqlput
-    os.environ["TRACEHOOK_TRIAL_SQLITE3"] = "1" if path in ("c", "python") else "0"
-    local._PUTS = path.removeprefix("apsw-") if path.startswith("apsw-") else "many"
+    saved = local_store._sqlput
     if path == "python":
-        local_sqlite3._sqlput = None
+        local_store._sqlput = None
     try:
         yield
     finally:
-        os.environ["TRACEHOOK_TRIAL_SQLITE3"] = saved[0] or "0"
-        local._PUTS, local_sqlite3._sqlput = saved[1], saved[2]
-WARM_UP_RECORDS = 20
-"""Trace-log records (2,000 events) a fresh Spark session indexes before anything is measured."""
+        local_store._sqlput = saved
 
 
 @dataclass(frozen=True)
@@ -241,11 +237,10 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
         print(f"  {n:,} {mix}: {path} done", file=sys.stderr, flush=True)
 
     if "a" in rows:
-        for path in args.puts:
+        for path in args.puts or [None]:
             url = local(f"a-{path}")
-            with puts_path(path):
-                add(f"a in-process -> SQLite ({path})" if len(args.puts) > 1 else "a in-process -> SQLite",
-                    in_process(url, batches), url)
+            with puts_path(path) if path else contextlib.nullcontext():
+                add("a in-process -> SQLite" + (f" ({path} puts)" if path else ""), in_process(url, batches), url)
     if "d" in rows:
         path = os.path.join(work, "floor.sqlite3")
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -321,9 +316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "behind the log takes bigger ones)")
     parser.add_argument("--rows", type=lambda s: parse_list(s, ROWS, "--rows"), default=list(ROWS),
                         help="comma list of a, b, c, d (default all)")
-    parser.add_argument("--puts", type=lambda s: parse_list(s, PUTS, "--puts"), default=["apsw"],
-                        help="comma list of row a's embedded-store write paths: apsw, apsw-carray, c (sqlite3 + "
-                             "_sqlput), python (sqlite3, TRACEHOOK_PYTHON_PUTS=1); default apsw")
+    parser.add_argument("--puts", type=lambda s: parse_list(s, PUTS, "--puts"), default=None,
+                        help="comma list of row a's embedded-store write paths, one row each: c (_sqlput), "
+                             "python (TRACEHOOK_PYTHON_PUTS=1); default: whichever the store uses")
     parser.add_argument("--master", default="local[2]", help="Spark master of rows b and c")
     parser.add_argument("--hbase-run-dir", default=os.environ.get("HBASE_RUN_DIR", os.path.join(ROOT, ".run", "hbase")),
                         help="scripts/hbase's run directory (default $HBASE_RUN_DIR or .run/hbase)")
@@ -337,6 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         hbase = find_hbase(args.hbase_run_dir) if "c" in rows else None
         if rows & {"b", "c"}:
             check_spark()
+        if "c" in (args.puts or ()) and not local_store.SQLPUT:
+            raise Unreachable("--puts c needs collector/store/_sqlput.c built (python3 setup.py build_ext --inplace)")
     except (Unreachable, BadStoreUrlError) as exc:
         print(f"index_cost: {exc}", file=sys.stderr)
         return 2

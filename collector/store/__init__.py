@@ -25,6 +25,7 @@ cannot), and ``compression=`` / ``block_encoding=`` for new tables
 from __future__ import annotations
 
 import os
+import sqlite3
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -180,13 +181,11 @@ def open_store(url: str, *, create_tables: bool = True, any_layout: bool = False
 def _open(url: str, create_tables: bool) -> Store:
     kind, args = _parse(url)
     if kind == "local":
-        from collector.store.local import ERRORS, LocalStore
+        from collector.store.local import LocalStore
 
-        if os.environ.get("TRACEHOOK_TRIAL_SQLITE3") == "1":  # trial only: the sqlite3 (+ _sqlput) store
-            from collector.store.local_sqlite3 import LocalStore  # type: ignore[assignment]
         try:
             return LocalStore(args["path"], args["options"], cache_kib=args["cache_kib"])
-        except (ERRORS, OSError) as exc:  # a directory, a file that is not SQLite, no permission
+        except (sqlite3.Error, OSError) as exc:  # a directory, a file that is not SQLite, no permission
             raise BadStoreUrlError(f"cannot open the index at {args['path']}: {exc}") from None
     from collector.store.hbase import DEFAULT_NAMESPACE, HBaseStore
 

@@ -12,7 +12,6 @@ import pytest
 
 from collector.log.file import TraceLog
 from collector.log.state import committed_offset, readable_end
-from collector.store import local
 from tracehook.wire import BatchHeader, EventType, encode_batch, make_event
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -36,7 +35,9 @@ def _next_progress(out: IO[str]) -> str:
 
 
 def _expired_cells(db: str) -> int:
-    con = local.connect(db)
+    import sqlite3
+
+    con = sqlite3.connect(db)
     try:
         return con.execute("select count(*) from messages where row = ?", (b"expired",)).fetchone()[0]
     finally:

@@ -12,7 +12,7 @@ import pytest
 
 from collector.log.file import TraceLog, sealed_segments
 from collector.log.state import committed_offset, readable_end
-from collector.store import local, open_store
+from collector.store import open_store
 from collector.store.reader import TraceQuery
 from collector.store.rollup import read_minutes
 from spark_jobs.checkpoint import default_checkpoint, spark_committed
@@ -52,7 +52,9 @@ def _next_millisecond() -> None:
 
 def _store_rows(path: str) -> list[Any]:
     """Every (table, row, column, value) in the embedded store; the write time (ts) left out."""
-    con = local.connect(path)
+    import sqlite3
+
+    con = sqlite3.connect(path)
     try:
         tables = [r[0] for r in con.execute("select name from sqlite_master where type='table' order by name")]
         return [(t, sorted(con.execute(f'select row, col, value from "{t}"').fetchall())) for t in tables]

@@ -8,11 +8,11 @@ the Spark test runs ``tracehook index`` itself on a trace log with a failure inj
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from typing import Any
 
-import apsw
 import msgpack
 import pytest
 
@@ -101,7 +101,7 @@ def test_a_store_failure_is_raised_not_set_aside(tmp_path: Any) -> None:
         """A store whose reads fail too: a lone failing event is then the store's doing."""
 
         def get_rows(self, table: str, rows: Any) -> Any:
-            raise apsw.NotADBError("file is not a database")
+            raise sqlite3.DatabaseError("file is not a database")
 
     with pytest.raises(StoreUnavailableError, match="fails reads too"):
         index_isolating(Unreadable(), items, index=refuses_writes)  # type: ignore[arg-type]

@@ -7,12 +7,13 @@ No Spark needed: these call the functions a Python worker and the driver run per
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from collector.store import OldLayoutError, Store, local, open_store
+from collector.store import OldLayoutError, Store, open_store
 from collector.store.layout import LAYOUT_VERSION_COLUMN
 from collector.store.reader import TraceQuery
 from spark_jobs import store_cache
@@ -134,8 +135,9 @@ def test_a_kept_store_whose_layout_record_changed_is_refused(tmp_path: Any, open
     _micro_batch(url, 0, "m0")
     inode = os.stat(path).st_ino
 
-    db = local.connect(path)  # apsw, as the store: the store cache holds the file open meanwhile
+    db = sqlite3.connect(path)
     db.execute('UPDATE "meta" SET value = ? WHERE col = ?', (b"1", LAYOUT_VERSION_COLUMN))
+    db.commit()
     db.close()
     assert os.stat(path).st_ino == inode
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 
 import pytest
 from index_helpers import message, unique
@@ -29,7 +30,7 @@ def messages_in_file_alone(path: str, tmp_path) -> int:
     """Message rows a copy of the store's file holds without its WAL (what a checkpoint copied in)."""
     copy = str(tmp_path / "file-alone.sqlite3")
     shutil.copyfile(path, copy)
-    db = local.connect(copy)
+    db = sqlite3.connect(copy)
     try:
         return db.execute(f'SELECT count(DISTINCT row) FROM "{schema.MESSAGES}"').fetchone()[0]
     finally:
@@ -41,7 +42,7 @@ def test_wal_settings_apply_to_new_and_existing_files(tmp_path, existing: bool) 
     path = str(tmp_path / "index.sqlite3")
     if existing:  # a store file written before: SQLite keeps none of these settings in the file
         LocalStore(path).close()
-        db = local.connect(path)
+        db = sqlite3.connect(path)
         try:
             assert db.execute("PRAGMA journal_size_limit").fetchone() != (local.WAL_KEEP_BYTES,)
         finally:
@@ -91,7 +92,7 @@ def test_a_reader_puts_the_checkpoint_off_to_the_next_batch(tmp_path, monkeypatc
     monkeypatch.setattr(local, "WAL_KEEP_BYTES", 0)
     path = str(tmp_path / "index.sqlite3")
     store = LocalStore(path)
-    reader = local.connect(path)
+    reader = sqlite3.connect(path, isolation_level=None)
     try:
         index_messages(store, 50)
         finish_batch(store)

@@ -6,8 +6,8 @@ through today's indexer; the reference is a new store indexed fresh from the sam
 
 from __future__ import annotations
 
-import contextlib
 import pathlib
+import sqlite3
 import subprocess
 import sys
 import time
@@ -20,7 +20,7 @@ from index_helpers import CONSUMER, consumed, ev, message, unique
 
 from collector.query.documents import page_dict, trace_document
 from collector.query.overview import overview
-from collector.store import OldLayoutError, Store, layout, local, open_store, schema
+from collector.store import OldLayoutError, Store, layout, open_store, schema
 from collector.store.indexer import finish_batch, index_records
 from collector.store.local import LocalStore
 from collector.store.migrate import TIMESTAMP_STEP_MS, MigrationError, migrate_store, recorded_progress
@@ -141,7 +141,7 @@ def test_a_new_store_records_layout_2_and_an_old_one_gets_no_new_tables(old_loca
     old = open_store(url, any_layout=True)
     assert old.layout_version == 1 and old.get_meta(layout.LAYOUT_VERSION_COLUMN) is None
     old.close()
-    with contextlib.closing(local.connect(url.removeprefix("local:"))) as db:
+    with sqlite3.connect(url.removeprefix("local:")) as db:
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert tables == {"meta", *v1_store.TABLES}  # opening it created nothing of layout 2
 
@@ -207,7 +207,7 @@ def test_the_copies_expire_no_later_than_the_originals(old_local, tmp_path: path
     assert found(old_path, written + ttl_ms) and not found(old_path, written + ttl_ms + 1)  # the original's schedule
     assert not found(new_path, written + ttl_ms + 1)  # the copy is gone by then too
     assert found(new_path, written - written % TIMESTAMP_STEP_MS + ttl_ms)  # at most one step earlier
-    with contextlib.closing(local.connect(str(new_path))) as db:
+    with sqlite3.connect(new_path) as db:
         newest = max(ts for (ts,) in db.execute('SELECT ts FROM "messages"'))
     assert newest <= max(e.time_ms for _, e in records) + 1_500
 

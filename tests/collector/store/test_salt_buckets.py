@@ -12,7 +12,7 @@ import pytest
 from fixtures.stores import BACKENDS
 from index_helpers import message, page_ids, unique
 
-from collector.store import SaltBucketsMismatchError, keys, local, open_store, schema
+from collector.store import SaltBucketsMismatchError, keys, open_store, schema
 from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
 
@@ -62,9 +62,10 @@ def test_the_recorded_count_is_used_and_a_different_one_is_refused(
 def test_a_store_made_before_counts_were_recorded_keeps_the_default(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "index.sqlite3"
     open_store(f"local:{path}").close()
-    db = local.connect(str(path))
-    db.execute('DROP TABLE "meta"')  # what a store from before this change looks like
-    db.close()
+    import sqlite3
+
+    with sqlite3.connect(path) as db:  # what a store from before this change looks like
+        db.execute('DROP TABLE "meta"')
     with pytest.raises(SaltBucketsMismatchError, match="created with 8"):
         open_store(f"local:{path}?salt_buckets=16")
     old = open_store(f"local:{path}", any_layout=True)  # such a store is layout 1: only the migration reads it
