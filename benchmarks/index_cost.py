@@ -41,6 +41,7 @@ Exit codes: 0 done; 2 bad arguments, or HBase (rows c) or Spark (rows b, c) not 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -48,7 +49,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -77,6 +78,7 @@ from benchmarks.index_cost_support import (
     write_log,
 )
 from collector.store import BadStoreUrlError, StoreUnavailableError, check_store_url, open_store
+from collector.store import local as local_store
 from spark_jobs.partition import DEFAULT_BATCH_SIZE, finish_partitions, index_partition
 from spark_jobs.store_cache import close_stores
 
@@ -84,6 +86,22 @@ DEFAULT_EVENTS = (100_000, 1_000_000)
 ROWS = ("a", "b", "c", "d")
 WARM_UP_RECORDS = 20
 """Trace-log records (2,000 events) a fresh Spark session indexes before anything is measured."""
+PUTS = ("c", "python")
+"""Row a's embedded-store write paths (``--puts``): ``c``, the puts and multi-row reads of
+``collector.store._sqlput``; ``python``, Python's ``executemany`` and ``IN`` lookups (what
+``TRACEHOOK_PYTHON_PUTS=1`` runs).  The trial of apsw against both (issue 42) is in benchmarks/RESULTS.md."""
+
+
+@contextlib.contextmanager
+def puts_path(path: str) -> Iterator[None]:
+    """The embedded store's write path ``path`` (:data:`PUTS`) for the stores opened meanwhile."""
+    saved = local_store._sqlput
+    if path == "python":
+        local_store._sqlput = None
+    try:
+        yield
+    finally:
+        local_store._sqlput = saved
 
 
 @dataclass(frozen=True)
@@ -219,8 +237,10 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
         print(f"  {n:,} {mix}: {path} done", file=sys.stderr, flush=True)
 
     if "a" in rows:
-        url = local("a")
-        add("a in-process -> SQLite", in_process(url, batches), url)
+        for path in args.puts or [None]:
+            url = local(f"a-{path}")
+            with puts_path(path) if path else contextlib.nullcontext():
+                add("a in-process -> SQLite" + (f" ({path} puts)" if path else ""), in_process(url, batches), url)
     if "d" in rows:
         path = os.path.join(work, "floor.sqlite3")
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -296,6 +316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "behind the log takes bigger ones)")
     parser.add_argument("--rows", type=lambda s: parse_list(s, ROWS, "--rows"), default=list(ROWS),
                         help="comma list of a, b, c, d (default all)")
+    parser.add_argument("--puts", type=lambda s: parse_list(s, PUTS, "--puts"), default=None,
+                        help="comma list of row a's embedded-store write paths, one row each: c (_sqlput), "
+                             "python (TRACEHOOK_PYTHON_PUTS=1); default: whichever the store uses")
     parser.add_argument("--master", default="local[2]", help="Spark master of rows b and c")
     parser.add_argument("--hbase-run-dir", default=os.environ.get("HBASE_RUN_DIR", os.path.join(ROOT, ".run", "hbase")),
                         help="scripts/hbase's run directory (default $HBASE_RUN_DIR or .run/hbase)")
@@ -309,6 +332,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         hbase = find_hbase(args.hbase_run_dir) if "c" in rows else None
         if rows & {"b", "c"}:
             check_spark()
+        if "c" in (args.puts or ()) and not local_store.SQLPUT:
+            raise Unreachable("--puts c needs collector/store/_sqlput.c built (python3 setup.py build_ext --inplace)")
     except (Unreachable, BadStoreUrlError) as exc:
         print(f"index_cost: {exc}", file=sys.stderr)
         return 2

@@ -11,6 +11,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "index_cost.py"
 HEADER = ["events", "mix", "path", "CPU µs/event", "HBase JVM + Thrift µs/event", "events/s", "bytes/event",
@@ -42,6 +44,18 @@ def test_rows_a_and_d_print_one_table_of_positive_numbers() -> None:
     in_process, floor = body[0], body[1]
     # The index answers ten tables' questions, the floor three: more rows per event, never fewer.
     assert _number(in_process[7]) > _number(floor[7])
+
+
+@pytest.mark.slow  # two in-process runs: about 10 s
+def test_puts_gives_a_row_a_per_write_path_storing_the_same_rows_and_cells() -> None:
+    """``--puts c,python``: the C puts (``_sqlput``) and Python's ``executemany`` side by side, one row each."""
+    done = _run("--events", "1500", "--rows", "a", "--mix", "simple", "--puts", "c,python")
+    assert done.returncode == 0, done.stderr
+    body = [[c.strip() for c in line.strip("|").split("|")] for line in done.stdout.splitlines()
+            if line.startswith("|")][2:]
+    assert [row[2] for row in body] == ["a in-process -> SQLite (c puts)", "a in-process -> SQLite (python puts)"]
+    assert body[0][7:] == body[1][7:]  # rows and cells per event
+    assert all(_number(c) > 0 for row in body for c in row[3:4] + row[5:]), body
 
 
 def test_hbase_rows_without_hbase_say_so_in_one_line(tmp_path: pathlib.Path) -> None:
