@@ -8,6 +8,7 @@ import pathlib
 import runpy
 import subprocess
 import sys
+import tomllib
 from typing import Any
 
 import pytest
@@ -82,3 +83,12 @@ def test_setup_builds_every_extension_and_none_with_the_switch(monkeypatch: pyte
     assert _setup_kwargs(monkeypatch, **{extensions.ENV_NO_EXTENSIONS: "1"})["ext_modules"] == []
     sources = {str(p.relative_to(ROOT)) for p in (ROOT / "collector").rglob("*.c")}
     assert sources == {s for e in built for s in e.sources}  # every C file is one of them
+
+
+def test_ci_runs_the_readme_command_then_the_fallback_pass() -> None:
+    readme = (ROOT / "README.md").read_text()
+    commands = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if "pytest" in line]
+    assert f"bash scripts/setup --all && {commands[0]}\n" in readme
+    assert commands[1:] == [f'{extensions.ENV_NO_EXTENSIONS}=1 python3 -m pytest -m "fallback and not hbase"']
+    markers = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["markers"]
+    assert any(m.startswith("fallback:") for m in markers)
