@@ -10,6 +10,10 @@ does it in Python: ``readback.FAST_PATH`` is False); ``collector.store._sqlput``
 and multi-row reads with the GIL released (it also needs sqlite3.h; else Python's ``executemany`` and
 ``IN`` lookups do: ``local.SQLPUT`` is False).
 
+``TRACEHOOK_NO_EXTENSIONS=1`` in the environment builds none of them (``TRACEHOOK_NO_EXTENSIONS=1 pip install
+tracehook``: an app that needs only the hooks and msgpack compiles nothing); at import the same variable turns
+every built one off (:mod:`collector.extensions`, which also lists them).
+
 The wheel also carries ``deploy/`` (the systemd units, their config, the Prometheus rules, the Grafana
 dashboard) as ``collector/deploy_files/``, which ``tracehook deploy-files`` writes out; MANIFEST.in puts
 ``deploy/`` in the sdist so that a wheel built from it has them too.
@@ -22,6 +26,7 @@ from setuptools.command.build_py import build_py
 
 DEPLOY_DIR = "deploy"
 PACKAGED_DEPLOY_DIR = os.path.join("collector", "deploy_files")  # collector.cli.deploy_files.PACKAGED_DIR
+ENV_NO_EXTENSIONS = "TRACEHOOK_NO_EXTENSIONS"  # collector.extensions.ENV_NO_EXTENSIONS
 
 
 class BuildPyWithDeployFiles(build_py):
@@ -34,7 +39,7 @@ class BuildPyWithDeployFiles(build_py):
             self.copy_tree(DEPLOY_DIR, os.path.join(self.build_lib, PACKAGED_DEPLOY_DIR))
 
 
-setup(cmdclass={"build_py": BuildPyWithDeployFiles}, ext_modules=[
+EXTENSIONS = [  # collector.extensions.EXTENSIONS
     Extension("collector.wirecheck._wirecheck", sources=["collector/wirecheck/_wirecheck.c"], optional=True),
     Extension("collector.store._rowbuild", sources=["collector/store/_rowbuild.c"],
               depends=["collector/store/_blake2b.h"], optional=True),
@@ -42,4 +47,7 @@ setup(cmdclass={"build_py": BuildPyWithDeployFiles}, ext_modules=[
     Extension("collector.store._readback", sources=["collector/store/_readback.c"],
               depends=["collector/store/_blake2b.h", "collector/store/_partof.h"], optional=True),
     Extension("collector.store._sqlput", sources=["collector/store/_sqlput.c"], libraries=["sqlite3"], optional=True),
-])
+]
+
+setup(cmdclass={"build_py": BuildPyWithDeployFiles},
+      ext_modules=[] if os.environ.get(ENV_NO_EXTENSIONS, "") == "1" else EXTENSIONS)

@@ -20,6 +20,18 @@ enum { STATUS_OK = 0, STATUS_RETRY_LATER = 4 }; /* wire.Status */
 enum { CONSUMED_CODE = 0, RETRYING_CODE = 1, FAILED_CODE = 2, DEAD_CODE = 3, PENDING_CODE = 4 };
 enum { PART_MAX_EVENTS = 32, PART_MAX_RID = 64 };
 
+/* The constants above, added to the dict of the including module's layout() (tests/collector/store/
+   test_readback_layout.py compares them with wire.py and rollup_parts.py); -1 with an exception set. */
+static int partof_layout(PyObject *d) {
+    PyObject *v = Py_BuildValue("{s:{s:i,s:i,s:i},s:{s:i,s:i},s:(iiiii)}", "part_event_types", "SUB_BEFORE",
+                                SUB_BEFORE, "SUB_AFTER", SUB_AFTER, "DEAD", DEAD, "part_statuses", "OK", STATUS_OK,
+                                "RETRY_LATER", STATUS_RETRY_LATER, "outcome_codes", CONSUMED_CODE, RETRYING_CODE,
+                                FAILED_CODE, DEAD_CODE, PENDING_CODE);
+    int rc = v ? PyDict_Update(d, v) : -1;
+    Py_XDECREF(v);
+    return rc;
+}
+
 /* msgpack's encoding of an int (msgpack.packb): the shortest form; returns the bytes written. */
 static int mp_int(unsigned char *o, int64_t v) {
     int width;

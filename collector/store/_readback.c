@@ -36,6 +36,9 @@
 
 #include "_blake2b.h"
 
+/* keys.py's element tags, schema.msg_hash's size, schema._sender's [app, host, client_id, raw] header */
+enum { KEY_BYTES = 0x01, KEY_STR = 0x02, MSG_HASH_BYTES = 4, VALUE_HEADER = 0x94 };
+
 /* -- message_rows ------------------------------------------------------------------------- */
 
 /* keys.pack_one of a str (tag 0x02) or bytes (0x01): every 0x00 written as 0x00 0xFF, then 0x00. */
@@ -64,16 +67,16 @@ static PyObject *message_rows(PyObject *module, PyObject *ids) {
             Py_DECREF(seq);
             Py_RETURN_NONE;
         }
-        unsigned char hash4[4];
-        blake2b(hash4, 4, (const unsigned char *)s, (size_t)n);
+        unsigned char hash4[MSG_HASH_BYTES];
+        blake2b(hash4, MSG_HASH_BYTES, (const unsigned char *)s, (size_t)n);
         /* (hash4, id): at most 2 * 4 + 2 and 2 * n + 2 bytes */
         PyObject *row = PyBytes_FromStringAndSize(NULL, 2 * n + 12);
         if (!row) {
             Py_CLEAR(out);
             break;
         }
-        char *start = PyBytes_AS_STRING(row), *o = key_escaped(start, 0x01, hash4, 4);
-        o = key_escaped(o, 0x02, (const unsigned char *)s, n);
+        char *start = PyBytes_AS_STRING(row), *o = key_escaped(start, KEY_BYTES, hash4, MSG_HASH_BYTES);
+        o = key_escaped(o, KEY_STR, (const unsigned char *)s, n);
         if (_PyBytes_Resize(&row, o - start) < 0) {
             Py_CLEAR(out);
             break;
@@ -313,7 +316,7 @@ static int read_fields(PyObject *value, Fields *ev) {
     uint64_t n;
     Obj o;
     *ev = (Fields){.request = {O_STR, 0, (const unsigned char *)"", 0}};
-    if (r.p >= r.end || *r.p++ != 0x94) return FALLBACK; /* [app, host, client_id, raw] */
+    if (r.p >= r.end || *r.p++ != VALUE_HEADER) return FALLBACK; /* [app, host, client_id, raw] */
     for (int i = 0; i < 3; i++)
         if (skip_object(&r, 0) < 0) return FALLBACK;
     if (read_array(&r, &n) < 0 || n < MIN_FIELDS || n > N_FIELDS) return FALLBACK;
@@ -428,7 +431,20 @@ static PyObject *parts(PyObject *module, PyObject *args) {
     return out;
 }
 
+/* layout(): the constants compiled into this file and _partof.h, for tests/collector/store/test_readback_layout.py. */
+static PyObject *layout(PyObject *module, PyObject *unused) {
+    PyObject *d = Py_BuildValue(
+        "{s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i},s:i,s:i,s:i,s:i,s:i,s:i,s:i}",
+        "positions", "type", F_TYPE, "time_ms", F_TIME, "group", F_GROUP, "topic", F_TOPIC, "born_ms", F_BORN,
+        "store_ms", F_STORE, "status", F_STATUS, "retry", F_RETRY, "request_id", F_REQUEST_ID,
+        "fields", N_FIELDS, "min_fields", MIN_FIELDS, "pub", PUB, "value_header", VALUE_HEADER,
+        "key_bytes", KEY_BYTES, "key_str", KEY_STR, "msg_hash_bytes", MSG_HASH_BYTES);
+    if (d && partof_layout(d) < 0) Py_CLEAR(d);
+    return d;
+}
+
 static PyMethodDef methods[] = {
+    {"layout", layout, METH_NOARGS, "layout() -> the constants compiled into this module."},
     {"message_rows", message_rows, METH_O,
      "message_rows(ids) -> [schema.message_row(id) for id in ids], or None when an id is not a UTF-8 str."},
     {"sorted_message_rows", sorted_message_rows, METH_O,

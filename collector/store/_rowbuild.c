@@ -13,8 +13,11 @@
  * model (a field of another type, an integer beyond 64 bits, a time that cannot be packed,
  * a str that is not UTF-8) goes through the Python row builder it was given (the fallback),
  * so unusual input is never answered differently, and its errors are the Python path's.
- * The layout's constants (table names, shared cells, column prefixes, key tags) come from
- * configure(), called by collector/store/rowbuild.py with schema.py's values.
+ * The layout's values (table names, shared cells, column prefixes, dead-row tags) come from
+ * configure(), called by collector/store/rowbuild.py with schema.py's values; the constants
+ * compiled in below (field positions and kinds, key tags, hash sizes, event types, the table
+ * slots) are what layout() returns, and rowbuild.py compares them with the Python definitions
+ * at import (a difference: the Python path runs; tests/collector/store/test_rowbuild_layout.py fails).
  * tests/collector/store/test_rowbuild.py checks both paths against each other.
  */
 #define PY_SSIZE_T_CLEAN
@@ -26,10 +29,19 @@
 
 /* wire.Event's fields (tracehook/wire.py), the ones the rows read. */
 enum {
-    F_TYPE = 0, F_TIME = 1, F_GROUP = 2, F_TOPIC = 3, F_MSG_ID = 4, F_KEYS = 6, F_BROKER = 8,
-    F_QUEUE = 9, F_OFFSET = 10, F_BORN = 11, F_STORE = 12, F_PROPS = 18, F_BODY = 22,
-    F_TRACE_ID = 23, N_FIELDS = 25, MIN_FIELDS = 5
+    F_TYPE = 0, F_TIME = 1, F_GROUP = 2, F_TOPIC = 3, F_MSG_ID = 4, F_BROKER_MSG_ID = 5, F_KEYS = 6, F_BROKER = 8,
+    F_QUEUE = 9, F_OFFSET = 10, F_BORN = 11, F_STORE = 12, F_PROPS = 18, F_REQUEST_ID = 19, F_BODY = 22,
+    F_TRACE_ID = 23, F_SPAN_ID = 24, N_FIELDS = 25, MIN_FIELDS = 5
 };
+/* keys.py's element encoding: a tag, then the bytes with 0x00 written as 0x00 KEY_ESCAPE and KEY_END
+   after them, or the int plus KEY_INT_BIAS in 8 big-endian bytes. */
+enum { KEY_BYTES = 0x01, KEY_STR = 0x02, KEY_INT = 0x03, KEY_END = 0x00, KEY_ESCAPE = 0xFF };
+#define KEY_INT_BIAS 0x8000000000000000ULL
+/* BLAKE2b digest sizes: schema.msg_hash, schema.event_id, tracehook.context.trace_id_for's hash */
+enum { MSG_HASH_BYTES = 4, EVENT_ID_BYTES = 8, OWN_TRACE_BYTES = 16 };
+enum { VALUE_HEADER = 0x94 };    /* schema._sender: a stored value is a 4-array [app, host, client_id, raw] */
+enum { POSITION_HEADER = 0x92 }; /* schema.record_columns: the qualifier's msgpack (queue, offset) */
+#define KEY_SEPARATOR ' '        /* indexer.KEY_SEPARATOR */
 enum { K_INT, K_STR, K_MAP, K_BIN }; /* K_MAP and K_BIN may also be None (their default) */
 static const char *const field_names[N_FIELDS] = {
     "type", "time_ms", "group", "topic", "msg_id", "broker_msg_id", "keys", "tags", "broker", "queue",
@@ -39,13 +51,16 @@ static const int field_kind[N_FIELDS] = {
     K_INT, K_INT, K_STR, K_STR, K_STR, K_STR, K_STR, K_STR, K_STR, K_INT, K_INT, K_INT, K_INT,
     K_INT, K_INT, K_STR, K_INT, K_INT, K_MAP, K_STR, K_STR, K_INT, K_BIN, K_STR, K_STR};
 static const int64_t int_default[N_FIELDS] = {[F_QUEUE] = -1, [F_OFFSET] = -1}; /* other ints: 0 */
-/* schema._HEX_FIELDS: msg_id, broker_msg_id, request_id, trace_id, span_id */
-static const int hex_field[N_FIELDS] = {[4] = 1, [5] = 1, [19] = 1, [23] = 1, [24] = 1};
+/* schema._HEX_FIELDS */
+static const int hex_field[N_FIELDS] = {
+    [F_MSG_ID] = 1, [F_BROKER_MSG_ID] = 1, [F_REQUEST_ID] = 1, [F_TRACE_ID] = 1, [F_SPAN_ID] = 1};
 enum { PUB = 1, SUB_BEFORE = 2, SUB_AFTER = 3, DEAD = 5 }; /* wire.EventType */
 
-/* The tables, in the order of configure()'s tables argument. */
+/* The tables, in the order of configure()'s tables argument: schema's constants named by table_slots. */
 enum { T_MESSAGES, T_RECORDS, T_KEYIDX, T_TRACEIDX, T_DEAD, T_PENDING, T_QUEUEIDX, T_SEQIDX, T_TIMEIDX,
        T_ROLLUPS, N_TABLES };
+static const char *const table_slots[N_TABLES] = {
+    "MESSAGES", "RECORDS", "KEYIDX", "TRACEIDX", "DEAD", "PENDING", "QUEUEIDX", "SEQIDX", "TIMEIDX", "ROLLUPS"};
 
 static struct {
     int configured;
@@ -97,25 +112,25 @@ static int put_be(Buf *b, uint64_t v, int width) {
 
 /* -- keys.pack_one ------------------------------------------------------------------------ */
 
-/* A str (tag 0x02) or bytes (0x01) element: every 0x00 written as 0x00 0xFF, then 0x00. */
+/* A str (KEY_STR) or bytes (KEY_BYTES) element: every 0x00 written as 0x00 KEY_ESCAPE, then KEY_END. */
 static int key_escaped(Buf *b, unsigned char tag, const unsigned char *s, Py_ssize_t n) {
     if (buf_grow(b, 2 * n + 2) < 0) return -1;
     unsigned char *o = b->p + b->len;
     *o++ = tag;
     for (Py_ssize_t i = 0; i < n; i++) {
         *o++ = s[i];
-        if (!s[i]) *o++ = 0xFF;
+        if (!s[i]) *o++ = KEY_ESCAPE;
     }
-    *o++ = 0;
+    *o++ = KEY_END;
     b->len = o - b->p;
     return 0;
 }
 
-static int key_str(Buf *b, const char *s, Py_ssize_t n) { return key_escaped(b, 0x02, (const unsigned char *)s, n); }
+static int key_str(Buf *b, const char *s, Py_ssize_t n) { return key_escaped(b, KEY_STR, (const unsigned char *)s, n); }
 
-static void key_int_to(unsigned char out[9], int64_t v) { /* 0x03, then v + 2**63 big-endian */
-    uint64_t u = (uint64_t)v ^ 0x8000000000000000ULL;
-    out[0] = 0x03;
+static void key_int_to(unsigned char out[9], int64_t v) { /* KEY_INT, then v + 2**63 big-endian */
+    uint64_t u = (uint64_t)v ^ KEY_INT_BIAS;
+    out[0] = KEY_INT;
     for (int i = 0; i < 8; i++) out[1 + i] = (unsigned char)(u >> (56 - 8 * i));
 }
 
@@ -325,7 +340,7 @@ static PyObject *one_cell(PyObject *column, PyObject *value) {
    id as the 16 bytes its hex digits spell (the id itself when it is a valid W3C trace id: 32
    lower-case hex digits, not all zero; else BLAKE2b-128 of it). */
 typedef struct {
-    unsigned char hash4[4], own[16];
+    unsigned char hash4[MSG_HASH_BYTES], own[OWN_TRACE_BYTES];
 } IdHashes;
 
 /* Recent ids' hashes, which Python caches too (a message's events come close together):
@@ -349,11 +364,11 @@ static IdHashes id_hashes(const char *id, Py_ssize_t n) {
         h %= ID_CACHE_SIZE;
         if (id_cache[h].used && id_cache[h].n == n && memcmp(id_cache[h].id, id, n) == 0) return id_cache[h].hashes;
     }
-    blake2b(out.hash4, 4, (const unsigned char *)id, n);
+    blake2b(out.hash4, MSG_HASH_BYTES, (const unsigned char *)id, n);
     if (n == 32 && is_hex(id, 32) && memcmp(id, zeros, 32) != 0)
         unhex(out.own, id, 32);
     else
-        blake2b(out.own, 16, (const unsigned char *)id, n);
+        blake2b(out.own, OWN_TRACE_BYTES, (const unsigned char *)id, n);
     if (n <= ID_CACHE_MAX) {
         id_cache[h].used = 1, id_cache[h].n = n, id_cache[h].hashes = out;
         memcpy(id_cache[h].id, id, n);
@@ -375,18 +390,18 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
 
     /* schema.encode_event_value and the message row's column (event_id: BLAKE2b-64 of it) */
     if (put(&value, PyBytes_AS_STRING(sender), PyBytes_GET_SIZE(sender)) < 0 || encode_raw(&value, &ev) < 0) goto done;
-    unsigned char digest[16];
-    blake2b(digest, 8, value.p, value.len);
+    unsigned char digest[EVENT_ID_BYTES];
+    blake2b(digest, EVENT_ID_BYTES, value.p, value.len);
     PyObject *prefix = consume ? cfg.consume_prefix : cfg.send_prefix;
     if (!(value_b = PyBytes_FromStringAndSize((const char *)value.p, value.len))) goto done;
-    if (!(event_col = cat((Seg[]){SEGB(prefix), {digest, 8}}, 2))) goto done;
+    if (!(event_col = cat((Seg[]){SEGB(prefix), {digest, EVENT_ID_BYTES}}, 2))) goto done;
 
     /* schema.message_row: (hash4(msg_id), msg_id); schema.event_key: the shared elements */
     const char *id = ev.s[F_MSG_ID];
     Py_ssize_t id_n = ev.n[F_MSG_ID];
     IdHashes hashes = id_hashes(id, id_n);
     const unsigned char *hash4 = hashes.hash4;
-    if (key_escaped(&msg_row, 0x01, hash4, 4) < 0 || key_str(&msg_id, id, id_n) < 0 ||
+    if (key_escaped(&msg_row, KEY_BYTES, hash4, MSG_HASH_BYTES) < 0 || key_str(&msg_id, id, id_n) < 0 ||
         put(&msg_row, msg_id.p, msg_id.len) < 0 || key_str(&topic, ev.s[F_TOPIC], ev.n[F_TOPIC]) < 0)
         goto done;
     int64_t t = store > 0 ? store : ev.i[F_BORN] > 0 ? ev.i[F_BORN] : ev.i[F_TIME];
@@ -400,7 +415,7 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
         PyObject *cells;
         if (type == SUB_AFTER && queue >= 0 && offset >= 0) { /* msgpack of (queue, offset) */
             b->len = 0;
-            if (put_byte(b, 0x92) < 0 || mp_int(b, queue) < 0 || mp_int(b, offset) < 0) goto done;
+            if (put_byte(b, POSITION_HEADER) < 0 || mp_int(b, queue) < 0 || mp_int(b, offset) < 0) goto done;
             PyObject *col = cat((Seg[]){SEGB(cfg.received_column), SEG(*b)}, 2);
             PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
             cells = col && empty ? one_cell(col, empty) : NULL;
@@ -417,7 +432,7 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
         Py_ssize_t kn = ev.n[F_KEYS], parts = 0, first = -1, first_n = 0;
         for (Py_ssize_t i = 0; i < kn;) {
             Py_ssize_t j = i;
-            while (j < kn && k[j] != ' ') j++;
+            while (j < kn && k[j] != KEY_SEPARATOR) j++;
             if (j > i && parts++ == 0) first = i, first_n = j - i;
             i = j + 1;
         }
@@ -427,7 +442,7 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
                 add_row(out, T_KEYIDX, cat((Seg[]){T, SEG(*b), REV, M}, 4), shared(cfg.index_cells)) < 0)
                 goto done;
         } else if (parts > 1) {
-            PyObject *space = PyUnicode_FromStringAndSize(" ", 1), *split = NULL, *set = NULL, *it = NULL, *key;
+            PyObject *space = PyUnicode_FromOrdinal(KEY_SEPARATOR), *split = NULL, *set = NULL, *it = NULL, *key;
             int bad = !space || !(split = PyUnicode_Split(ev.obj[F_KEYS], space, -1)) || !(set = PySet_New(NULL));
             for (Py_ssize_t i = 0; !bad && i < PyList_GET_SIZE(split); i++) {
                 key = PyList_GET_ITEM(split, i);
@@ -452,12 +467,12 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
         if (tid_n && is_hex(tid, tid_n)) { /* a bytes element of the bytes the digits spell */
             Buf raw;
             buf_init(&raw);
-            int bad = put_unhex(&raw, tid, tid_n) < 0 || key_escaped(b, 0x01, raw.p, raw.len) < 0;
+            int bad = put_unhex(&raw, tid, tid_n) < 0 || key_escaped(b, KEY_BYTES, raw.p, raw.len) < 0;
             buf_free(&raw);
             if (bad) goto done;
         } else if (tid_n) {
             if (key_str(b, tid, tid_n) < 0) goto done;
-        } else if (key_escaped(b, 0x01, hashes.own, 16) < 0)
+        } else if (key_escaped(b, KEY_BYTES, hashes.own, OWN_TRACE_BYTES) < 0)
             goto done;
         if (add_row(out, T_TRACEIDX, cat((Seg[]){SEG(*b), M}, 2), shared(cfg.index_cells)) < 0) goto done;
 
@@ -484,7 +499,8 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
             }
         }
         if (placing) { /* schema.time_row under schema.salt(msg_id, salt_buckets) */
-            uint32_t h = (uint32_t)hash4[0] << 24 | (uint32_t)hash4[1] << 16 | (uint32_t)hash4[2] << 8 | hash4[3];
+            uint32_t h = 0; /* schema.salt: the hash as a big-endian int */
+            for (int i = 0; i < MSG_HASH_BYTES; i++) h = h << 8 | hash4[i];
             unsigned char sk[9];
             key_int_to(sk, (int64_t)(h % (unsigned long long)salt_buckets));
             if (add_row(out, T_TIMEIDX, cat((Seg[]){{sk, 9}, T, TM, M}, 4), shared(cfg.index_cells)) < 0)
@@ -574,7 +590,7 @@ static PyObject *sender_of(PyObject *header) {
     static const char *const names[3] = {"app", "host", "client_id"};
     Buf b;
     buf_init(&b);
-    int bad = put_byte(&b, 0x94) < 0;
+    int bad = put_byte(&b, VALUE_HEADER) < 0;
     for (int i = 0; i < 3 && !bad; i++) {
         PyObject *v = PyObject_GetAttrString(header, names[i]);
         if (!v) return buf_free(&b), NULL;
@@ -749,6 +765,57 @@ static PyObject *rowbuild_configure(PyObject *module, PyObject *args, PyObject *
     Py_RETURN_NONE;
 }
 
+/* layout(): every constant compiled into this file, for rowbuild.py to compare with its Python definition. */
+static PyObject *int_tuple(const int *values, int n) {
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; i++) {
+        PyObject *v = PyLong_FromLong(values[i]);
+        if (!v) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
+static PyObject *str_tuple(const char *const *values, int n) {
+    PyObject *t = PyTuple_New(n);
+    for (int i = 0; t && i < n; i++) {
+        PyObject *v = PyUnicode_FromString(values[i]);
+        if (!v) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
+static PyObject *rowbuild_layout(PyObject *module, PyObject *unused) {
+    static const char *const kind_names[] = {[K_INT] = "int", [K_STR] = "str", [K_MAP] = "map", [K_BIN] = "bin"};
+    const char *kinds[N_FIELDS];
+    int hex[N_FIELDS], n_hex = 0;
+    PyObject *defaults = PyTuple_New(N_FIELDS);
+    for (int f = 0; defaults && f < N_FIELDS; f++) {
+        kinds[f] = kind_names[field_kind[f]];
+        if (hex_field[f]) hex[n_hex++] = f;
+        PyObject *d = f >= MIN_FIELDS && field_kind[f] == K_INT ? PyLong_FromLongLong(int_default[f]) : Py_NewRef(Py_None);
+        if (!d) Py_CLEAR(defaults);
+        else PyTuple_SET_ITEM(defaults, f, d);
+    }
+    if (!defaults) return NULL;
+    return Py_BuildValue(
+        "{s:N,s:N,s:N,s:{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i},s:i,s:N,"
+        "s:{s:i,s:i,s:i,s:i},s:{s:i,s:i,s:i},s:i,s:i,s:K,s:L,s:i,s:i,s:i,s:i,s:i,s:C,s:N}",
+        "fields", str_tuple(field_names, N_FIELDS), "kinds", str_tuple(kinds, N_FIELDS), "int_defaults", defaults,
+        "positions", "type", F_TYPE, "time_ms", F_TIME, "group", F_GROUP, "topic", F_TOPIC, "msg_id", F_MSG_ID,
+        "broker_msg_id", F_BROKER_MSG_ID, "keys", F_KEYS, "broker", F_BROKER, "queue", F_QUEUE, "offset", F_OFFSET,
+        "born_ms", F_BORN, "store_ms", F_STORE, "props", F_PROPS, "request_id", F_REQUEST_ID, "body", F_BODY,
+        "trace_id", F_TRACE_ID, "span_id", F_SPAN_ID,
+        "min_fields", MIN_FIELDS, "hex_fields", int_tuple(hex, n_hex),
+        "event_types", "PUB", PUB, "SUB_BEFORE", SUB_BEFORE, "SUB_AFTER", SUB_AFTER, "DEAD", DEAD,
+        "key_tags", "bytes", KEY_BYTES, "str", KEY_STR, "int", KEY_INT, "key_end", KEY_END, "key_escape", KEY_ESCAPE,
+        "key_int_bias", (unsigned long long)KEY_INT_BIAS, "reversed_from", (long long)INT64_MAX,
+        "msg_hash_bytes", MSG_HASH_BYTES, "event_id_bytes", EVENT_ID_BYTES, "own_trace_bytes", OWN_TRACE_BYTES,
+        "value_header", VALUE_HEADER, "position_header", POSITION_HEADER, "key_separator", KEY_SEPARATOR,
+        "table_slots", str_tuple(table_slots, N_TABLES));
+}
+
 static PyObject *rowbuild_blake2b(PyObject *module, PyObject *args) {
     Py_buffer data;
     Py_ssize_t size;
@@ -764,6 +831,8 @@ static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))rowbuild_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(event_type, fields, defaults, tables, index_cells, received_cells, send_prefix,\n"
      "consume_prefix, received_column, dead_all, dead_one, dirty_msg): the layout, from collector.store.schema."},
+    {"layout", rowbuild_layout, METH_NOARGS,
+     "layout() -> the constants compiled into this module (field positions and kinds, key tags, hash sizes, ...)."},
     {"blake2b", rowbuild_blake2b, METH_VARARGS,
      "blake2b(data, size) -> the embedded BLAKE2b's digest (hashlib.blake2b(data, digest_size=size)), for tests."},
     {NULL, NULL, 0, NULL},

@@ -34,8 +34,8 @@ from tracehook.wire import BatchHeader, Event, EventType
 
 DEFAULT_BATCH_SIZE = 1000
 """Rows per put (one round trip), per table, as happybase's ``Table.batch(batch_size=...)``."""
-KEY_SEPARATOR = " "
-"""Separates the business keys in an event's ``keys`` (RocketMQ's ``MessageConst.KEY_SEPARATOR``)."""
+KEY_SEPARATOR = schema.KEY_SEPARATOR
+""":data:`collector.store.schema.KEY_SEPARATOR`."""
 DEFAULT_WRITERS = 2
 """Threads writing batches while the next one is built (the store's round trips release the GIL)."""
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from collector import extensions
 from collector.store import keys, layout, schema
 from collector.store.base import DEFAULT_OPTIONS, DEFAULT_SCAN_BATCH, ChangeMark, Columns, Row, StoreOptions
 
@@ -345,24 +346,19 @@ def _py_cells(rows: Sequence[Row], ts: int) -> list[tuple[bytearray, bytearray, 
 
 _cells: Callable[[Sequence[Row], int], list[tuple[bytearray, bytearray, int, bytearray]]]
 """:func:`_py_cells`, in C when ``collector/store/_cells.c`` is built (tests/collector/store/test_cells.py)."""
-try:
-    from collector.store._cells import sqlite_cells as _cells
-except ImportError:  # not built (no compiler at install): the same cells from Python
-    _cells = _py_cells
+_cells_module = extensions.load("collector.store._cells")  # None: not built or switched off
+_cells = _py_cells if _cells_module is None else _cells_module.sqlite_cells
 
 
 def _load_sqlput() -> Any:
-    if os.environ.get(ENV_PYTHON_PUTS, "") == "1":
-        return None
-    try:
-        from collector.store import _sqlput
-    except ImportError:  # not built (no compiler or no sqlite3.h at install)
+    _sqlput = extensions.load("collector.store._sqlput")
+    if _sqlput is None:  # not built (no compiler or no sqlite3.h at install), or switched off
         return None
     # A build older than this module (no select_rows, no sort argument) is not used: rebuild it.
     return _sqlput if hasattr(_sqlput, "select_rows") else None
 
 
-ENV_PYTHON_PUTS = "TRACEHOOK_PYTHON_PUTS"
+ENV_PYTHON_PUTS = extensions.ENV_PYTHON_PUTS
 """Set to ``1`` to write every put with Python's ``executemany`` (and read with :meth:`LocalStore._py_get_rows`)
 even when ``_sqlput`` is built."""
 _SQLITE_VERSION = sqlite3.sqlite_version_info[0] * 1_000_000 + sqlite3.sqlite_version_info[1] * 1000 + \

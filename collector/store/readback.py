@@ -23,6 +23,7 @@ import operator
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from collector import extensions
 from collector.store import schema
 from collector.store.rollup_buckets import _VERSION
 from tracehook.wire import Event
@@ -50,11 +51,7 @@ ORDER = operator.itemgetter(0, 1, 2)
 
 
 def _load() -> Any:
-    try:
-        from collector.store import _readback
-    except ImportError:  # not built (no compiler when installed)
-        return None
-    return _readback
+    return extensions.load("collector.store._readback")  # None: not built, or switched off
 
 
 _readback = _load()

@@ -5,49 +5,91 @@ the row keys, cells and stored value of every event. ``collector/store/_rowbuild
 the same rows in C, byte for byte, merged and batched the same way; events it does not
 model go through the Python row builder, which stays the definition of the layout
 (tests/collector/store/test_rowbuild.py checks both paths against each other). It is an
-optional extension: without a compiler at install time, or with the environment variable
-:data:`ENV_PYTHON_ROWS` set to ``1``, the Python path does everything (:data:`FAST_PATH` is False).
+optional extension: without a compiler at install time, or with ``TRACEHOOK_NO_EXTENSIONS=1`` or
+``TRACEHOOK_PYTHON_ROWS=1`` in the environment (:mod:`collector.extensions`), the Python path does
+everything (:data:`FAST_PATH` is False).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from collector import extensions
 from collector.store import keys, schema
 from collector.store.base import Row
 from collector.store.schema import Cells
 from tracehook import wire
-from tracehook.wire import BatchHeader, Event
+from tracehook.context import trace_id_for
+from tracehook.wire import BatchHeader, Event, EventType
 
-ENV_PYTHON_ROWS = "TRACEHOOK_PYTHON_ROWS"
+ENV_PYTHON_ROWS = extensions.ENV_PYTHON_ROWS
 """Set to ``1`` to build index rows in Python even when the C extension is built."""
 
 EventRows = Callable[[BatchHeader, Event], list[tuple[str, bytes, Cells]]]
 """Builds one event's rows: the Python path, for the events the extension does not model."""
 
 
+_TABLE_SLOTS = ("MESSAGES", "RECORDS", "KEYIDX", "TRACEIDX", "DEAD", "PENDING", "QUEUEIDX", "SEQIDX", "TIMEIDX",
+                "ROLLUPS")
+
+
+def python_layout() -> dict[str, Any]:
+    """What ``_rowbuild.layout()`` must report: each constant compiled into collector/store/_rowbuild.c,
+    computed here from its one definition (:mod:`collector.store.schema`, :mod:`collector.store.keys`,
+    :mod:`tracehook.wire`). At import a difference turns the extension off (the Python path runs)
+    and tests/collector/store/test_rowbuild_layout.py fails, naming the constant."""
+    fields = Event._fields
+    rules = wire.fast_path_rules()
+    kinds = tuple(column[0] for column in rules["columns"])
+    sample = Event(EventType.SUB_AFTER, 1, "g", "t", "m", queue=1, offset=2)
+    return {
+        "fields": fields,
+        "kinds": kinds,
+        "int_defaults": tuple(d if i >= wire.MIN_FIELDS and kinds[i] == "int" else None
+                              for i, d in enumerate(wire.DEFAULTS)),
+        "positions": {name: fields.index(name) for name in (
+            "type", "time_ms", "group", "topic", "msg_id", "broker_msg_id", "keys", "broker", "queue", "offset",
+            "born_ms", "store_ms", "props", "request_id", "body", "trace_id", "span_id")},
+        "min_fields": wire.MIN_FIELDS,
+        "hex_fields": schema._HEX_FIELDS,
+        "event_types": {t.name: int(t) for t in (EventType.PUB, EventType.SUB_BEFORE, EventType.SUB_AFTER,
+                                                 EventType.DEAD)},
+        "key_tags": {"bytes": keys.pack_one(b"")[0], "str": keys.pack_one("")[0], "int": keys.pack_one(0)[0]},
+        "key_end": keys.pack_one("")[-1],
+        "key_escape": keys.pack_one("\0")[2],
+        "key_int_bias": int.from_bytes(keys.pack_one(0)[1:], "big"),
+        "reversed_from": keys.reverse_int(0),
+        "msg_hash_bytes": len(schema.msg_hash("")),
+        "event_id_bytes": len(schema.event_id(b"")),
+        "own_trace_bytes": len(bytes.fromhex(trace_id_for(""))),
+        "value_header": schema._sender("", "", "")[0],
+        "position_header": next(iter(schema.record_columns(sample)))[len(schema.RECEIVED_COLUMN)],
+        "key_separator": schema.KEY_SEPARATOR,
+        "table_slots": _TABLE_SLOTS,
+    }
+
+
 def _load() -> Any:
-    if os.environ.get(ENV_PYTHON_ROWS, "") == "1":
+    _rowbuild = extensions.load("collector.store._rowbuild")
+    if _rowbuild is None:  # not built, or switched off
         return None
     try:
-        from collector.store import _rowbuild
-    except ImportError:  # not built (no compiler when installed)
-        return None
-    try:
+        compiled, defined = _rowbuild.layout(), python_layout()
+        if compiled != defined:
+            differ = sorted(k for k in compiled.keys() | defined.keys() if compiled.get(k) != defined.get(k))
+            raise ValueError(f"its compiled constants differ from the Python definitions: {', '.join(differ)}")
         _rowbuild.configure(
             event_type=Event, fields=Event._fields, defaults=wire.DEFAULTS,
-            tables=(schema.MESSAGES, schema.RECORDS, schema.KEYIDX, schema.TRACEIDX, schema.DEAD, schema.PENDING,
-                    schema.QUEUEIDX, schema.SEQIDX, schema.TIMEIDX, schema.ROLLUPS),
+            tables=tuple(getattr(schema, slot) for slot in compiled["table_slots"]),
             index_cells=schema.INDEX_CELLS, received_cells=schema.RECEIVED_CELLS,
             send_prefix=schema.column(schema.SEND_FAMILY, b""),
             consume_prefix=schema.column(schema.CONSUME_FAMILY, b""), received_column=schema.RECEIVED_COLUMN,
             dead_all=schema._DEAD_ALL_B, dead_one=schema._DEAD_ONE_B,
             dirty_msg=keys.pack_one(schema.ROLLUP_DIRTY_MSG))
-    except (ValueError, TypeError):  # a wire format it does not model: stay exact
-        logging.getLogger(__name__).warning("collector.store._rowbuild does not model this wire format; "
+    except (ValueError, TypeError, AttributeError):  # a layout it does not model (or an older build): stay exact
+        logging.getLogger(__name__).warning("collector.store._rowbuild does not model this layout; "
                                             "building index rows in Python", exc_info=True)
         return None
     return _rowbuild

@@ -109,6 +109,8 @@ _one = keys.pack_one
 ROLLUP_TOPIC, ROLLUP_MINUTE, ROLLUP_DIRTY, ROLLUP_DIRTY_MSG, ROLLUP_PARTS, ROLLUP_HOUR = 0, 1, 2, 3, 4, 5
 MINUTE_MS = 60_000
 HOUR_MS = 3_600_000
+KEY_SEPARATOR = " "
+"""Separates the business keys in an event's ``keys``, each filed in ``keyidx`` (RocketMQ's ``MessageConst.KEY_SEPARATOR``)."""
 
 
 # --- times -----------------------------------------------------------------

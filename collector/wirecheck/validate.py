@@ -4,8 +4,9 @@
 answers "valid", so anything else goes through :func:`tracehook.wire.check_batch`, which
 names the problem. Its rules come from :func:`tracehook.wire.fast_path_rules`, so both
 paths accept exactly the same batches (tests/collector/server/test_wirecheck.py,
-scripts/fuzz). It is an optional extension: without a compiler at install time the
-Python path does everything (:data:`FAST_PATH` is False).
+scripts/fuzz). It is an optional extension: without a compiler at install time, or with
+``TRACEHOOK_NO_EXTENSIONS=1`` (:mod:`collector.extensions`), the Python path does everything
+(:data:`FAST_PATH` is False).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from collector import extensions
 from tracehook import wire
 from tracehook.wire import BatchHeader
 
@@ -43,9 +45,8 @@ def fast_check_batch(data: bytes) -> tuple[BatchHeader, int] | None:
 
 
 def _load_fast_check() -> Callable[[bytes], tuple[Any, ...] | None] | None:
-    try:
-        from collector.wirecheck import _wirecheck
-    except ImportError:  # not built (no compiler when installed)
+    _wirecheck = extensions.load("collector.wirecheck._wirecheck")
+    if _wirecheck is None:  # not built, or switched off
         return None
     try:
         _wirecheck.configure(**wire.fast_path_rules())

@@ -18,6 +18,8 @@ from collector.server.appkeys import INGESTOR_KEY, STORE_KEY
 from collector.server.auth import require_query_token
 from collector.server.config import CollectorConfig
 
+pytestmark = pytest.mark.fallback
+
 MSGPACK = {"Content-Type": "application/msgpack"}
 
 

@@ -12,6 +12,8 @@ from collector.store.base import StoreOptions
 from collector.store.errors import BadStoreUrlError
 from collector.store.local import LocalStore
 
+pytestmark = pytest.mark.fallback
+
 T = "timeidx"  # any table: adapters treat them alike
 
 

@@ -11,10 +11,13 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
+
 from collector.store import schema
 from collector.store.indexer import READ_BACK_TABLES, finish_batch, finish_writes, index_records
 from collector.store.local import LocalStore
 from tests.fixtures.sample import bulk, scenario
+
+pytestmark = pytest.mark.fallback
 
 NOW_MS = 1_790_000_000_000
 HELD = frozenset(t.name for t in schema.TABLES) - READ_BACK_TABLES - {schema.ROLLUPS}

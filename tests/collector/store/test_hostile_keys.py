@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_helpers import PRODUCER, backend_of, consumed, ev
@@ -19,6 +20,8 @@ from collector.store.indexer import KEY_SEPARATOR, index_records
 from collector.store.reader import TraceQuery
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event, EventType
+
+pytestmark = pytest.mark.fallback
 
 T0 = 1_790_000_000_000
 LONG = 10 * 1024

@@ -11,6 +11,8 @@ from collector.store.reader import TraceQuery
 from tracehook.context import trace_id_for
 from tracehook.wire import EventType, Status
 
+pytestmark = pytest.mark.fallback
+
 
 def tables_of(rows) -> list[str]:
     return sorted(table for table, _, _ in rows)

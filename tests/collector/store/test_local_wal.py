@@ -13,6 +13,8 @@ from collector.store import local, schema
 from collector.store.indexer import finish_batch, index_records
 from collector.store.local import LocalStore
 
+pytestmark = pytest.mark.fallback
+
 
 def wal_bytes(path: str) -> int:
     return os.path.getsize(path + "-wal") if os.path.exists(path + "-wal") else 0

@@ -27,6 +27,8 @@ from collector.store.migrate import TIMESTAMP_STEP_MS, MigrationError, migrate_s
 from collector.store.reader import TraceQuery
 from tracehook.wire import BatchHeader, Event, EventType, Status, trace_id_of
 
+pytestmark = pytest.mark.fallback
+
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 HOUR = 3_600_000
 NOW = int(time.time() * 1000)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 from index_helpers import ev
 
 from collector.store.model import build_trace
 from collector.store.schema import StoredEvent
 from tracehook.wire import EventType, Status
+
+pytestmark = pytest.mark.fallback
 
 
 def stored(type_: EventType, t: int, group: str = "g", **fields) -> StoredEvent:

@@ -12,6 +12,8 @@ from collector.store.indexer import finish_batch, index_records
 from collector.store.reader import TraceQuery
 from tracehook.wire import EventType, Status
 
+pytestmark = pytest.mark.fallback
+
 HOUR = 3_600_000
 NOW = 1_800_000_000_000
 END = 2**62

@@ -14,6 +14,8 @@ from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
 from tracehook.wire import EventType, Status, TxState
 
+pytestmark = pytest.mark.fallback
+
 END = 2**62
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from functools import partial
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_helpers import backend_of, message, page_ids
@@ -16,6 +17,8 @@ from index_helpers import backend_of, message, page_ids
 from collector.store import Store
 from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
+
+pytestmark = pytest.mark.fallback
 
 TOPICS = ["a", "b", "ab", "a b", "a\x00", "a/b", "\u00e9"]
 KEYS = ["k1", "k2"]

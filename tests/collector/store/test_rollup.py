@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from index_helpers import CONSUMER, PRODUCER, ev, unique
 
 from collector.query.overview import overview
@@ -12,6 +13,8 @@ from collector.store import Store, keys, schema
 from collector.store.indexer import finish_batch, index_records
 from collector.store.rollup import read_minutes
 from tracehook.wire import EventType, Status
+
+pytestmark = pytest.mark.fallback
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000  # a minute boundary
 MINUTE = 60_000

@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_helpers import CONSUMER, PRODUCER, ev
@@ -19,6 +20,8 @@ from collector.store import Store, open_store, schema
 from collector.store.indexer import finish_batch, index_records
 from collector.store.rollup import MessageParts, Part, compute_minute, merge_parts, read_minutes, read_parts, rows_of
 from tracehook.wire import EventType, Status
+
+pytestmark = pytest.mark.fallback
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000
 MINUTE = 60_000

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from index_helpers import consumed, message, unique
@@ -16,6 +17,8 @@ from collector.store import Store, keys, schema
 from collector.store.indexer import finish_batch, index_records
 from collector.store.rollup_hours import cover, read_buckets
 from tracehook.wire import Status
+
+pytestmark = pytest.mark.fallback
 
 HOUR = 3_600_000
 MINUTE = 60_000

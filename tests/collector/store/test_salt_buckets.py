@@ -16,6 +16,8 @@ from collector.store import SaltBucketsMismatchError, keys, open_store, schema
 from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
 
+pytestmark = pytest.mark.fallback
+
 T0 = 1_790_000_000_000
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from index_helpers import CONSUMER, PRODUCER, consumed, ev, message
@@ -23,6 +24,8 @@ from tracehook.wire import (
     TxState,
     validate_event,
 )
+
+pytestmark = pytest.mark.fallback
 
 # Ids as tracehook makes them (lower-case hex) and as other clients do: odd length, upper case, other text.
 ids = st.one_of(st.text(alphabet="0123456789abcdef", max_size=40), st.text(alphabet="0123456789abcdefABCDEF -g",

@@ -13,6 +13,8 @@ from collector.server.config import CollectorConfig
 from collector.store import open_store
 from collector.store.indexer import index_records
 
+pytestmark = pytest.mark.fallback
+
 TOPIC = "orders"
 QUERY_TOKEN = "q-secret"
 # Queue 0 holds offsets 0..4 stored a second apart; outcome of each message in GROUP:

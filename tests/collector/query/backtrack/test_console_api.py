@@ -33,6 +33,8 @@ from collector.store import open_store
 from collector.store.errors import StoreUnavailableError
 from collector.store.indexer import finish_batch, index_records
 
+pytestmark = pytest.mark.fallback
+
 TOPIC = "console"
 QUERY_TOKEN = "q-console"
 TRACE_UI = "http://jaeger.example:16686/trace/{trace_id}"

@@ -20,6 +20,8 @@ from collector.store.indexer import index_records
 from tests.fixtures.sample import BILLING_HEADER, SHIPPING_HEADER, TOPIC, _event, _message, consume, send
 from tracehook.wire import EventType, Status
 
+pytestmark = pytest.mark.fallback
+
 MSG, TRACE = "msg-with-body", "0af7651916cd43dd8448eb211c80319c"
 BODY = b"card=4111-1111-secret"
 NO_BODY, WITH_BODY = "reader-no-body-0123456789", "reader-body-0123456789"

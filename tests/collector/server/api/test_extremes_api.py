@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from fixtures import extremes
 from fixtures.indexing import index_sealed
 
@@ -14,6 +15,8 @@ from collector.server.app import create_app
 from collector.server.config import CollectorConfig
 from tracehook import wire
 from tracehook.wire import BatchHeader, EventType, Status, TxState, make_event
+
+pytestmark = pytest.mark.fallback
 
 MSGPACK = {"Content-Type": "application/msgpack"}
 MAX_TIME, MAX_INT, MIN_INT = wire.MAX_TIME_MS, wire.MAX_INT, wire.MIN_INT

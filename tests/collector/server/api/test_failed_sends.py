@@ -18,6 +18,8 @@ from collector.server.config import CollectorConfig
 from tests.fixtures.indexing import index_sealed
 from tracehook.wire import Status
 
+pytestmark = pytest.mark.fallback
+
 TOPIC, GROUP = "payments", "g"
 CONSUMED_AGO_MS = 800_000
 FAILED_AGO_MS = 700_000

@@ -11,6 +11,8 @@ from api_helpers import INGEST_TOKEN, QUERY_TOKEN, collect_pages
 from collector.server.routes import OPENAPI_PATH
 from tests.fixtures.sample import SHARED_KEY, SHARED_KEY_COUNT, TOPIC
 
+pytestmark = pytest.mark.fallback
+
 
 def rows_by_group(doc: dict) -> dict[str, dict]:
     return {row["group"]: row for row in doc["timeline"]["rows"]}

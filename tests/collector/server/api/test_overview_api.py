@@ -12,12 +12,14 @@ from collector.query import overview as ov
 from collector.query.overview import COUNTS
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig
-from collector.store import open_store
 from collector.server.overview_routes import ROLLUP_METRICS_KEY, RollupMetrics
+from collector.store import open_store
 from collector.store.indexer import finish_batch, index_records
 from collector.store.rollup import LATENCY_BOUNDS_MS
 from tests.fixtures.prometheus import check_metrics, samples, value
 from tests.fixtures.sample import DEAD_GROUP, TOPIC, scenario
+
+pytestmark = pytest.mark.fallback
 
 
 def index_with_rollups(store_url: str, now_ms: int) -> None:

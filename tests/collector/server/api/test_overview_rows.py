@@ -13,6 +13,8 @@ from collector.store.indexer import finish_batch, index_records
 from tests.fixtures.sample import BILLING_HEADER, Record, _event, _message, consume, send
 from tracehook.wire import EventType, Status
 
+pytestmark = pytest.mark.fallback
+
 MIN = 60_000
 LAG_TOLERANCE_S = 30  # the server's "now" is read a moment after the test's
 

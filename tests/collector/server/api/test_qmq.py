@@ -11,6 +11,8 @@ from collector.store import open_store
 from collector.store.indexer import index_records
 from tests.fixtures.sample import BILLING_HEADER, SHARED_KEY_COUNT, TOPIC, Record, consume, send
 
+pytestmark = pytest.mark.fallback
+
 LIST_FIELDS = {"brokerGroup", "sequence", "messageId", "subject", "createTime"}
 LISTING = '{"subject": "orders", "isDelay": false, "len": 3, '  # a valid list query, open for one more field
 

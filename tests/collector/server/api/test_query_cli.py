@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from api_helpers import QUERY_TOKEN, fill_store
 
 from collector.cli.main import main
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig
 from tests.fixtures.sample import SHARED_KEY, SHARED_KEY_COUNT, TOPIC
+
+pytestmark = pytest.mark.fallback
 
 
 def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
