@@ -83,9 +83,16 @@ class OldLayoutError(LayoutVersionError):
 
 
 class MigrationError(StoreError):
-    """A migration that cannot run as asked: its old store is not in layout 1, or is the new store."""
+    """A migration that cannot run as asked: its old store is in no layout it reads, or is the new store."""
 
     reason = "bad_migration"
+
+
+class UpgradeError(StoreError):
+    """An in-place upgrade that cannot run as asked: no room for its snapshot, an HBase store without
+    ``--no-snapshot``, a rollback from a file that is no snapshot of this store."""
+
+    reason = "bad_upgrade"
 
 
 class InjectedFault(RuntimeError):

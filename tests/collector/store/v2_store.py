@@ -1,0 +1,97 @@
+"""Stores in layout 2, as the release before layout 3 wrote them.
+
+Layout 3 is layout 2 with tables added and message cells that leave out what their row key
+holds.  So a layout-2 store is built here as: the events indexed by today's indexer, then every
+message and pending cell replaced by layout 2's own (frozen below, never taken from today's
+schema module: ``msgpack([app, host, client_id, trimmed event])`` with born/store times as their
+difference from the event's time and hex ids as bytes, under ``s:``/``c:`` + ``blake2b(value, 8)``),
+the tables layout 3 added dropped, and ``m:layout_version`` set to 2.  Until layout 3's cells
+differ from layout 2's, the rewrite changes nothing; the store is a layout-2 store either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import msgpack
+
+from collector.store import keys, layout, layout_v2, local_path, open_store
+from collector.store.indexer import finish_batch, index_records
+from tracehook import wire
+from tracehook.wire import BatchHeader, Event, EventType
+
+Record = tuple[BatchHeader, Event]
+_CONSUME = (EventType.SUB_BEFORE, EventType.SUB_AFTER)
+_BORN, _STORE, _HEX = 11, 12, (4, 5, 19, 23, 24)
+_is_hex = re.compile("(?:[0-9a-f]{2})+").fullmatch
+
+
+def message_row(msg_id: str) -> bytes:
+    return keys.pack((hashlib.blake2b(msg_id.encode(), digest_size=4).digest(), msg_id))
+
+
+def cell(header: BatchHeader, event: Event) -> tuple[bytes, bytes]:
+    """Layout 2's column and value of one event in its message (or pending) row."""
+    raw: list[Any] = wire.trim(event)
+    n = len(raw)
+    if n > _BORN:
+        raw[_BORN] -= raw[1]
+        if n > _STORE:
+            raw[_STORE] -= raw[1]
+    for i in _HEX:
+        if i < n and raw[i] and _is_hex(raw[i]):
+            raw[i] = bytes.fromhex(raw[i])
+    value = msgpack.packb([header.app, header.host, header.client_id, raw], use_bin_type=True)
+    family = b"c:" if event.type in _CONSUME else b"s:"
+    return family + hashlib.blake2b(value, digest_size=8).digest(), value
+
+
+def write(url: str, records: Sequence[Record]) -> None:
+    """The layout-2 store at ``url`` (new, or a layout-3 one this rewrites) holding ``records``."""
+    store = open_store(url)
+    try:
+        index_records(store, list(records))
+        finish_batch(store)
+        by_msg: dict[str, list[Record]] = {}
+        for header, event in records:
+            by_msg.setdefault(event.msg_id, []).append((header, event))
+        rows = [message_row(m) for m in by_msg]
+        pending = {row for row, _ in store.scan("pending", b"", b"\xff")}
+        store.delete_rows("messages", rows)
+        store.put_rows("messages", [(message_row(m), dict(cell(h, e) for h, e in recs)) for m, recs in by_msg.items()])
+        store.delete_rows("pending", pending)
+        store.put_rows("pending", [(message_row(m), dict(cell(h, e) for h, e in recs if e.type == EventType.DEAD))
+                                   for m, recs in by_msg.items() if message_row(m) in pending])
+        store.put_meta(layout.LAYOUT_VERSION_COLUMN, b"2")
+    finally:
+        store.close()
+    _drop_added_tables(url)
+
+
+def _drop_added_tables(url: str) -> None:
+    path = local_path(url)
+    if path is not None:
+        db = sqlite3.connect(path)
+        try:
+            names = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            for name in names - {"meta", *layout_v2.TABLES}:
+                db.execute(f'DROP TABLE "{name}"')
+            db.commit()
+        finally:
+            db.close()
+        return
+    import happybase
+
+    parts = urlsplit(url)
+    namespace = parse_qs(parts.query)["namespace"][0]
+    conn = happybase.Connection(parts.hostname, parts.port, table_prefix=namespace, table_prefix_separator="_")
+    try:
+        for name in {n.decode() for n in conn.tables()} - {"meta", *layout_v2.TABLES}:
+            conn.delete_table(name, disable=True)
+    finally:
+        conn.close()
