@@ -51,22 +51,27 @@ def cell(header: BatchHeader, event: Event) -> tuple[bytes, bytes]:
     return family + hashlib.blake2b(value, digest_size=8).digest(), value
 
 
-def write(url: str, records: Sequence[Record]) -> None:
-    """The layout-2 store at ``url`` (new, or a layout-3 one this rewrites) holding ``records``."""
+def write(url: str, records: Sequence[Record], *, chunk: int = 20_000) -> None:
+    """The layout-2 store at ``url`` (new, or a layout-3 one this rewrites) holding ``records``,
+    indexed ``chunk`` events at a time and rewritten ``chunk`` messages at a time."""
     store = open_store(url)
     try:
-        index_records(store, list(records))
-        finish_batch(store)
+        for i in range(0, len(records), chunk):
+            index_records(store, list(records[i:i + chunk]))
+            finish_batch(store)
         by_msg: dict[str, list[Record]] = {}
         for header, event in records:
             by_msg.setdefault(event.msg_id, []).append((header, event))
-        rows = [message_row(m) for m in by_msg]
         pending = {row for row, _ in store.scan("pending", b"", b"\xff")}
-        store.delete_rows("messages", rows)
-        store.put_rows("messages", [(message_row(m), dict(cell(h, e) for h, e in recs)) for m, recs in by_msg.items()])
-        store.delete_rows("pending", pending)
-        store.put_rows("pending", [(message_row(m), dict(cell(h, e) for h, e in recs if e.type == EventType.DEAD))
-                                   for m, recs in by_msg.items() if message_row(m) in pending])
+        ids = list(by_msg)
+        for i in range(0, len(ids), chunk):
+            rows = {message_row(m): by_msg[m] for m in ids[i:i + chunk]}
+            store.delete_rows("messages", list(rows))
+            store.put_rows("messages", [(row, dict(cell(h, e) for h, e in recs)) for row, recs in rows.items()])
+            dead = [(row, dict(cell(h, e) for h, e in recs if e.type == EventType.DEAD))
+                    for row, recs in rows.items() if row in pending]
+            store.delete_rows("pending", [row for row, _ in dead])
+            store.put_rows("pending", dead)
         store.put_meta(layout.LAYOUT_VERSION_COLUMN, b"2")
     finally:
         store.close()
