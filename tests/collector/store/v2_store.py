@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
+import time
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -63,15 +64,18 @@ def write(url: str, records: Sequence[Record], *, chunk: int = 20_000) -> None:
         for header, event in records:
             by_msg.setdefault(event.msg_id, []).append((header, event))
         pending = {row for row, _ in store.scan("pending", b"", b"\xff")}
+        # After the deletes' time: HBase hides a cell written no later than a delete of its row.
+        ts = int(time.time() * 1000) + 2_000
         ids = list(by_msg)
         for i in range(0, len(ids), chunk):
             rows = {message_row(m): by_msg[m] for m in ids[i:i + chunk]}
             store.delete_rows("messages", list(rows))
-            store.put_rows("messages", [(row, dict(cell(h, e) for h, e in recs)) for row, recs in rows.items()])
+            store.put_rows("messages", [(row, dict(cell(h, e) for h, e in recs)) for row, recs in rows.items()],
+                           ts=ts)
             dead = [(row, dict(cell(h, e) for h, e in recs if e.type == EventType.DEAD))
                     for row, recs in rows.items() if row in pending]
             store.delete_rows("pending", [row for row, _ in dead])
-            store.put_rows("pending", dead)
+            store.put_rows("pending", dead, ts=ts)
         store.put_meta(layout.LAYOUT_VERSION_COLUMN, b"2")
     finally:
         store.close()
