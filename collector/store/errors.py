@@ -77,7 +77,7 @@ class LayoutVersionError(StoreError):
 
 class OldLayoutError(LayoutVersionError):
     """A store in an older layout (:mod:`collector.store.layout`): refused with one line naming
-    ``tracehook migrate-store``, never answered from."""
+    ``tracehook upgrade-store`` (in place) or ``tracehook migrate-store`` (a copy), never answered from."""
 
     reason = "old_layout"
 
