@@ -226,7 +226,7 @@ def test_the_hbase_restore_script_drops_what_layout_3_added() -> None:
 def test_hbase_in_place_and_copied(make_hbase_url: Callable[..., str], tmp_path: pathlib.Path) -> None:
     topic = unique("uph")
     records = scenario(topic)
-    url, ref_url = make_hbase_url(), make_hbase_url()
+    url, ref_url = make_hbase_url(), f"local:{tmp_path / 'ref.sqlite3'}"  # the reference: answers are the store's
     v2_store.write(url, records)
     with pytest.raises(OldLayoutError, match="tracehook upgrade-store"):
         open_store(url)
