@@ -17,7 +17,8 @@ from collector.store.errors import LayoutVersionError, StoreError
 EXIT_ERROR = 2
 """A user's error: bad arguments, paths, URLs, an unreachable source."""
 EXIT_OLD_LAYOUT = 5
-"""The index store is in another layout than this release's: ``tracehook migrate-store`` moves it across."""
+"""The index store is in another layout than this release's: ``tracehook upgrade-store`` (in place) or
+``tracehook migrate-store`` (a copy) brings an older one across."""
 
 
 class CommandError(Exception):

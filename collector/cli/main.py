@@ -26,7 +26,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "kafka-reset": ("collector.cli.kafka_reset", "commit a reset plan's offsets on a real Kafka"),
     "kafka-topic": ("collector.cli.kafka_topic", "create the Kafka trace topic with a chosen partition count"),
     "replay": ("collector.cli.replay", "re-deliver to one group exactly the Kafka records it missed"),
-    "migrate-store": ("collector.cli.migrate", "move an index of layout 1 into a new store of this layout"),
+    "migrate-store": ("collector.cli.migrate", "copy an index of layout 1 or 2 into a store of this layout"),
+    "upgrade-store": ("collector.cli.upgrade", "upgrade an index of layout 2 in place (seconds; snapshot first)"),
     "demo": ("collector.cli.demo", "run a collector, traffic and the index job on the embedded store"),
     "deploy-files": ("collector.cli.deploy_files", "write the systemd units and config examples into a directory"),
 }
@@ -73,8 +74,9 @@ exit status (every command; docs/exit-codes.md):
   4   replay: done, but some records could not be replayed (gone from the
       broker, no partition/offset in the trace, a different message id there);
       set-aside reindex: done, but some events still cannot be indexed
-  5   the index store is in an older layout (made by an earlier release):
-      the line names `tracehook migrate-store`, which moves it across
+  5   the index store is in another layout (made by another release): the
+      line names `tracehook upgrade-store` (layout 2, in place) or
+      `tracehook migrate-store` (layout 1), or says to upgrade tracehook
   130 interrupted (Ctrl-C; replay and migrate-store print how to resume);
       a stop by SIGTERM is 0
 Every error is one line on stderr."""

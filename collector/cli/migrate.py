@@ -1,4 +1,7 @@
-"""``tracehook migrate-store``: move a layout-1 index into a new store of this release's layout.
+"""``tracehook migrate-store``: copy a layout-1 or layout-2 index into a store of this release's layout.
+
+A layout-2 store is upgraded in place in seconds instead (``tracehook upgrade-store``,
+:mod:`collector.cli.upgrade`); the copy is for layout 1 and for a new store by choice.
 
 ::
 
@@ -7,7 +10,7 @@
 
 No trace log needed; resumable (rerun the same command after a failure or Ctrl-C); a rerun
 after it finished says so and exits 0.  See :mod:`collector.store.migrate` and
-docs/index-store.md (Upgrading from layout 1).  Exit status: 0 done, 1 a store failed mid-run
+docs/index-store.md (Upgrading from layout 1, Upgrading to layout 3).  Exit status: 0 done, 1 a store failed mid-run
 (rerun to resume), 2 bad arguments or an unreachable store, 5 ``--to`` in an older layout,
 130 interrupted (docs/exit-codes.md).
 """
@@ -30,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from collector.store.migrate import DEFAULT_CHUNK
 
     parser.add_argument("--from", dest="old", required=True, metavar="OLD_URL",
-                        help="the layout-1 store (local:PATH or hbase://HOST:PORT?namespace=NS), only read; "
+                        help="the layout-1 or layout-2 store (local:PATH or hbase://HOST:PORT?namespace=NS), only read; "
                              "a local: one with the ttl_days it was used with (its expired cells stay behind)")
     parser.add_argument("--to", dest="new", required=True, metavar="NEW_URL",
                         help="the store to fill, new or one this release already writes (created if absent)")

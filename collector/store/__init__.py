@@ -164,7 +164,8 @@ def open_store(url: str, *, create_tables: bool = True, any_layout: bool = False
     ``create_tables=False`` skips the HBase table check and creation (index tasks: the
     driver created them); the SQLite store's ``CREATE TABLE IF NOT EXISTS`` costs nothing.
     A store in another layout than this release's is refused (:class:`OldLayoutError`, one
-    line naming ``tracehook migrate-store``) unless ``any_layout`` (the migration reads one).
+    line naming ``tracehook upgrade-store`` or ``tracehook migrate-store``) unless ``any_layout``
+    (the migration and the upgrade open one).
     """
     store = _open(url, create_tables)
     if not any_layout:

@@ -77,15 +77,22 @@ class LayoutVersionError(StoreError):
 
 class OldLayoutError(LayoutVersionError):
     """A store in an older layout (:mod:`collector.store.layout`): refused with one line naming
-    ``tracehook migrate-store``, never answered from."""
+    ``tracehook upgrade-store`` (in place) or ``tracehook migrate-store`` (a copy), never answered from."""
 
     reason = "old_layout"
 
 
 class MigrationError(StoreError):
-    """A migration that cannot run as asked: its old store is not in layout 1, or is the new store."""
+    """A migration that cannot run as asked: its old store is in no layout it reads, or is the new store."""
 
     reason = "bad_migration"
+
+
+class UpgradeError(StoreError):
+    """An in-place upgrade that cannot run as asked: no room for its snapshot, an HBase store without
+    ``--no-snapshot``, a rollback from a file that is no snapshot of this store."""
+
+    reason = "bad_upgrade"
 
 
 class InjectedFault(RuntimeError):

@@ -4,8 +4,10 @@ The **layout version** (:data:`LAYOUT_VERSION`) names the row keys, columns and 
 store's tables hold.  A new store records it when its tables are created; a store whose
 tables exist without the record was made by an older release: layout 1.  Opening a store of
 another layout is refused (:func:`check_layout`, from :func:`collector.store.open_store`) with
-one line naming ``tracehook migrate-store``, the command that moves it across
-(:mod:`collector.store.migrate`), so nothing is ever answered from rows read the wrong way.
+one line naming the command that brings it to this layout: ``tracehook upgrade-store`` for a
+layout this release reads in place (:data:`IN_PLACE_FROM`, :mod:`collector.store.upgrade`),
+``tracehook migrate-store`` for an older one (:mod:`collector.store.migrate`), so nothing is
+ever answered from rows read the wrong way.
 
 The time index starts every row with ``salt(msg_id) % buckets``; readers scan every
 bucket and the indexer files each message under one.  A reader or writer that used
@@ -28,8 +30,14 @@ from collections.abc import Callable, Collection
 from collector.store import keys, layout_v1, schema
 from collector.store.errors import LayoutVersionError, OldLayoutError, SaltBucketsMismatchError, url_int
 
-LAYOUT_VERSION = 2
-"""The layout this release reads and writes (issue 27's lean index; rollups of format 3 folded in)."""
+LAYOUT_VERSION = 3
+"""The layout this release reads and writes: layout 2 (issue 27's lean index, rollups of format 3) with
+message cells that leave out what their row key holds, and the property index and body tables (issues
+42 and 43).  Layout 3 only adds tables, and its readers read layout 2's cells as well as its own."""
+IN_PLACE_FROM = frozenset({2})
+"""Older layouts a store is upgraded from in place (``tracehook upgrade-store``: the layout record and
+the missing tables, nothing rewritten); a store in another older layout is copied across
+(``tracehook migrate-store``)."""
 OLDEST_LAYOUT = 1
 """The layout of a store whose tables exist without a recorded version."""
 
@@ -98,21 +106,30 @@ def _decoded(value: bytes | None) -> int | None:
 def check_layout(url: str, version: int) -> None:
     """Refuse a store whose tables are in another layout than :data:`LAYOUT_VERSION`.
 
-    Raises :class:`OldLayoutError` (an older layout: the line names the migration command) or
+    Raises :class:`OldLayoutError` (an older layout: the line names the upgrade or migration command) or
     :class:`LayoutVersionError` (a newer one: written by a later release).
     """
     if version < LAYOUT_VERSION:
         raise OldLayoutError(old_layout_line(url, version))
     if version > LAYOUT_VERSION:
-        raise LayoutVersionError(f"{url} is an index in layout {version}, newer than the layout {LAYOUT_VERSION} "
-                                 "this release reads: upgrade tracehook")
+        raise LayoutVersionError(newer_layout_line(url, version))
 
 
 def old_layout_line(url: str, version: int) -> str:
     """The one line every refusal of an old store prints (CLI, index job, collector's 503)."""
+    if version in IN_PLACE_FROM:
+        return (f"{url} is an index in layout {version}; this release reads layout {LAYOUT_VERSION}: upgrade it in "
+                f"place with `tracehook upgrade-store {url}` (seconds, nothing rewritten; docs/index-store.md, "
+                f"Upgrading to layout {LAYOUT_VERSION})")
     return (f"{url} is an index in layout {version}; this release reads layout {LAYOUT_VERSION}: move it across "
             f"with `tracehook migrate-store --from {url} --to NEW_STORE_URL`, or rebuild it from the trace log "
             "(docs/index-store.md, Upgrading from layout 1)")
+
+
+def newer_layout_line(url: str, version: int) -> str:
+    """The one line a store written by a later release is refused with."""
+    return (f"{url} is an index in layout {version}, newer than the layout {LAYOUT_VERSION} this release reads: "
+            "upgrade tracehook")
 
 
 def settle_salt_buckets(

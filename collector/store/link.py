@@ -9,8 +9,10 @@ ingesting.  :class:`StoreLink` is the :class:`~collector.store.Store` the query 
   waiting for a Thrift timeout per query;
 - :func:`keep_connected` (an app background task) reopens it every ``retry_s`` seconds
   while it is down, so queries work again by themselves once it answers;
-- a store in another layout (:class:`~collector.store.OldLayoutError`) is never opened: every
-  call raises that error again (``503 old_layout`` with the line naming the migration command).
+- a store in another layout (:class:`~collector.store.OldLayoutError`) is never answered from:
+  every call raises that error again (``503 old_layout`` with the line naming the upgrade or
+  migration command), and :func:`keep_connected` tries it again every ``retry_s`` seconds, so a
+  store upgraded in place (``tracehook upgrade-store``) is answered from without a restart.
 
 ::
 

@@ -1,7 +1,10 @@
-"""Store-to-store migration: a layout-1 index into a new store of this release's layout.
+"""Store-to-store migration: a layout-1 or layout-2 index copied into a store of this release's layout.
 
-No trace log is needed (it is kept 7 days by default, the index 30): the old store's
-``messages`` table holds every indexed event (:mod:`collector.store.layout_v1`), and the
+A layout-2 store can instead be upgraded in place in O(1) (:mod:`collector.store.upgrade`); the
+copy is for layout 1, and for whoever wants a new store (another backend, compacted, the old one
+kept as it is).  No trace log is needed (it is kept 7 days by default, the index 30): the old
+store's ``messages`` table holds every indexed event (:mod:`collector.store.layout_v1`,
+:mod:`collector.store.layout_v2`: each frozen, with its own cell decoder), and the
 events are indexed into the new store through the normal indexer, chunk by chunk
 (:func:`~collector.store.indexer.index_records`, then :func:`~collector.store.indexer.finish_batch`),
 so every index row and rollup is the one a fresh index job writes.
@@ -37,12 +40,24 @@ from urllib.parse import parse_qs, urlsplit
 
 import msgpack
 
-from collector.store import absolute_store_url, layout_v1, local_path, open_store, resolve_store_url, schema
+from collector.store import (
+    absolute_store_url,
+    layout,
+    layout_v1,
+    layout_v2,
+    local_path,
+    open_store,
+    resolve_store_url,
+    schema,
+)
 from collector.store.base import Columns, Row, Store
 from collector.store.errors import MigrationError
 from collector.store.indexer import finish_batch, index_records
 from tracehook.wire import BatchHeader, Event
 
+FROZEN_LAYOUTS: dict[int, Callable[[bytes], layout_v1.StoredEvent]] = {
+    layout_v1.VERSION: layout_v1.decode_event, layout_v2.VERSION: layout_v2.decode_event}
+"""The layouts a migration reads, each with its frozen message-cell decoder (the rows are read alike)."""
 DEFAULT_CHUNK = 20_000
 """Old message rows per step: indexed, finished and recorded as done together."""
 TIMESTAMP_STEP_MS = 3_600_000
@@ -110,12 +125,12 @@ def migrate_store(
     on_chunk: Callable[[Progress, float], None] | None = None, max_chunks: int | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> MigrationReport:
-    """Move every live event of the layout-1 store at ``old_url`` into the store at ``new_url``.
+    """Copy every live event of the layout-1 or layout-2 store at ``old_url`` into the store at ``new_url``.
 
     ``on_chunk(progress, fraction)`` is called after each chunk (``fraction``: about how far
     through the old store).  ``max_chunks`` stops after that many chunks (as an interruption
-    would; a rerun resumes).  Raises :class:`MigrationError` for an old store that is not in
-    layout 1, :class:`~collector.store.OldLayoutError` for a new one that is not this release's,
+    would; a rerun resumes).  Raises :class:`MigrationError` for an old store in no layout of
+    :data:`FROZEN_LAYOUTS`, :class:`~collector.store.OldLayoutError` for a new one that is not this release's,
     and the stores' errors when one fails (the progress of the chunks done stays recorded).
     """
     if chunk < 1:
@@ -125,12 +140,16 @@ def migrate_store(
     started = clock()
     old = open_store(resolve_store_url(old_url, must_exist=True), create_tables=False, any_layout=True)
     try:
-        if old.layout_version != layout_v1.VERSION:
-            raise MigrationError(f"{old_url} is in layout {old.layout_version}, not {layout_v1.VERSION} "
-                                 "(or holds no index): nothing to migrate")
+        decode = FROZEN_LAYOUTS.get(old.layout_version)
+        if decode is None:
+            known = " or ".join(map(str, sorted(FROZEN_LAYOUTS)))
+            also = (" (or holds no index)" if old.layout_version == layout.LAYOUT_VERSION else
+                    f" (newer than this release's {layout.LAYOUT_VERSION}: upgrade tracehook)"
+                    if old.layout_version > layout.LAYOUT_VERSION else "")
+            raise MigrationError(f"{old_url} is in layout {old.layout_version}, not {known}{also}: nothing to migrate")
         new = open_store(new_url)
         try:
-            return _run(old, new, old_url, chunk, on_chunk, max_chunks, clock, started)
+            return _run(old, new, old_url, decode, chunk, on_chunk, max_chunks, clock, started)
         finally:
             new.close()
     finally:
@@ -146,8 +165,9 @@ def _identity(url: str) -> tuple[str, ...]:
     return ("hbase", parts.netloc, *parse_qs(parts.query).get("namespace", []))
 
 
-def _run(old: Store, new: Store, old_url: str, chunk: int, on_chunk: Callable[[Progress, float], None] | None,
-         max_chunks: int | None, clock: Callable[[], float], started: float) -> MigrationReport:
+def _run(old: Store, new: Store, old_url: str, decode: Callable[[bytes], layout_v1.StoredEvent], chunk: int,
+         on_chunk: Callable[[Progress, float], None] | None, max_chunks: int | None, clock: Callable[[], float],
+         started: float) -> MigrationReport:
     column = progress_column(old_url)
     progress = recorded_progress(new, old_url)
     resumed_at = progress.messages
@@ -157,7 +177,7 @@ def _run(old: Store, new: Store, old_url: str, chunk: int, on_chunk: Callable[[P
     for _ in itertools.count() if max_chunks is None else range(max_chunks):
         rows = read(progress.after, chunk)
         if rows:
-            batch = _decode(rows)
+            batch = _decode(rows, decode)
             for ts in sorted(batch.by_ts):
                 dated = _Dated(new, ts)
                 index_records(dated, batch.by_ts[ts])
@@ -175,14 +195,14 @@ def _run(old: Store, new: Store, old_url: str, chunk: int, on_chunk: Callable[[P
     return MigrationReport(progress.messages, progress.events, clock() - started, resumed_at, False, progress.bad)
 
 
-def _decode(rows: Sequence[layout_v1.MessageRow]) -> _Chunk:
+def _decode(rows: Sequence[layout_v1.MessageRow], decode: Callable[[bytes], layout_v1.StoredEvent]) -> _Chunk:
     """The events of ``rows``, each message's under its oldest cell's write time rounded down."""
     out = _Chunk()
     for _, cells in rows:
         events: list[tuple[BatchHeader, Event]] = []
         for value, _ts in cells:
             try:
-                stored = layout_v1.decode_event(value)
+                stored = decode(value)
             except Exception:  # noqa: BLE001 - a damaged cell is counted and left out, as the indexer does
                 out.bad += 1
                 continue

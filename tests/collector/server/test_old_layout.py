@@ -1,5 +1,6 @@
-"""A collector over a layout-1 index: ingest goes on, every query route answers 503 with the one
-line naming ``tracehook migrate-store``, /healthz says why, /metrics leaves the rollup series out."""
+"""A collector over an older index: ingest goes on, every query route answers 503 with the one
+line naming ``tracehook migrate-store`` (layout 1) or ``tracehook upgrade-store`` (layout 2), /healthz
+says why, /metrics leaves the rollup series out; an upgraded store is answered from without a restart."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from collector.cli.query import HttpSource
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig
 from collector.store import OldLayoutError
+from collector.store.upgrade import upgrade_store
+from tests.collector.store import v2_store
 from tests.collector.store.v1_store import write_local
 
 QUERY_ROUTES = [
@@ -65,3 +68,25 @@ async def test_queries_answer_503_naming_the_migration_while_ingest_goes_on(aioh
     assert metrics.status == 200
     text = await metrics.text()
     assert "tracehook_collector_store_available 0.0" in text and "tracehook_topic_" not in text
+
+
+async def test_a_layout_2_store_answers_once_upgraded_in_place_without_a_restart(aiohttp_client,
+                                                                                tmp_path: pathlib.Path) -> None:
+    """The upgrade is the operator's step (its snapshot is the way back): until it runs, queries answer
+    503 naming ``tracehook upgrade-store``; once it has, the running collector reopens the store."""
+    path = tmp_path / "index.sqlite3"
+    v2_store.write(f"local:{path}", [])
+    config = CollectorConfig(data_dir=str(tmp_path), durability="os", retry_after_s=1)
+    client = await aiohttp_client(create_app(config))
+    answer = await client.get("/v1/messages/m-1")
+    body = await answer.json()
+    assert answer.status == 503 and body["error"] == "old_layout", body
+    assert f"tracehook upgrade-store local:{path}" in body["detail"] and "layout 2" in body["detail"]
+    await asyncio.to_thread(upgrade_store, f"local:{path}", snapshot=False)
+    for _ in range(50):  # the store is reopened every retry_after_s while it is refused
+        answer = await client.get("/v1/messages/m-1")
+        if answer.status != 503:
+            break
+        await asyncio.sleep(0.1)
+    assert answer.status == 404, await answer.text()  # answered from the store: no such message
+    assert (await (await client.get("/healthz")).json())["store"] == "ok"

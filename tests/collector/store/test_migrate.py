@@ -1,4 +1,4 @@
-"""Layout 1 → layout 2: an old store is refused everywhere, and ``migrate-store`` moves it across.
+"""Layout 1 → this layout: an old store is refused everywhere, and ``migrate-store`` moves it across.
 
 The old stores are built byte by byte in layout 1 (tests/collector/store/v1_store.py), never
 through today's indexer; the reference is a new store indexed fresh from the same events.
@@ -10,96 +10,20 @@ import pathlib
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 import v1_store
-from index_helpers import CONSUMER, consumed, ev, message, unique
+from index_helpers import message, unique
+from layout_helpers import HOUR, NOW, ROOT, Record, answers, fresh, scenario, with_write_times
 
-from collector.query.documents import page_dict, trace_document
-from collector.query.overview import overview
-from collector.store import OldLayoutError, Store, layout, open_store, schema
-from collector.store.indexer import finish_batch, index_records
+from collector.store import OldLayoutError, layout, open_store, schema
 from collector.store.local import LocalStore
 from collector.store.migrate import TIMESTAMP_STEP_MS, MigrationError, migrate_store, recorded_progress
 from collector.store.reader import TraceQuery
-from tracehook.wire import BatchHeader, Event, EventType, Status, trace_id_of
+from tracehook.wire import EventType
 
 pytestmark = pytest.mark.fallback
-
-ROOT = pathlib.Path(__file__).resolve().parents[3]
-HOUR = 3_600_000
-NOW = int(time.time() * 1000)
-T0 = NOW - 30 * HOUR  # events over the last 30 hours: some dead letters are past the 24-hour pending limit
-Record = tuple[BatchHeader, Event]
-
-
-def scenario(topic: str) -> list[Record]:
-    """Sends with keys, consumes (ok, failed, retried), dead letters (one of a send never traced),
-    a failed send, unconsumed messages: every query kind has something to answer."""
-    out: list[Record] = []
-    for i in range(24):
-        t = T0 + i * 75 * 60_000
-        msg_id = f"{topic}-m{i:02d}"
-        out += message(topic, msg_id, t, keys=f"order-{i % 5} k{i}", queue=i % 3, offset=100 + i,
-                       status=Status.FAILED if i == 7 else Status.OK)
-        if i % 4 == 0:
-            continue  # nobody consumed it
-        out += consumed(topic, msg_id, t, "billing", status=Status.OK if i % 3 else Status.FAILED, queue=i % 3,
-                        offset=100 + i, at=t + 2_000)
-        if i % 5 == 1:
-            out += consumed(topic, msg_id, t, "audit", status=Status.RETRY_LATER, retry=1, at=t + 9_000)
-            out.append((CONSUMER, ev(EventType.DEAD, t + 20_000, "audit", topic, msg_id, error="gave up", retry=3)))
-    out.append((CONSUMER, ev(EventType.DEAD, NOW - HOUR, "audit", topic, f"{topic}-orphan", keys="order-9")))
-    return out
-
-
-def with_write_times(records: list[Record]) -> list[tuple[BatchHeader, Event, int]]:
-    """Each event as an index job wrote it, a little after it happened."""
-    return [(h, e, e.time_ms + 1_500) for h, e in records]
-
-
-def fresh(url: str, records: list[Record]) -> None:
-    store = open_store(url)
-    try:
-        index_records(store, records)
-        finish_batch(store)
-    finally:
-        store.close()
-
-
-def answers(store: Store, topic: str, records: list[Record]) -> dict[str, Any]:
-    """Every query kind's answer, pages walked with a small limit (so cursors are compared too)."""
-    q = TraceQuery(store)
-    ids = sorted({e.msg_id for _, e in records})
-    keys_ = sorted({k for _, e in records for k in e.keys.split() if k})
-    lo, hi = T0 - HOUR, NOW + HOUR
-
-    def pages(fetch: Callable[[str | None], Any]) -> list[dict[str, Any]]:
-        out, cursor = [], None
-        while True:
-            page = page_dict(fetch(cursor))
-            out.append(page)
-            cursor = page["next_cursor"]
-            if cursor is None:
-                return out
-
-    return {
-        "traces": {m: (None if (t := q.get_trace(m)) is None else trace_document(t)) for m in ids},
-        "records": {m: q.consume_records(m) for m in ids},
-        "keys": {k: pages(lambda c, k=k: q.by_key(topic, k, lo, hi, 3, c)) for k in keys_},
-        "time": pages(lambda c: q.by_time(topic, lo, hi, 4, c)),
-        "trace": {t: pages(lambda c, t=t: q.by_trace(t, 2, c)) for t in sorted({trace_id_of(e) for _, e in records})},
-        "dead": {g: pages(lambda c, g=g: q.dead_letters(topic, g, lo, hi, 2, c)) for g in (None, "audit")},
-        "unconsumed": {g: pages(lambda c, g=g: q.unconsumed(topic, g, lo, hi, 5, c)) for g in ("billing", "audit")},
-        "offsets": {t: q.offsets_at(topic, t) for t in (lo, T0 + 5 * HOUR, hi)},
-        "sequence": {o: q.by_sequence(topic, "b1", o) for o in sorted({e.offset for _, e in records})},
-        "groups": q.groups(topic),
-        "overview": overview(store, NOW - 24 * HOUR, NOW, now_ms=NOW).to_json(),
-        "overview_2d": overview(store, NOW - 48 * HOUR, NOW, now_ms=NOW, topic=topic).to_json(),
-    }
 
 
 @pytest.fixture
@@ -134,10 +58,10 @@ def test_an_old_store_is_refused_with_one_line_naming_the_migration(old_local, t
     assert len(index.stderr.strip().splitlines()) == 1 and "tracehook migrate-store" in index.stderr
 
 
-def test_a_new_store_records_layout_2_and_an_old_one_gets_no_new_tables(old_local, tmp_path: pathlib.Path) -> None:
+def test_a_new_store_records_its_layout_and_an_old_one_gets_no_new_tables(old_local, tmp_path: pathlib.Path) -> None:
     new = open_store(f"local:{tmp_path / 'new.sqlite3'}")
-    assert new.layout_version == layout.LAYOUT_VERSION == 2
-    assert new.get_meta(layout.LAYOUT_VERSION_COLUMN) == b"2"
+    assert new.layout_version == layout.LAYOUT_VERSION == 3
+    assert new.get_meta(layout.LAYOUT_VERSION_COLUMN) == b"3"
     new.close()
     url, _, _ = old_local
     old = open_store(url, any_layout=True)
@@ -145,7 +69,7 @@ def test_a_new_store_records_layout_2_and_an_old_one_gets_no_new_tables(old_loca
     old.close()
     with sqlite3.connect(url.removeprefix("local:")) as db:
         tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert tables == {"meta", *v1_store.TABLES}  # opening it created nothing of layout 2
+    assert tables == {"meta", *v1_store.TABLES}  # opening it created nothing of a later layout
 
 
 def test_the_migrated_store_answers_as_one_indexed_fresh(old_local, tmp_path: pathlib.Path) -> None:
@@ -228,11 +152,11 @@ def test_cells_the_old_store_had_expired_stay_behind(tmp_path: pathlib.Path) -> 
         new.close()
 
 
-def test_the_migration_refuses_a_store_that_is_not_layout_1(old_local, tmp_path: pathlib.Path) -> None:
+def test_the_migration_refuses_a_store_in_no_layout_it_reads(old_local, tmp_path: pathlib.Path) -> None:
     url, _, _ = old_local
     new_url = f"local:{tmp_path / 'new.sqlite3'}"
     open_store(new_url).close()
-    with pytest.raises(MigrationError, match="not 1"):
+    with pytest.raises(MigrationError, match="not 1 or 2"):
         migrate_store(new_url, f"local:{tmp_path / 'other.sqlite3'}")
     with pytest.raises(MigrationError, match="same store"):
         migrate_store(url, url + "?ttl_days=3")
