@@ -183,5 +183,4 @@ def event_rows(event: Event, names: frozenset[str]) -> list[bytes]:
     found = [n for n in names if n in props] if len(names) < len(props) else [n for n in props if n in names]
     if not found:
         return []
-    k = schema.event_key(event.topic, event.msg_id, schema.message_time(event))
-    return [schema.prop_row(k, name, props[name]) for name in found]
+    return schema.prop_rows(event.topic, event.msg_id, schema.message_time(event), [(n, props[n]) for n in found])

@@ -193,9 +193,17 @@ def prop_prefix(topic: str, name: str, value: str) -> tuple[keys.Element, ...]:
     return (topic, name, prop_value_prefix(value))
 
 
-def prop_row(k: EventKey, name: str, value: str) -> bytes:
-    """(topic, property name, value prefix, reversed msg time, msg_id): as :func:`key_row`, per property."""
-    return k.topic + _one(name) + _one(prop_value_prefix(value)) + k.reversed_time + k.msg_id
+def prop_rows(topic: str, msg_id: str, time_ms: int, props: Iterable[tuple[str, str]]) -> list[bytes]:
+    """The rows of a message's ``(name, value)`` properties filed at message time ``time_ms``:
+    (topic, property name, value prefix, reversed msg time, msg_id), as :func:`key_row` per property."""
+    tail = _one(keys.reverse_int(time_ms)) + _one(msg_id)
+    return [_topic_name(topic, name) + _one(prop_value_prefix(value)) + tail for name, value in props]
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_name(topic: str, name: str) -> bytes:
+    # Cached: a few names per topic start every property row.
+    return _one(topic) + _one(name)
 
 
 def time_prefix(bucket: int, topic: str) -> tuple[keys.Element, ...]:
