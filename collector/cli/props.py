@@ -20,10 +20,14 @@ import argparse
 import json
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from collector.cli.errors import report
 from collector.query.errors import QueryInputError
 from collector.store.errors import BadStoreUrlError, LayoutVersionError, QueryError, StoreError, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from collector.store import Store
 
 EXIT_FAILED, EXIT_INTERRUPTED = 1, 130
 PROGRESS_EVERY_S = 5.0
@@ -45,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     unset.add_argument("names", nargs="*", metavar="NAME", help="the names to take out (none: the whole list)")
     fill = sub.add_parser("backfill", parents=[store], help="file the messages already indexed under a property")
     fill.add_argument("--topic", required=True)
-    fill.add_argument("--name", action="append", required=True, help="an indexed property name (repeatable)")
+    fill.add_argument("--name", action="append", required=True,
+                      help="an indexed property name (repeatable; --name=-x for a name starting with -)")
     fill.add_argument("--since", help="only messages since this duration ago (15m, 7d; not with --begin/--end)")
     fill.add_argument("--begin", help="window start: epoch ms, ISO-8601, now or relative like -6h")
     fill.add_argument("--end", help="window end (default now)")
@@ -92,7 +97,7 @@ def _names(names: tuple[str, ...]) -> str:
     return ", ".join(json.dumps(n, ensure_ascii=False) for n in names) or "(none)"
 
 
-def _backfill(store: object, args: argparse.Namespace) -> int:
+def _backfill(store: Store, args: argparse.Namespace) -> int:
     from collector.query.params import time_param, time_window
     from collector.query.timeparse import current_ms, parse_duration
     from collector.store.backfill import BackfillProgress, backfill
@@ -120,7 +125,7 @@ def _backfill(store: object, args: argparse.Namespace) -> int:
                   f"(about {fraction:.0%} of the message table)", flush=True)
 
     try:
-        progress, resumed_at = backfill(store, args.topic, args.name, begin, end,  # type: ignore[arg-type]
+        progress, resumed_at = backfill(store, args.topic, args.name, begin, end,
                                         run_id=f"{args.since}|{args.begin}|{args.end}", chunk=args.chunk,
                                         on_chunk=on_chunk)
     except KeyboardInterrupt:

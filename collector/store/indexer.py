@@ -64,6 +64,8 @@ def rows_for(
 
     Rows left out are counted in ``dropped`` (by reason, :data:`ROW_KEY_TOO_LONG`) when given.
     ``mark=False`` leaves out the rollup marker: the caller reads the message's part back itself.
+    Indexed properties' rows are not among them: they depend on the store's lists
+    (:func:`batched_rows`' ``props``, :mod:`collector.store.props`).
     """
     rows = _event_rows(header, event, salt_buckets, mark)
     # HBase refuses a whole put with one over-long row key: leave such a row out of that
