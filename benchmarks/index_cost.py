@@ -26,7 +26,9 @@ Mixes (``--mix``): ``simple``, a message sent and consumed once by one group (se
 consume end; benchmarks/index_throughput.py's events); ``realistic``, 3-6 events per message (a send,
 one or two groups' consume start/end, some failures, retries and dead letters; one or two keys; four
 topics; a fixed seed); ``sends``, only sends, each a new message, 50,000 per second (benchmarks/freshness.py's
-load; not in the default run).  Trace-log records of 100 events each, from one client each::
+load; not in the default run); ``props``, the simple mix with two indexed properties on every send
+(``orderId``, one value per message, and ``tenant``, one of 50), and ``props-off``, the same events
+with no property indexed (the difference is what indexing them costs).  Trace-log records of 100 events each, from one client each::
 
     python benchmarks/index_cost.py --events 100000 --rows a,d --mix simple     # a quick look
     scripts/hbase start
@@ -60,6 +62,7 @@ sys.path.insert(0, ROOT)
 from benchmarks.collector_ingest import tree_cpu_seconds
 from benchmarks.index_cost_support import (
     DEFAULT_MIXES,
+    INDEXED_PROPS,
     MICRO_BATCH_EVENTS,
     MIXES,
     HBase,
@@ -74,10 +77,11 @@ from benchmarks.index_cost_support import (
     micro_batches,
     rows_and_cells,
     sqlite_bytes,
+    sqlite_table_bytes,
     table_bytes,
     write_log,
 )
-from collector.store import BadStoreUrlError, StoreUnavailableError, check_store_url, open_store
+from collector.store import BadStoreUrlError, StoreUnavailableError, check_store_url, open_store, props
 from collector.store import local as local_store
 from spark_jobs.partition import DEFAULT_BATCH_SIZE, finish_partitions, index_partition
 from spark_jobs.store_cache import close_stores
@@ -126,9 +130,19 @@ class Cost:
     server_cpu_s: float | None = None
 
 
-def in_process(url: str, batches: Sequence[Sequence[Payload]], hbase: HBase | None = None) -> Cost:
+def prepare(url: str, indexed: Sequence[str]) -> None:
+    """Create the store's tables before the clock starts, as the job's driver does, with ``indexed``
+    as its indexed property names."""
+    store = open_store(url)
+    if indexed:
+        props.save(store, props.NOTHING.with_names(None, indexed))
+    store.close()
+
+
+def in_process(url: str, batches: Sequence[Sequence[Payload]], hbase: HBase | None = None,
+               indexed: Sequence[str] = ()) -> Cost:
     """Row a (and c's first): each micro-batch through the index job's partition and driver steps."""
-    open_store(url).close()  # tables created before the clock starts, as the job's driver does
+    prepare(url, indexed)
     server0 = hbase.cpu_seconds() if hbase else 0.0
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for batch in batches:
@@ -159,13 +173,13 @@ def namespace(url: str) -> str:
 
 
 def spark_job(spark: Any, log_dir: str, empty_log: str, make_url: Callable[[], str], events: int,
-              hbase: HBase | None = None) -> tuple[Cost, str]:
+              hbase: HBase | None = None, indexed: Sequence[str] = ()) -> tuple[Cost, str]:
     """Row b (and c's second): the job over ``log_dir`` minus the same over ``empty_log``; and its store URL."""
     from spark_jobs.index_job import index_once
 
     def run(log: str) -> tuple[int, Cost, str]:
         url = make_url()
-        open_store(url).close()
+        prepare(url, indexed)
         server0 = hbase.cpu_seconds() if hbase else 0.0
         cpu0, wall0 = tree_cpu_seconds(os.getpid()), time.perf_counter()
         report = index_once(spark, log, url)
@@ -211,6 +225,7 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
             spark_holder: list[Any], work: str) -> list[Result]:
     """Every asked row for ``n`` events of ``mix``, in the order a, d, b, c."""
     payloads = encode(MIXES[mix](n))
+    indexed = INDEXED_PROPS.get(mix, ())
     batches = list(micro_batches(payloads, args.micro_batch))
     results: list[Result] = []
 
@@ -220,6 +235,9 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
     def add(path: str, cost: Cost, url: str) -> None:
         if url.startswith("local:"):
             size = sqlite_bytes(url.removeprefix("local:"))
+            print(f"  {path}: bytes per event by table: " + ", ".join(
+                f"{name} {b / n:.1f}" for name, b in sorted(sqlite_table_bytes(url.removeprefix("local:")).items(),
+                                                           key=lambda t: -t[1])), file=sys.stderr, flush=True)
         else:
             assert hbase is not None
             server0 = hbase.cpu_seconds()
@@ -240,7 +258,7 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
         for path in args.puts or [None]:
             url = local(f"a-{path}")
             with puts_path(path) if path else contextlib.nullcontext():
-                add("a in-process -> SQLite" + (f" ({path} puts)" if path else ""), in_process(url, batches), url)
+                add("a in-process -> SQLite" + (f" ({path} puts)" if path else ""), in_process(url, batches, indexed=indexed), url)
     if "d" in rows:
         path = os.path.join(work, "floor.sqlite3")
         cpu0, wall0 = time.process_time(), time.perf_counter()
@@ -257,7 +275,8 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
             spark_holder.append(start_spark(args.master, work, payloads))
         spark = spark_holder[0]
         if "b" in rows:
-            cost, url = spark_job(spark, log_dir, empty_log, lambda: local(f"b-{uuid.uuid4().hex[:8]}"), n)
+            cost, url = spark_job(spark, log_dir, empty_log, lambda: local(f"b-{uuid.uuid4().hex[:8]}"), n,
+                                  indexed=indexed)
             add(f"b Spark job {args.master} -> SQLite", cost, url)
         if "c" in rows:
             assert hbase is not None
@@ -267,8 +286,8 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
                 return f"hbase://127.0.0.1:{hbase.port}?namespace=cost{uuid.uuid4().hex[:8]}{options}"
 
             url = hbase_url()
-            add("c in-process -> HBase", in_process(url, batches, hbase), url)
-            cost, url = spark_job(spark, log_dir, empty_log, hbase_url, n, hbase)
+            add("c in-process -> HBase", in_process(url, batches, hbase, indexed), url)
+            cost, url = spark_job(spark, log_dir, empty_log, hbase_url, n, hbase, indexed)
             add(f"c Spark job {args.master} -> HBase", cost, url)
         shutil.rmtree(log_dir, ignore_errors=True)
         shutil.rmtree(empty_log, ignore_errors=True)
@@ -310,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=parse_events, default=list(DEFAULT_EVENTS),
                         help="comma list of event counts (default 100000,1000000)")
     parser.add_argument("--mix", type=lambda s: parse_list(s, tuple(MIXES), "--mix"), default=list(DEFAULT_MIXES),
-                        help="comma list of simple, realistic, sends (default simple,realistic)")
+                        help="comma list of " + ", ".join(MIXES) + " (default simple,realistic)")
     parser.add_argument("--micro-batch", type=int, default=MICRO_BATCH_EVENTS,
                         help=f"events per in-process micro-batch (row a; default {MICRO_BATCH_EVENTS:,}: a follow run "
                              "behind the log takes bigger ones)")

@@ -106,7 +106,22 @@ def sends_mix(n: int) -> list[Record]:
     return out
 
 
-MIXES = {"simple": simple_mix, "realistic": realistic_mix, "sends": sends_mix}
+def props_mix(n: int) -> list[Record]:
+    """The simple mix with two properties on every send (``orderId``, one value per message, and
+    ``tenant``, one of 50), as an adapter records them from the message's headers."""
+    out: list[Record] = []
+    for header, event in simple_mix(n):
+        if event.type == EventType.PUB:
+            i = int(event.msg_id.rsplit("-", 1)[1])
+            event = event._replace(props={"orderId": f"order-{i}", "tenant": f"tenant-{i % 50}"})
+        out.append((header, event))
+    return out
+
+
+MIXES = {"simple": simple_mix, "realistic": realistic_mix, "sends": sends_mix, "props": props_mix,
+         "props-off": props_mix}
+INDEXED_PROPS = {"props": ("orderId", "tenant")}
+"""The property names a mix's store indexes (``props-off``: the same events, none indexed)."""
 DEFAULT_MIXES = ("simple", "realistic")
 """The mixes a run measures unless ``--mix`` says otherwise (issue 27's two)."""
 
@@ -167,6 +182,13 @@ def write_log(log_dir: str, payloads: Sequence[Payload]) -> None:
 
 
 # -- counting --------------------------------------------------------------------------------
+
+def sqlite_table_bytes(path: str) -> dict[str, int]:
+    """Bytes of each table's pages in the SQLite file at ``path`` (SQLite's ``dbstat``; after the same
+    checkpoint as :func:`sqlite_bytes`), for the per-table line row a prints."""
+    with sqlite3.connect(path) as db:
+        return {name: size for name, size in db.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")}
+
 
 def sqlite_bytes(path: str) -> int:
     """The SQLite file's size after ``PRAGMA wal_checkpoint(TRUNCATE)`` (no VACUUM), its WAL included."""

@@ -6,6 +6,7 @@ against an index store (``--store local:PATH`` or ``--store hbase://...``)::
     tracehook query id MSG_ID
     tracehook query trace 4bf92f3577b34da6a3ce929d0e0e4736
     tracehook query key orders order-42 --since 7d
+    tracehook query prop orders orderId 42 --since 7d          # an indexed property (tracehook props)
     tracehook query topic orders --since 1h30m --limit 50
     tracehook query topic orders --begin -6h --end -1h
     tracehook query dead orders --group billing --json
@@ -70,7 +71,9 @@ class HttpSource:
         self.not_found_detail = ""  # the collector's explanation of the last 404
 
     def _get(self, path: str, params: dict[str, Any] | None = None) -> dict[str, Any] | None:
-        query = urllib.parse.urlencode({k: v for k, v in (params or {}).items() if v not in (None, "")})
+        # prop_name and prop_value go as given, empty too (the empty value; an empty name gets its 400).
+        query = urllib.parse.urlencode({k: v for k, v in (params or {}).items()
+                                        if v is not None and (v != "" or k in ("prop_name", "prop_value"))})
         request = urllib.request.Request(self.base_url + path + ("?" + query if query else ""))
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
@@ -140,6 +143,9 @@ class StoreSource:
         args = (params["begin"], params["end"], params["limit"])
         if kind == "dead":
             page = self.query.dead_letters(topic, params.get("group"), *args, cursor=params.get("cursor"))
+        elif params.get("prop_name") is not None:
+            page = self.query.by_prop(topic, params["prop_name"], params["prop_value"], *args,
+                                      cursor=params.get("cursor"))
         elif params.get("key"):
             page = self.query.by_key(topic, params["key"], *args, cursor=params.get("cursor"))
         else:
@@ -279,12 +285,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     by_key = sub.add_parser("key", parents=[common], help="messages of a topic with a business key, newest first")
     by_key.add_argument("topic")
     by_key.add_argument("key")
+    by_prop = sub.add_parser("prop", parents=[common],
+                             help="messages of a topic with an indexed property's value, newest first")
+    by_prop.add_argument("topic")
+    by_prop.add_argument("prop_name", metavar="NAME", help="the property name, as is (':' and '=' are plain text)")
+    by_prop.add_argument("prop_value", metavar="VALUE", help="its value, as is ('' for the empty value)")
     by_topic = sub.add_parser("topic", parents=[common], help="messages of a topic in a time window")
     by_topic.add_argument("topic")
     dead = sub.add_parser("dead", parents=[common], help="dead letters of a topic")
     dead.add_argument("topic")
     dead.add_argument("--group", help="only this consumer group")
-    for listing in (by_key, by_topic, dead):
+    for listing in (by_key, by_prop, by_topic, dead):
         listing.add_argument("--since", help="window start as a duration ago: 15m, 1h30m, 7d (not with --begin/--end)")
         listing.add_argument("--begin", help="window start: epoch ms, ISO-8601, now or relative like -6h")
         listing.add_argument("--end", help="window end: epoch ms, ISO-8601, now or relative like -1h (default now)")
@@ -301,10 +312,13 @@ def _listing_params(args: argparse.Namespace, now_ms: int) -> dict[str, Any]:
         begin = time_param("--begin", args.begin, now_ms=now_ms)
     end = time_param("--end", args.end, now_ms=now_ms)
     begin, end = time_window(begin, end, now_ms=now_ms)
-    return {
+    params = {
         "begin": begin, "end": end, "limit": page_size(args.limit), "cursor": args.cursor,
         "key": getattr(args, "key", None), "group": getattr(args, "group", None),
     }
+    if args.what == "prop":
+        params.update(prop_name=args.prop_name, prop_value=args.prop_value)
+    return params
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@
     GET /v1/messages?trace_id=T               the messages of one W3C trace (cursor-paged)
     GET /v1/messages/{msg_id}                 the full trace plus its timeline rows
     GET /v1/messages/{msg_id}/records         consume records (received / finished / dead)
-    GET /v1/topics/{topic}/messages           by ?key= (newest first) or by time (?order=newest|oldest);
+    GET /v1/topics/{topic}/messages           by ?key= or ?prop_name=&prop_value= (newest first) or by
+                                              time (?order=newest|oldest);
                                               ?begin=&end=&limit=&cursor=; ?group=&outcome= keep the
                                               messages with that outcome (collector.query.outcome_filter)
     GET /v1/topics/{topic}/dead               dead letters; ?group=&begin=&end=&limit=&cursor=
@@ -17,6 +18,7 @@ Offsets at a time, reset plans and the replay list are in :mod:`collector.server
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from aiohttp import web
 
@@ -94,12 +96,30 @@ async def topic_messages(request: web.Request) -> web.Response:
         raise ParamError("bad_value", "order must be newest or oldest")
     found = parse_filter(text_param("group", request.query.get("group")), request.query.get("outcome"))
     filtered = {} if found is None else {"match": found.matches, "max_rows": FILTER_SCAN_ROWS}
-    if key is not None:
+    prop = prop_params(request.query)
+    if prop is not None and key is not None:
+        raise ParamError("bad_param", "give key or prop_name, not both")
+    if prop is not None:
+        page = await run_query(request, "by_prop", topic, *prop, begin, end, limit, cursor=cursor, **filtered)
+    elif key is not None:
         page = await run_query(request, "by_key", topic, key, begin, end, limit, cursor=cursor, **filtered)
     else:
         page = await run_query(request, "by_time", topic, begin, end, limit, cursor=cursor,
                                newest_first=order == "newest", **filtered)
     return web.json_response(page_dict(page))
+
+
+def prop_params(query: Mapping[str, str]) -> tuple[str, str] | None:
+    """``(name, value)`` of a property listing (``prop_name`` and ``prop_value``, each any text: ``:``
+    and ``=`` are plain characters; an empty ``prop_value=`` is the empty value), or None."""
+    if "prop_name" not in query:
+        if "prop_value" in query:
+            raise ParamError("missing_param", "prop_value needs prop_name")
+        return None
+    if "prop_value" not in query:
+        raise ParamError("missing_param", "prop_name needs prop_value (prop_value= for the empty value)")
+    # An empty name reaches the query, which refuses it with its reason (bad_prop).
+    return (text_param("prop_name", query["prop_name"]) or "", text_param("prop_value", query["prop_value"]) or "")
 
 
 @query_route

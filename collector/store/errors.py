@@ -98,3 +98,9 @@ class UpgradeError(StoreError):
 class InjectedFault(RuntimeError):
     """Tests only: the failure ``TRACEHOOK_INDEX_FAULT_MSG_ID`` asks of the indexer (not a StoreError:
     an event's failure, which the index job sets aside)."""
+
+
+class BadPropertyError(QueryError):
+    """A property name that cannot be indexed (empty, too long, not text), or a bad property query."""
+
+    reason = "bad_prop"

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from collector.store import keys, rowbuild, schema
+from collector.store import props as indexed_props
 from collector.store.base import Columns, Row, Store
 from collector.store.errors import InjectedFault
 from collector.store.model import could_place
@@ -63,6 +64,8 @@ def rows_for(
 
     Rows left out are counted in ``dropped`` (by reason, :data:`ROW_KEY_TOO_LONG`) when given.
     ``mark=False`` leaves out the rollup marker: the caller reads the message's part back itself.
+    Indexed properties' rows are not among them: they depend on the store's lists
+    (:func:`batched_rows`' ``props``, :mod:`collector.store.props`).
     """
     rows = _event_rows(header, event, salt_buckets, mark)
     # HBase refuses a whole put with one over-long row key: leave such a row out of that
@@ -120,13 +123,36 @@ _own_trace_id = functools.lru_cache(maxsize=4096)(trace_id_for)
 def batched_rows(
     records: Iterable[tuple[BatchHeader, Event]], batch_size: int, *, dropped: Counter[str] | None = None,
     salt_buckets: int = schema.DEFAULT_SALT_BUCKETS, mark: bool = True,
+    props: indexed_props.IndexedProps | None = None,
 ) -> Iterator[tuple[str, list[Row]]]:
     """The writes :func:`index_records` makes: ``(table, rows)`` with up to ``batch_size`` rows each.
 
     Rows are merged per (table, row key) while they wait, so one put carries every column
     a batch of events gives that row (a message's send and consume events, say), and index
-    rows filed by several events of a message are one write.
+    rows filed by several events of a message are one write.  With ``props``, the events'
+    indexed properties are filed in ``propidx`` too (:mod:`collector.store.props`; built here,
+    beside either row builder).
     """
+    if props is None or props.empty:
+        yield from _batched_rows(records, batch_size, dropped=dropped, salt_buckets=salt_buckets, mark=mark)
+        return
+    prop_rows = indexed_props.PropRows(props)
+    for item in _batched_rows(prop_rows.tap(records), batch_size, dropped=dropped, salt_buckets=salt_buckets,
+                              mark=mark):
+        if len(prop_rows.rows) >= batch_size:
+            yield schema.PROPIDX, prop_rows.take()
+        yield item
+    if prop_rows.rows:
+        yield schema.PROPIDX, prop_rows.take()
+    if dropped is not None and prop_rows.too_long:
+        dropped[ROW_KEY_TOO_LONG] += prop_rows.too_long
+
+
+def _batched_rows(
+    records: Iterable[tuple[BatchHeader, Event]], batch_size: int, *, dropped: Counter[str] | None,
+    salt_buckets: int, mark: bool,
+) -> Iterator[tuple[str, list[Row]]]:
+    """:func:`batched_rows` without the property rows."""
     builder = rowbuild.new_builder(functools.partial(_event_rows, salt_buckets=salt_buckets, mark=mark),
                                    batch_size=batch_size, salt_buckets=salt_buckets, mark=_MARK if mark else None)
     if builder is not None:  # the C extension: the same rows, merged and batched the same way
@@ -214,8 +240,10 @@ def index_records(
             # The count recorded with the store's tables: the one its queries scan.
             buckets = getattr(store, "salt_buckets", schema.DEFAULT_SALT_BUCKETS)
             per_put = max(batch_size, getattr(store, "preferred_put_rows", batch_size))
+            # The indexed property names: read with the store, re-read every few seconds (a long-running job).
+            props = indexed_props.current(store)
             for table, rows in batched_rows(counted, per_put, dropped=dropped, salt_buckets=buckets,
-                                            mark=False):
+                                            mark=False, props=props):
                 in_flight.append((table, pool.submit(store.put_rows, table, rows)))
                 # Bound memory: at most a couple of batches per writer wait to be written.
                 while len(in_flight) > 2 * writers + (0 if deferred is None else DEFERRED_PUTS):

@@ -28,6 +28,7 @@ from collector.store import keys, schema
 from collector.store.base import Store
 from collector.store.errors import BadCursorError, BadRangeError, KeyEncodingError
 from collector.store.model import CONSUMED, MessageSummary, MessageTrace, Page, build_trace
+from collector.store.props import check_name
 from tracehook.wire import EventType, Status
 
 MAX_LIMIT = 1000
@@ -133,20 +134,48 @@ class TraceQuery:
         ``match`` keeps only the messages it accepts (e.g. :mod:`collector.outcome_filter`);
         ``max_rows`` bounds the index rows one page reads (a short page then carries a cursor).
         """
+        return self._newest_first(
+            "k", schema.KEYIDX, schema.key_prefix(topic, key), begin_ms, end_ms, limit, cursor,
+            _matching(lambda c, t: t.time_ms == c.time_ms, match), max_rows=max_rows, topic=topic)
+
+    def by_prop(
+        self, topic: str, name: str, value: str, begin_ms: int, end_ms: int, limit: int, cursor: str | None = None,
+        *, match: Callable[[MessageTrace], bool] | None = None, max_rows: int | None = None,
+    ) -> Page:
+        """Messages of ``topic`` whose property ``name`` is ``value``, newest first (``match``, ``max_rows``
+        as in :meth:`by_key`).
+
+        A message counts when its own props (its send's, else those of the event it is known by) carry
+        exactly ``value``; the index holds a value's first bytes only (:func:`schema.prop_value_prefix`),
+        so a longer value is compared whole here.  Only names indexed on ``topic`` when the message was
+        indexed (or backfilled since) are found (:mod:`collector.store.props`).
+        """
+        check_name(name)
+
+        def keep(candidate: _Candidate, trace: MessageTrace) -> bool:
+            return trace.time_ms == candidate.time_ms and trace.props.get(name) == value
+
+        return self._newest_first("p", schema.PROPIDX, schema.prop_prefix(topic, name, value), begin_ms, end_ms,
+                                  limit, cursor, _matching(keep, match), max_rows=max_rows, topic=topic)
+
+    def _newest_first(
+        self, kind: str, table: str, prefix_elements: tuple[keys.Element, ...], begin_ms: int, end_ms: int,
+        limit: int, cursor: str | None, keep: Callable[[_Candidate, MessageTrace], bool], *,
+        max_rows: int | None, topic: str,
+    ) -> Page:
+        """A page of an index keyed (prefix..., reversed time, msg_id): keyidx and propidx."""
         _check_range(begin_ms, end_ms, limit)
-        prefix = keys.pack(schema.key_prefix(topic, key))
+        prefix = keys.pack(prefix_elements)
         start = prefix + keys.pack_one(keys.reverse_int(end_ms))
         stop = prefix + keys.pack_one(keys.reverse_int(begin_ms)) + keys.STOP
         if cursor is not None:
-            start = max(start, keys.successor(prefix + _decode_cursor("k", cursor, (int, str))))
+            start = max(start, keys.successor(prefix + _decode_cursor(kind, cursor, (int, str))))
 
         def fetch(after: bytes | None, n: int) -> list[_Candidate]:
             lo = start if after is None else max(start, keys.successor(prefix + after))
-            return [_reversed_time_candidate(row[len(prefix):])
-                    for row, _ in self.store.scan(schema.KEYIDX, lo, stop, limit=n)]
+            return [_reversed_time_candidate(row[len(prefix):]) for row, _ in self.store.scan(table, lo, stop, limit=n)]
 
-        return self._message_page("k", fetch, limit, _matching(lambda c, t: t.time_ms == c.time_ms, match),
-                                  max_rows=max_rows, topic=topic)
+        return self._message_page(kind, fetch, limit, keep, max_rows=max_rows, topic=topic)
 
     def by_time(
         self, topic: str, begin_ms: int, end_ms: int, limit: int, cursor: str | None = None,

@@ -21,6 +21,8 @@ queueidx   (topic, queue, msg time, offset)                ``i:`` empty
 seqidx     (topic, broker, offset, queue, msg_id)          ``i:`` empty
 pending    (hash4(msg_id), msg_id)                         ``s:<event id>`` DEAD events not yet placed
 traceidx   (trace id, msg_id)                              ``i:`` empty
+propidx    (topic, name, value prefix, reversed msg time,  ``i:`` empty: an indexed property
+           msg_id)                                         (:mod:`collector.store.props`)
 rollups    (TOPIC, topic)                                  ``r:`` marker: the topics with rollups
            (MINUTE, topic, minute)                         ``r:`` topic counts, ``r:<group>`` the group's
            (HOUR, hour, topic)                             as MINUTE: the hour's minutes merged (hour first)
@@ -74,7 +76,13 @@ DEFAULT_SALT_BUCKETS = 8
 MESSAGES, KEYIDX, TIMEIDX, DEAD, RECORDS, QUEUEIDX, SEQIDX, PENDING, TRACEIDX, ROLLUPS = (
     "messages", "keyidx", "timeidx", "dead", "records", "queueidx", "seqidx", "pending", "traceidx", "rollups",
 )
+PROPIDX = "propidx"
 SEND_FAMILY, CONSUME_FAMILY, INDEX_FAMILY, ROLLUP_FAMILY = "s", "c", "i", "r"
+MAX_PROP_NAME_BYTES = 256
+"""Longest property name (UTF-8) that can be indexed (``tracehook props set`` refuses longer ones)."""
+MAX_PROP_VALUE_BYTES = 256
+"""Bytes (UTF-8) of a property value the index holds: a longer value is filed under its first
+bytes (:func:`prop_value_prefix`) and a query compares the whole value with the message's."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,7 @@ TABLES: tuple[Table, ...] = (
     Table(SEQIDX, (INDEX_FAMILY,)),
     Table(PENDING, (SEND_FAMILY,)),
     Table(TRACEIDX, (INDEX_FAMILY,)),
+    Table(PROPIDX, (INDEX_FAMILY,)),
     Table(ROLLUPS, (ROLLUP_FAMILY,)),
 )
 TABLES_BY_NAME = {t.name: t for t in TABLES}
@@ -171,6 +180,32 @@ def key_prefix(topic: str, key: str) -> tuple[keys.Element, ...]:
 def key_row(k: EventKey, key: str) -> bytes:
     """(topic, key, reversed msg time, msg_id)."""
     return k.topic + _one(key) + k.reversed_time + k.msg_id
+
+
+def prop_value_prefix(value: str) -> str:
+    """The part of a property value its index row holds: the first :data:`MAX_PROP_VALUE_BYTES` bytes
+    of its UTF-8, cut before a character they would split."""
+    if len(value) * 4 <= MAX_PROP_VALUE_BYTES:  # short enough whatever its characters
+        return value
+    raw = value.encode("utf-8")
+    return value if len(raw) <= MAX_PROP_VALUE_BYTES else raw[:MAX_PROP_VALUE_BYTES].decode("utf-8", "ignore")
+
+
+def prop_prefix(topic: str, name: str, value: str) -> tuple[keys.Element, ...]:
+    return (topic, name, prop_value_prefix(value))
+
+
+def prop_rows(topic: str, msg_id: str, time_ms: int, props: Iterable[tuple[str, str]]) -> list[bytes]:
+    """The rows of a message's ``(name, value)`` properties filed at message time ``time_ms``:
+    (topic, property name, value prefix, reversed msg time, msg_id), as :func:`key_row` per property."""
+    tail = _one(keys.reverse_int(time_ms)) + _one(msg_id)
+    return [_topic_name(topic, name) + _one(prop_value_prefix(value)) + tail for name, value in props]
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_name(topic: str, name: str) -> bytes:
+    # Cached: a few names per topic start every property row.
+    return _one(topic) + _one(name)
 
 
 def time_prefix(bucket: int, topic: str) -> tuple[keys.Element, ...]:

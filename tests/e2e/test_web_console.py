@@ -16,14 +16,18 @@ import pytest
 from fixtures.collector_process import CollectorProcess
 from fixtures.pages import CursorPages
 
-from collector.store import open_store
+from collector.store import open_store, props
 from collector.store.indexer import index_records
 from tests.fixtures.chromium import chromium_page
+from tests.fixtures.props_model import Msg, events
 from tests.fixtures.sample import SHARED_KEY, TOPIC, scenario
 
 TRACE_UI = "http://jaeger.example:16686/trace/{trace_id}"
 NOW_MS = int(time.time() * 1000)
 T0 = NOW_MS - 3_600_000  # scenario(): the first message is stored here, the next ones a second apart
+
+PROP_TOPIC, PROP_NAME, PROP_VALUES = "props/t", "a:b=c", [" x=y: z", "", " x=y: z", "x=y: z"]
+"""Messages found by an indexed property whose name and values hold ':', '=', spaces, or nothing."""
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -37,7 +41,10 @@ def site(tmp_path_factory):
     """A collector (with a trace UI configured) over the sample scenario."""
     data_dir = str(tmp_path_factory.mktemp("console"))
     store = open_store(f"local:{os.path.join(data_dir, 'index.sqlite3')}")
+    props.save(store, props.NOTHING.with_names(None, ["region", PROP_NAME]))
     index_records(store, scenario(NOW_MS)[1])
+    index_records(store, events([Msg(f"prop-{i}", PROP_TOPIC, T0 + i, True, {PROP_NAME: value}, None)
+                                 for i, value in enumerate(PROP_VALUES)]))
     store.close()
     collector = serve(data_dir, {"TRACEHOOK_COLLECTOR_TRACE_UI_URL": TRACE_UI})
     yield collector.url
@@ -170,6 +177,23 @@ def test_search_by_id_key_trace_and_topic_with_outcome_filters_and_paging(site, 
     page.fill("#trace-id-q", trace_id)
     click(page, "#go")
     assert row_ids(page) == ["msg-normal"]
+
+
+def test_search_by_an_indexed_property(site, page):
+    for value, want in [(" x=y: z", ["prop-2", "prop-0"]), ("", ["prop-1"]), ("x=y: z", ["prop-3"])]:
+        page.goto(site + "/#search")
+        settle(page)
+        page.check("input[name=mode][value=prop]")
+        page.fill("#topic", PROP_TOPIC)
+        page.fill("#prop-name", PROP_NAME)
+        page.fill("#prop-value", value)
+        page.fill("#begin", "7d")
+        click(page, "#go")
+        assert "mode=prop" in page.url
+        assert row_ids(page) == want, value
+        page.reload()  # the deep link searches the same property again
+        settle(page)
+        assert row_ids(page) == want and page.input_value("#prop-value") == value
 
 
 def test_offsets_page_shows_the_reset_plan_and_the_cli_command(site, page, artifacts_dir):

@@ -316,3 +316,33 @@ def test_partitions_finished_on_the_driver_equal_the_in_process_index(tmp_path: 
     finish_partitions(url, results)
 
     assert _store_rows(str(tmp_path / "split.sqlite3")) == _reference_rows(tmp_path, payloads)
+
+
+def test_the_job_indexes_the_properties_named_in_the_store(spark: Any, tmp_path: Any) -> None:
+    """`tracehook props set` before the run: the job's tasks read the lists from the store and file the
+    named properties of sends (and of a consume whose send is not traced), and no other name."""
+    from collector.store import props
+    from tests.fixtures.props_model import Msg, events
+
+    msgs = [Msg(f"p{i}", "orders", T0 + i, i % 4 != 0, {"orderId": str(i % 3), "other": "x"},
+                {"orderId": "c"} if i % 2 == 0 else None) for i in range(40)]
+    records = events(msgs)
+    log_dir = str(tmp_path / "log")
+    _write_log(log_dir, [[encode_batch(header, [e for h, e in records if h is header])
+                          for header in {h.client_id: h for h, _ in records}.values()]])
+    url = f"local:{tmp_path / 'props.sqlite3'}"
+    store = open_store(url)
+    props.save(store, props.NOTHING.with_names("orders", ["orderId"]))
+    store.close()
+
+    assert index_once(spark, log_dir, url).events == len(records)
+
+    q = TraceQuery(open_store(url))
+    try:
+        for value in ("0", "1", "c"):
+            want = sorted((m for m in msgs if m.props.get("orderId") == value), key=lambda m: (-m.t, m.msg_id))
+            got = q.by_prop("orders", "orderId", value, 0, T0 + 100, 100).items
+            assert [i.msg_id for i in got] == [m.msg_id for m in want] and want, value
+        assert not q.by_prop("orders", "other", "x", 0, T0 + 100, 100).items
+    finally:
+        q.store.close()

@@ -39,7 +39,8 @@ function setStatus(text, isError) {
 
 async function api(path, params) {
   const url = new URL(path, window.location.href);
-  for (const [k, v] of Object.entries(params || {})) if (v) url.searchParams.set(k, v);
+  // An empty prop_value is a value (the empty one); other empty params are left out.
+  for (const [k, v] of Object.entries(params || {})) if (v || (k === "prop_value" && v === "")) url.searchParams.set(k, v);
   const headers = {};
   const token = $("token").value.trim();
   if (token) headers.Authorization = "Bearer " + token;

@@ -1,10 +1,11 @@
-// The search view: by message id, trace id, topic + key, topic + time (filtered by a consumer
+// The search view: by message id, trace id, topic + key, topic + indexed property, topic + time (filtered by a consumer
 // group's outcome), dead letters.  The form only writes the URL (#search?...); route() renders it.
 "use strict";
 
-const SEARCH_FIELDS = ["mode", "topic", "key", "trace_id", "group", "outcome", "begin", "end"];
-const FIELD_INPUTS = { topic: "topic", key: "key", trace_id: "trace-id-q", group: "group", outcome: "outcome",
-  begin: "begin", end: "end" };
+const SEARCH_FIELDS = ["mode", "topic", "key", "prop_name", "prop_value", "trace_id", "group", "outcome", "begin",
+  "end"];
+const FIELD_INPUTS = { topic: "topic", key: "key", prop_name: "prop-name", prop_value: "prop-value",
+  trace_id: "trace-id-q", group: "group", outcome: "outcome", begin: "begin", end: "end" };
 const PAGE_SIZE = "20";
 
 function searchMode() {
@@ -17,8 +18,10 @@ function showFields() {
   $("trace-id-q").hidden = m !== "trace";
   $("topic").hidden = m === "id" || m === "trace";
   $("key").hidden = m !== "key";
+  $("prop-name").hidden = m !== "prop";
+  $("prop-value").hidden = m !== "prop";
   $("group").hidden = m === "id" || m === "trace";
-  $("outcome").hidden = m !== "topic" && m !== "key";
+  $("outcome").hidden = m !== "topic" && m !== "key" && m !== "prop";
   $("begin").hidden = m === "id" || m === "trace";
   $("end").hidden = m === "id" || m === "trace";
 }
@@ -28,7 +31,8 @@ function formState() {
   const m = searchMode();
   const state = { mode: m };
   for (const [name, id] of Object.entries(FIELD_INPUTS)) {
-    if (!$(id).hidden) state[name] = $(id).value.trim();
+    // A property name or value is searched as typed (spaces are part of it); other fields are trimmed.
+    if (!$(id).hidden) state[name] = name.startsWith("prop_") ? $(id).value : $(id).value.trim();
   }
   return state;
 }
@@ -70,6 +74,11 @@ function searchRequest(params) {
   if (m === "key") {
     if (!get("key")) return "Enter a key.";
     return [base + "/messages", { ...query, ...filters, key: get("key") }];
+  }
+  if (m === "prop") {
+    const name = params.get("prop_name") || "";
+    if (!name) return "Enter a property name.";
+    return [base + "/messages", { ...query, ...filters, prop_name: name, prop_value: params.get("prop_value") || "" }];
   }
   return [base + "/messages", { ...query, ...filters }];
 }
