@@ -13,7 +13,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 pytest_plugins = [
     "fixtures.stopping", "fixtures.hbase", "fixtures.brokers", "fixtures.tls", "fixtures.spark_cluster",
     "fixtures.stores", "fixtures.collector_process", "fixtures.prometheus", "fixtures.spark", "fixtures.skips",
-    "pytester",
+    "fixtures.tiers", "pytester",
 ]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
