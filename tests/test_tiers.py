@@ -1,0 +1,67 @@
+"""The tiers (tests/fixtures/tiers.py): ``-m "not slow"`` leaves out every test that needs a service.
+
+Each case collects a small test file with the plugin loaded; without it the service tests below
+would stay in the quick loop and these tests fail.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fixtures import tiers
+
+SOURCE = """
+import pytest
+
+@pytest.fixture
+def spark():
+    raise AssertionError("a deselected test must not start Spark")
+
+@pytest.fixture
+def session_of(spark):
+    return spark
+
+def test_plain():
+    pass
+
+@pytest.mark.kafka
+def test_marked():
+    pass
+
+class TestMarkedClass:
+    pytestmark = pytest.mark.hbase
+
+    def test_in_class(self):
+        pass
+
+def test_fixture(spark):
+    pass
+
+def test_fixture_underneath(session_of):
+    pass
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("hbase", marks=pytest.mark.hbase)])
+def test_param(backend):
+    pass
+"""
+
+
+def collected(pytester: pytest.Pytester, *args: str) -> list[str]:
+    pytester.makepyfile(test_case=SOURCE)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\nmarkers =\n    slow\n    kafka\n    hbase\n")
+    result = pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q", *args, plugins=[tiers])
+    return sorted(line.split("::", 1)[1] for line in result.outlines if line.startswith("test_case.py::"))
+
+
+def test_the_plugin_is_loaded_in_this_suite(request: pytest.FixtureRequest) -> None:
+    assert request.config.pluginmanager.is_registered(tiers)
+
+
+def test_the_quick_loop_keeps_only_what_needs_no_service(pytester: pytest.Pytester) -> None:
+    assert collected(pytester, "-m", "not slow") == ["test_param[local]", "test_plain"]
+
+
+def test_the_full_suite_keeps_everything(pytester: pytest.Pytester) -> None:
+    assert collected(pytester) == ["TestMarkedClass::test_in_class", "test_fixture", "test_fixture_underneath",
+                                   "test_marked", "test_param[hbase]", "test_param[local]", "test_plain"]
+    assert collected(pytester, "-m", "slow") == ["TestMarkedClass::test_in_class", "test_fixture",
+                                                 "test_fixture_underneath", "test_marked", "test_param[hbase]"]
