@@ -71,7 +71,7 @@ HYPOTHESIS_SOURCE = """
 import pathlib
 from hypothesis import given, settings, strategies as st
 
-@settings(max_examples=200, database=None)
+@settings(max_examples=200, database=None, deadline=None)
 @given(st.binary(min_size=16, max_size=16))
 def test_drawn(value):
     with open(pathlib.Path(__file__).with_name("drawn.txt"), "a") as f:
