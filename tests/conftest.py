@@ -9,12 +9,12 @@ from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 # Fixtures for real services, usable from every test package; the skip guard; pytester for its test.
-# fixtures.stopping first: the server fixtures import it, and a plugin must be registered before it is imported.
+# fixtures.stopping and fixtures.prestart first: the server fixtures import them, and a plugin must be registered
+# before it is imported.
 pytest_plugins = [
-    "fixtures.stopping", "fixtures.hbase", "fixtures.brokers", "fixtures.tls", "fixtures.spark_cluster",
-    "fixtures.stores", "fixtures.collector_process", "fixtures.prometheus", "fixtures.spark", "fixtures.skips",
-    "fixtures.fallback",
-    "pytester",
+    "fixtures.stopping", "fixtures.prestart", "fixtures.hbase", "fixtures.brokers", "fixtures.tls",
+    "fixtures.spark_cluster", "fixtures.stores", "fixtures.collector_process", "fixtures.prometheus", "fixtures.spark",
+    "fixtures.skips", "fixtures.tiers", "fixtures.fallback", "pytester",
 ]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
