@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "kafka-reset": ("collector.cli.kafka_reset", "commit a reset plan's offsets on a real Kafka"),
     "kafka-topic": ("collector.cli.kafka_topic", "create the Kafka trace topic with a chosen partition count"),
     "replay": ("collector.cli.replay", "re-deliver to one group exactly the Kafka records it missed"),
+    "bodies": ("collector.cli.bodies", "erase kept message bodies by topic and time, or by message id"),
     "migrate-store": ("collector.cli.migrate", "move an index of layout 1 into a new store of this layout"),
     "demo": ("collector.cli.demo", "run a collector, traffic and the index job on the embedded store"),
     "deploy-files": ("collector.cli.deploy_files", "write the systemd units and config examples into a directory"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -29,6 +30,26 @@ EventRows = Callable[[BatchHeader, Event], list[tuple[str, bytes, Cells]]]
 """Builds one event's rows: the Python path, for the events the extension does not model."""
 
 
+MODELLED_FIELDS = wire.Event._fields.index("body_flags")
+"""The extension models the fields before ``body_flags`` (the 25 of the wire format it was written for)."""
+_ModelledEvent = namedtuple("_ModelledEvent", wire.Event._fields[:MODELLED_FIELDS])  # type: ignore[misc]
+"""What the extension is given: an event cut to :data:`MODELLED_FIELDS`, when it keeps no body (:func:`_narrow`)."""
+_BODY = wire.Event._fields.index("body")
+_NO_BODY_TAIL = wire.DEFAULTS[MODELLED_FIELDS:]
+
+
+def _narrow(records: Iterable[tuple[BatchHeader, Event]]) -> Iterator[tuple[BatchHeader, Any]]:
+    """``records`` as the extension takes them: an event that carries no body (nor body flags, raw key
+    or raw headers) cut to the fields it models; one that does stays an :class:`Event`, which the
+    extension hands to the Python path (bodies go to their own table, :mod:`collector.store.bodies`)."""
+    new, cut, tail = tuple.__new__, MODELLED_FIELDS, _NO_BODY_TAIL
+    for header, event in records:
+        if event[_BODY] is None and event[cut:] == tail:
+            yield header, new(_ModelledEvent, event[:cut])
+        else:
+            yield header, event
+
+
 def _load() -> Any:
     if os.environ.get(ENV_PYTHON_ROWS, "") == "1":
         return None
@@ -38,7 +59,7 @@ def _load() -> Any:
         return None
     try:
         _rowbuild.configure(
-            event_type=Event, fields=Event._fields, defaults=wire.DEFAULTS,
+            event_type=_ModelledEvent, fields=_ModelledEvent._fields, defaults=wire.DEFAULTS[:MODELLED_FIELDS],
             tables=(schema.MESSAGES, schema.RECORDS, schema.KEYIDX, schema.TRACEIDX, schema.DEAD, schema.PENDING,
                     schema.QUEUEIDX, schema.SEQIDX, schema.TIMEIDX, schema.ROLLUPS),
             index_cells=schema.INDEX_CELLS, received_cells=schema.RECEIVED_CELLS,
@@ -67,12 +88,17 @@ def new_builder(event_rows: EventRows, *, batch_size: int, salt_buckets: int, ma
         return None
     if type(batch_size) is not int or not keys.INT_MIN <= batch_size <= keys.INT_MAX:
         return None
-    return _rowbuild.RowBuilder(event_rows, salt_buckets, mark, batch_size, schema.MAX_ROW_KEY_BYTES)
+    def fallback(header: BatchHeader, event: Any) -> list[tuple[str, bytes, Cells]]:
+        if type(event) is _ModelledEvent:  # one the extension was given but does not model after all
+            event = tuple.__new__(Event, event + _NO_BODY_TAIL)
+        return event_rows(header, event)
+
+    return _rowbuild.RowBuilder(fallback, salt_buckets, mark, batch_size, schema.MAX_ROW_KEY_BYTES)
 
 
 def feed(builder: Any, records: Iterable[tuple[BatchHeader, Event]]) -> Iterator[tuple[str, list[Row]]]:
     """Every batch that fills up while ``builder`` takes ``records`` (the rest waits for :func:`drain`)."""
-    it = iter(records)
+    it = _narrow(records)
     while True:
         # The cyclic GC stays off while a batch's rows are built (many small containers, no cycles;
         # `records` is iterated meanwhile), as it does while wire.decode_batch unpacks; it is back
