@@ -4,13 +4,19 @@ The indexer writes each event's captured body (with its flags, the record's raw 
 headers) to the message's row of ``bodies`` (:func:`body_row`) and leaves all four out of the
 event's cell in ``messages`` (:func:`collector.store.schema.encode_event_value`), so the trace
 never carries a body and a body can be erased without touching the trace.  One row per message,
-keyed like its message row; its cells:
+keyed like its message row, with a cell per kind of event that kept one, and a marker row once erased:
 
-========= ===========================================================================
-``b:s``   the body a send-side event kept (PUB, END_TX, DEAD, REPLAY: the last one indexed)
-``b:c``   the body a consume kept (SUB_BEFORE / SUB_AFTER): read only when no ``b:s`` is there
-``b:x``   the body was erased (:func:`erase_messages`): nothing of the row is served any more
-========= ===========================================================================
+============================ ======= ====================================================================
+row                          cell
+============================ ======= ====================================================================
+(hash4(msg_id), msg_id)      ``b:s`` the body a send-side event kept (PUB, END_TX, DEAD, REPLAY; the last indexed)
+                             ``b:c`` the body a consume kept (SUB_BEFORE / SUB_AFTER), read when there is no ``b:s``
+(hash4(msg_id), msg_id, 0)   ``b:x`` the body was erased (at this time): the body row is never served again
+============================ ======= ====================================================================
+
+The marker has a row of its own (not a cell of the body row) so that erasing is a row delete plus
+a put, in either order of the store's clocks: HBase's row delete hides every cell of the row
+written up to the delete's own (server) time, a marker written there just after included.
 
 A body cell is msgpack ``[topic, message time, flags, body, body_len, raw_key, raw_headers]``
 (``flags``: :data:`tracehook.wire.BODY_TRUNCATED`, :data:`tracehook.wire.BODY_ZLIB`).
@@ -115,24 +121,36 @@ class BodyLookup:
     erased: bool = False
 
 
-def lookup(columns: Columns) -> BodyLookup:
-    """A bodies row's cells as a :class:`BodyLookup`: the send's body before a consume's, none once erased."""
-    if ERASED_COLUMN in columns:
+def erased_row(msg_id: str) -> bytes:
+    """The row marking ``msg_id``'s body erased: its body row's key with one more element."""
+    return schema.message_row(msg_id) + _ERASED_SUFFIX
+
+
+_ERASED_SUFFIX = keys.pack_one(0)
+
+
+def lookup(columns: Columns, marker: Columns) -> BodyLookup:
+    """A body row's cells and its marker row's as a :class:`BodyLookup`: the send's body before a
+    consume's, none once erased."""
+    if ERASED_COLUMN in marker:
         return BodyLookup(erased=True)
     value = columns.get(SEND_COLUMN) or columns.get(CONSUME_COLUMN)
     return BodyLookup(kept=None if value is None else decode_body(value))
 
 
 def read_body(store: Store, msg_id: str) -> BodyLookup:
-    """The kept body of ``msg_id`` (one row read)."""
-    return lookup(store.get_row(schema.BODIES, schema.message_row(msg_id)))
+    """The kept body of ``msg_id`` (one multi-row read: its body row and its marker row)."""
+    columns, marker = store.get_rows(schema.BODIES, [schema.message_row(msg_id), erased_row(msg_id)])
+    return lookup(columns, marker)
 
 
 def erase_messages(store: Store, msg_ids: Iterable[str], *, now_ms: int | None = None) -> int:
-    """Erase the kept bodies of ``msg_ids`` (deleted rows, then an ``erased`` marker each, so the
+    """Erase the kept bodies of ``msg_ids`` (deleted rows, then an erased marker row each, so the
     message page says so and a body indexed again later is not served); returns how many had one."""
-    rows = [schema.message_row(m) for m in dict.fromkeys(msg_ids)]
-    return _erase(store, [r for r, found in zip(rows, _present(store, rows), strict=True) if found], now_ms)
+    ids = list(dict.fromkeys(msg_ids))
+    rows = [schema.message_row(m) for m in ids]
+    return _erase(store, [(m, r) for m, r, found in zip(ids, rows, _present(store, rows), strict=True) if found],
+                  now_ms)
 
 
 def erase_topic(store: Store, topic: str, since_ms: int | None = None, until_ms: int | None = None,
@@ -148,27 +166,35 @@ def erase_topic(store: Store, topic: str, since_ms: int | None = None, until_ms:
     return _erase(store, list(_matching_rows(store, wanted)), now_ms)
 
 
-def _matching_rows(store: Store, wanted: Callable[[KeptBody], bool]) -> Iterable[bytes]:
+def _matching_rows(store: Store, wanted: Callable[[KeptBody], bool]) -> Iterable[tuple[str, bytes]]:
     start, stop = keys.prefix_range(())
     for row, columns in store.scan(schema.BODIES, start, stop):
-        if any(wanted(decode_body(v)) for c, v in columns.items() if c != ERASED_COLUMN):
-            yield row  # an erased row a later index run gave a body again is erased again
+        values = [v for c, v in columns.items() if c in _BODY_COLUMNS]  # marker rows have none
+        if values:
+            found = [decode_body(v) for v in values]
+            if any(wanted(k) for k in found):  # an erased message a later index run gave a body again too
+                yield _msg_id(row), row
+
+
+_BODY_COLUMNS = frozenset((SEND_COLUMN, CONSUME_COLUMN))
+
+
+def _msg_id(row: bytes) -> str:
+    return keys.unpack(row)[1]  # type: ignore[return-value]
 
 
 def _present(store: Store, rows: list[bytes]) -> list[bool]:
     found: list[bool] = []
     for i in range(0, len(rows), ERASE_CHUNK):
-        found += [SEND_COLUMN in c or CONSUME_COLUMN in c
-                  for c in store.get_rows(schema.BODIES, rows[i:i + ERASE_CHUNK])]
+        found += [not _BODY_COLUMNS.isdisjoint(c) for c in store.get_rows(schema.BODIES, rows[i:i + ERASE_CHUNK])]
     return found
 
 
-def _erase(store: Store, rows: list[bytes], now_ms: int | None) -> int:
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    marker = {ERASED_COLUMN: str(now_ms).encode("ascii")}
-    for i in range(0, len(rows), ERASE_CHUNK):
-        chunk = rows[i:i + ERASE_CHUNK]
-        store.delete_rows(schema.BODIES, chunk)
-        # A millisecond after the delete: HBase's row delete hides every cell written up to its own time.
-        store.put_rows(schema.BODIES, [(row, dict(marker)) for row in chunk], ts=now_ms + 1)
-    return len(rows)
+def _erase(store: Store, found: list[tuple[str, bytes]], now_ms: int | None) -> int:
+    """Delete the body rows of ``found`` (msg id, body row), then mark each message erased."""
+    marker = {ERASED_COLUMN: str(int(time.time() * 1000) if now_ms is None else now_ms).encode("ascii")}
+    for i in range(0, len(found), ERASE_CHUNK):
+        chunk = found[i:i + ERASE_CHUNK]
+        store.delete_rows(schema.BODIES, [row for _, row in chunk])
+        store.put_rows(schema.BODIES, [(erased_row(m), dict(marker)) for m, _ in chunk])
+    return len(found)

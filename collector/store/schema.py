@@ -30,6 +30,7 @@ rollups    (TOPIC, topic)                                  ``r:`` marker: the to
 bodies     (hash4(msg_id), msg_id)                         ``b:s`` the body a send-side event kept, ``b:c`` the one
                                                            a consume kept (:mod:`collector.store.bodies`); the
                                                            only table on the body TTL (``body_ttl_days``)
+           (hash4(msg_id), msg_id, 0)                      ``b:x`` marker: the message's body was erased
 ========== =============================================== ==========================================
 
 Kept bodies live apart from the trace: the indexer writes an event's body, flags, raw key and raw
