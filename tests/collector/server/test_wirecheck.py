@@ -331,6 +331,7 @@ def _replace_pairs(batch: list[Any], old: Pairs, new: Pairs) -> list[Any]:
     return batch
 
 
+_RAW_HEADERS = wire.Event._fields.index("raw_headers")
 # Values just outside a column's rules (enum neighbours, range ends, empty, other types).
 _NEAR = [-2, -1, 0, 1, 2, 3, 5, 6, 7, 63, 64, 255, wire.MAX_TIME_MS, wire.MAX_TIME_MS + 1, MAX_INT, MAX_INT + 1,
          2**64 - 1, -(2**63), "", "x", None, True,
@@ -342,6 +343,8 @@ _near = st.sampled_from(_NEAR)
 @given(_event(), st.integers(min_value=0, max_value=wire.FIELD_COUNT), st.one_of(_near, _any),
        st.randoms(use_true_random=False))
 def test_events_with_a_field_out_of_line(event: list[Any], i: int, value: Any, rnd: random.Random) -> None:
+    if min(i, len(event)) == _RAW_HEADERS and isinstance(value, list):
+        return  # no array kind in C: the Python path decides (test_raw_headers_take_the_python_path_...)
     if i < len(event):
         event[i] = value
     else:
@@ -351,13 +354,16 @@ def test_events_with_a_field_out_of_line(event: list[Any], i: int, value: Any, r
 
 def test_every_column_with_every_neighbour_value() -> None:
     full = [1, 1, "g", "t", "m", *[""] * 4, -1, -1, 0, 0, 0, 0, "", 0, 0, None, "", "", 0, None,
-            "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"]  # ... body, trace_id, span_id
+            "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", 0, None, None]  # ... raw_key, raw_headers
     assert len(full) == wire.FIELD_COUNT
     assert _agree(_one(_header([full]))) is not None
     for i in range(wire.FIELD_COUNT):
         for value in _NEAR:
             event = list(full)
             event[i] = value
+            if i == _RAW_HEADERS and isinstance(value, list):  # no array kind in C: the Python path decides
+                assert _fast(_one(_header([event]))) is None
+                continue
             _agree(_one(_header([event])))
             _agree(_one(_header([event[: max(i + 1, wire.MIN_FIELDS)]])))
 
