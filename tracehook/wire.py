@@ -133,8 +133,16 @@ class Event(NamedTuple):
     # The W3C trace context (added after body; older events decode with both empty):
     trace_id: str = ""  # "" = the message's own trace, context.trace_id_for(msg_id); see trace_id_of()
     span_id: str = ""  # the send's span: on PUB the one it wrote, on consume events the parent they got
+    # How the captured body is kept (added after span_id): BODY_TRUNCATED, BODY_ZLIB bits.
+    body_flags: int = 0
+    raw_key: bytes | None = None  # the record's key as the client sent it (for replay)
+    raw_headers: list[list[Any]] | None = None  # the record's headers: [[name, value bytes], ...]
 
 
+BODY_TRUNCATED = 0x1
+"""``body_flags``: the body holds only its first bytes; ``body_len`` is the original length."""
+BODY_ZLIB = 0x2
+"""``body_flags``: the body is zlib-compressed."""
 FIELD_COUNT = len(Event._fields)
 MIN_FIELDS = 5  # type, time_ms, group, topic, msg_id are required
 DEFAULTS: tuple[Any, ...] = tuple(Event._field_defaults.get(f) for f in Event._fields)
@@ -143,9 +151,9 @@ _STR, _INT = str, int
 # The exact Python type of every field as msgpack decodes it; props/body may also be None.
 _TYPES: tuple[type, ...] = (
     _INT, _INT, _STR, _STR, _STR, _STR, _STR, _STR, _STR, _INT, _INT, _INT, _INT, _INT,
-    _INT, _STR, _INT, _INT, dict, _STR, _STR, _INT, bytes, _STR, _STR,
+    _INT, _STR, _INT, _INT, dict, _STR, _STR, _INT, bytes, _STR, _STR, _INT, bytes, list,
 )
-_NULLABLE = {Event._fields.index("props"), Event._fields.index("body")}
+_NULLABLE = {Event._fields.index(f) for f in ("props", "body", "raw_key", "raw_headers")}
 _EVENT_TYPES = frozenset(int(t) for t in EventType)
 _STATUSES = frozenset(int(s) for s in Status)
 _TX_STATES = frozenset(int(s) for s in TxState)
@@ -160,6 +168,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "cost_us": (MIN_INT, MAX_INT),
     "retry": (MIN_INT, MAX_INT),
     "body_len": (MIN_INT, MAX_INT),
+    "body_flags": (0, BODY_TRUNCATED | BODY_ZLIB),
 }
 """The accepted range of every integer field that is not an enum, inclusive (docs/collector.md)."""
 _RANGED = tuple((Event._fields.index(f), lo, hi) for f, (lo, hi) in INT_RANGES.items())
@@ -168,6 +177,15 @@ _KEYED_INTS = tuple(Event._fields.index(f) for f in ("time_ms", "queue", "offset
 # ... and those of them that are times end at MAX_TIME_MS (time_ms starts at 0, checked on its own).
 _TIME_INTS = tuple(Event._fields.index(f) for f in ("time_ms", "store_ms", "born_ms"))
 _PLAIN_INTS = tuple(Event._fields.index(f) for f in ("cost_us", "retry", "body_len"))
+_BODY_FLAGS, _RAW_HEADERS = Event._fields.index("body_flags"), Event._fields.index("raw_headers")
+MAX_RAW_HEADERS = 256
+"""Most raw headers kept per event."""
+
+
+def _raw_headers_ok(headers: Any) -> bool:
+    """``raw_headers``: at most :data:`MAX_RAW_HEADERS` ``[name str, value bytes]`` pairs."""
+    return len(headers) <= MAX_RAW_HEADERS and all(
+        type(h) is list and len(h) == 2 and type(h[0]) is str and type(h[1]) is bytes for h in headers)
 
 
 # The unpacker's limits on received data; the C fast path is configured from the same dict.
@@ -456,6 +474,8 @@ def _validate_all(events: list[Any], build: bool = True) -> list[Any] | None:
             return None
     if not set(columns[_STATUS]) <= _STATUSES or not set(columns[_TX_STATE]) <= _TX_STATES:
         return None
+    if len(columns) > _RAW_HEADERS and not all(h is None or _raw_headers_ok(h) for h in columns[_RAW_HEADERS]):
+        return None
     for props in columns[_PROPS]:
         if props is not None and (
             len(props) > MAX_PROPS or not all(type(k) is str and type(v) is str for k, v in props.items())
@@ -505,6 +525,13 @@ def validate_event(raw: Any, index: int = 0) -> Event:
             props = raw[18]
             if len(props) > MAX_PROPS or not all(type(k) is str and type(v) is str for k, v in props.items()):
                 raise WireError("bad_field", f"event {index}: props must map at most {MAX_PROPS} strings to strings")
+    if n > _BODY_FLAGS:
+        lo, hi = INT_RANGES["body_flags"]
+        if not lo <= raw[_BODY_FLAGS] <= hi:
+            _raise_out_of_range(raw, index)
+        if n > _RAW_HEADERS and raw[_RAW_HEADERS] is not None and not _raw_headers_ok(raw[_RAW_HEADERS]):
+            raise WireError("bad_field", f"event {index}: raw_headers must be at most {MAX_RAW_HEADERS} "
+                                         "[name, bytes] pairs")
     if n < FIELD_COUNT:
         raw.extend(DEFAULTS[n:])
     return _new_tuple(Event, raw)
@@ -515,7 +542,7 @@ def validate_event(raw: Any, index: int = 0) -> Event:
 # nothing of the format by itself: the collector configures it with these rules, so this module
 # stays the one definition of the wire format.
 _NONEMPTY = frozenset(Event._fields.index(f) for f in ("topic", "msg_id"))  # see validate_event
-_COLUMN_KINDS = {int: "int", str: "str", bytes: "bin", dict: "map"}
+_COLUMN_KINDS = {int: "int", str: "str", bytes: "bin", dict: "map", list: "array"}
 
 
 def fast_path_rules() -> dict[str, Any]:

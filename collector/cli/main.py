@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "kafka-reset": ("collector.cli.kafka_reset", "commit a reset plan's offsets on a real Kafka"),
     "kafka-topic": ("collector.cli.kafka_topic", "create the Kafka trace topic with a chosen partition count"),
     "replay": ("collector.cli.replay", "re-deliver to one group exactly the Kafka records it missed"),
+    "bodies": ("collector.cli.bodies", "erase kept message bodies by topic and time, or by message id"),
     "migrate-store": ("collector.cli.migrate", "copy an index of layout 1 or 2 into a store of this layout"),
     "upgrade-store": ("collector.cli.upgrade", "upgrade an index of layout 2 in place (seconds; snapshot first)"),
     "demo": ("collector.cli.demo", "run a collector, traffic and the index job on the embedded store"),

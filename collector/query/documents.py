@@ -57,3 +57,19 @@ def withhold_bodies(trace: Any) -> None:
 def has_body(trace: Any) -> bool:
     """Whether any event of a ``MessageTrace`` carries a captured body."""
     return any(event.get("body") is not None for event in trace_events(trace))
+
+
+def body_document(found: Any, may_read: bool) -> dict[str, Any]:
+    """The message-level body fields of ``GET /v1/messages/{id}`` from a
+    :class:`collector.store.bodies.BodyLookup`: ``body`` (hex, inflated), ``body_len``, ``body_truncated``,
+    ``raw_key``, ``raw_headers``; without the body scope (``may_read`` False) ``body``, ``raw_key`` and
+    ``raw_headers`` are null and ``body_withheld`` is true; ``body_erased`` once erased."""
+    if found.erased:
+        return {"body": None, "body_erased": True}
+    if found.kept is None:
+        return {"body": None}
+    doc: dict[str, Any] = found.kept.to_json()
+    if not may_read:
+        doc.update(body=None, raw_key=None, raw_headers=None, body_withheld=True)
+        doc.pop("body_corrupt", None)
+    return doc

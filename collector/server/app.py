@@ -25,7 +25,16 @@ from typing import Any
 from aiohttp import web
 
 from collector.log.writer import open_trace_log
-from collector.server import backtrack_routes, console_routes, native, otlp_http, overview_routes, qmq, routes
+from collector.server import (
+    backtrack_routes,
+    body_routes,
+    console_routes,
+    native,
+    otlp_http,
+    overview_routes,
+    qmq,
+    routes,
+)
 from collector.server.appkeys import (
     CONFIG_KEY,
     FOLLOWER_KEY,
@@ -212,6 +221,7 @@ def create_app(config: CollectorConfig) -> web.Application:
     app.on_shutdown.append(_begin_shutdown)
     app.router.add_post("/v1/batches", post_batches)
     app.router.add_post("/v1/admin/roll", post_roll)
+    body_routes.setup(app)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
     qmq.add_routes(app)

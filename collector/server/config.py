@@ -69,10 +69,11 @@ class Setting:
     """What one config field accepts: its type, and a range or a list of values (see :data:`SETTINGS`).
 
     ``int`` takes integers only (not ``7071.5``, ``true`` or ``"7071"`` in TOML); ``float`` takes
-    integers too, never NaN or infinity.
+    integers too, never NaN or infinity; ``tuple`` takes an array of non-empty strings (TOML, code)
+    or their comma-separated text (env var, flag), and holds a tuple.
     """
 
-    kind: type  # int, float or str
+    kind: type  # int, float, str or tuple
     low: float | None = None  # the smallest value allowed
     high: float | None = None  # the largest
     above_low: bool = False  # low itself is not allowed: low=0 with above_low means "positive"
@@ -86,6 +87,8 @@ class Setting:
         """What the setting takes, for messages: ``an integer from 1 to 65535``."""
         if self.choices:
             return "one of " + ", ".join(self.choices)
+        if self.kind is tuple:
+            return "an array of non-empty strings"
         if self.kind is str:
             return "a non-empty string" if self.nonempty else "a string"
         noun = "an integer" if self.kind is int else "a number"
@@ -99,7 +102,10 @@ class Setting:
         """``value`` as the field holds it (an integer as a float for a number); ValueError if it does not fit."""
         if value is None and self.optional:
             return None
-        if self.kind is str:
+        if self.kind is tuple:
+            if isinstance(value, (list, tuple)) and all(isinstance(v, str) and v for v in value):
+                return tuple(value)
+        elif self.kind is str:
             if isinstance(value, str) and (value or not self.nonempty) and (not self.choices or value in self.choices):
                 return value
         elif isinstance(value, (int, float) if self.kind is float else int) and not isinstance(value, bool):
@@ -111,6 +117,8 @@ class Setting:
 
     def parse(self, text: str) -> Any:
         """A flag's or an environment variable's text as the field's value; ValueError if it does not fit."""
+        if self.kind is tuple:  # "a,b" (an empty text: none)
+            return self.check([t.strip() for t in text.split(",")] if text.strip() else [])
         try:
             value = self.kind(text)
         except ValueError:
@@ -154,6 +162,7 @@ SETTINGS: dict[str, Setting] = {
     "otlp_token_header": _TEXT,
     "trace_ui_url": _TEXT,  # its form (http(s), {trace_id}) is checked in CollectorConfig
     "tokens_file": _PATH,  # a TOML file of [[tokens]], read and checked in CollectorConfig
+    "body_topics": Setting(tuple),  # topics whose captured bodies are kept; others are stripped at ingest
 }
 """Each config field's type and range, the one place a value is checked (TOML, env, flags, code)."""
 
@@ -187,6 +196,7 @@ class CollectorConfig:
     otlp_token_header: str = ""  # POST /v1/traces also takes the ingest token from this header; "": Authorization only
     trace_ui_url: str = ""  # web console links a W3C trace id here: "http://jaeger:16686/trace/{trace_id}"; "": no link
     tokens_file: str | None = None  # a TOML file holding [[tokens]] (named tokens with scopes)
+    body_topics: tuple[str, ...] = ()  # topics whose bodies are kept (collector.server.bodystrip); (): none
     tokens: tuple[Token, ...] = field(default=(), repr=False)  # [[tokens]]: Token objects or their tables
     access: TokenTable = field(init=False, repr=False, compare=False)
     """Every token: the named ones, the file's, and ingest_token / query_token (collector.server.tokens)."""

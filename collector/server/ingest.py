@@ -28,6 +28,7 @@ from aiohttp import web
 from collector.log.errors import DiskFull, LogUnavailable, StorageError
 from collector.log.writer import TraceLogWriter
 from collector.server.auth import require_ingest_token
+from collector.server.bodystrip import TOPIC, strip_bodies
 from collector.server.config import CollectorConfig
 from collector.server.errors import (
     ANSWERED,
@@ -41,7 +42,7 @@ from collector.server.errors import (
 from collector.server.indexlag import IndexLag
 from collector.server.metrics import CollectorMetrics
 from collector.server.ratelimit import RateLimiter
-from collector.wirecheck.validate import check_batch
+from collector.wirecheck.validate import check_batch_bodies
 from tracehook.wire import BatchHeader, WireError
 
 log = logging.getLogger(__name__)
@@ -65,15 +66,17 @@ class CheckResult(NamedTuple):
     events: int = 0
     reason: str = ""
     detail: str = ""
+    bodies: bool = False
+    """The batch may carry captured bodies (:mod:`collector.server.bodystrip` looks)."""
 
 
 def check_body(body: bytes) -> CheckResult:
     """Decode and validate a batch; a bad batch comes back as a value (reason and detail)."""
     try:
-        header, events = check_batch(body)
+        header, events, bodies = check_batch_bodies(body)
     except WireError as exc:
         return CheckResult(None, 0, exc.reason, exc.detail)
-    return CheckResult(header, events)
+    return CheckResult(header, events, bodies=bodies)
 
 
 @dataclass
@@ -94,6 +97,10 @@ class Ingestor:
         self.tracelog = tracelog
         self.metrics = metrics
         self.limiter = RateLimiter(config.rate_limit_events_s, config.rate_limit_batches_s, config.rate_limit_burst_s)
+        self.body_topics = frozenset(config.body_topics)
+        self.bodies_stripped = metrics.counter(
+            "tracehook_collector_bodies_stripped", "Events whose captured body ingest dropped before the trace log, "
+            "by reason (topic: not in body_topics).", ["reason"])
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracelog")
         # The file log commits one group at a time (one fd, one fsync); a remote log (Kafka) may
         # have several groups waiting for their acknowledgement at once, on threads of their own.
@@ -219,9 +226,11 @@ class Ingestor:
             if given is None or request.content_type not in ACCEPTED_CONTENT_TYPES:
                 raise UnsupportedMediaType(f"Content-Type must be application/msgpack, not {given or 'missing'}")
             body = await self.read_body(request)
-            header, events, reason, detail = await self._check(body)
+            header, events, reason, detail, bodies = await self._check(body)
             if header is None:
                 raise BadBatch(detail, reason=reason)
+            if bodies:
+                body = await self._strip(body)
             # After decoding: the key is the batch's client id and the cost its event count.
             self.limiter.check(header.client_id, events)
         except ANSWERED as exc:
@@ -263,6 +272,17 @@ class Ingestor:
     async def offload(self, fn: Callable[..., T], *args: Any) -> T:
         """Run CPU-heavy request work (OTLP mapping) in a thread, so the event loop keeps answering."""
         return await asyncio.to_thread(fn, *args)
+
+    async def _strip(self, body: bytes) -> bytes:
+        """``body`` without the captured bodies of topics outside ``body_topics``, counted (decoded in a
+        thread when large: only batches that carry a body come here)."""
+        if len(body) > INLINE_DECODE_BYTES:
+            body, stripped = await self.offload(strip_bodies, body, self.body_topics)
+        else:
+            body, stripped = strip_bodies(body, self.body_topics)
+        if stripped:
+            self.bodies_stripped.labels(reason=TOPIC).inc(stripped)
+        return body
 
     async def _check(self, body: bytes) -> CheckResult:
         # On the event loop: the C validator (collector.wirecheck.validate) accepts a valid 1000-event

@@ -1,7 +1,7 @@
 """The native JSON query API (documented in ``collector/openapi.json``).
 
     GET /v1/messages?trace_id=T               the messages of one W3C trace (cursor-paged)
-    GET /v1/messages/{msg_id}                 the full trace plus its timeline rows
+    GET /v1/messages/{msg_id}                 the full trace plus its timeline rows and its kept body
     GET /v1/messages/{msg_id}/records         consume records (received / finished / dead)
     GET /v1/topics/{topic}/messages           by ?key= or ?prop_name=&prop_value= (newest first) or by
                                               time (?order=newest|oldest);
@@ -22,10 +22,10 @@ from collections.abc import Mapping
 
 from aiohttp import web
 
-from collector.query.documents import TRACE_ID, has_body, page_dict, trace_document
+from collector.query.documents import TRACE_ID, body_document, has_body, page_dict, trace_document
 from collector.query.outcome_filter import FILTER_SCAN_ROWS, parse_filter
 from collector.query.params import ParamError, page_size, request_window, text_param
-from collector.server.auth import reader_name
+from collector.server.auth import may_read_bodies, reader_name
 from collector.server.responses import json_error
 from collector.server.routes import query_route, run_query
 
@@ -39,10 +39,16 @@ async def get_message(request: web.Request) -> web.Response:
     trace = await run_query(request, "get_trace", msg_id)
     if trace is None:
         return json_error("not_found", not_found_detail(request, msg_id), status=404)
+    found = await run_query(request, "get_body", msg_id)
+    may_read = may_read_bodies(request)
+    doc = trace_document(trace)
+    doc.update(body_document(found, may_read))
     name = reader_name(request)
-    if name is not None and has_body(trace):  # an audit trail of who read bodies (with open queries: nobody)
+    # An audit trail of who read bodies (with open queries: nobody); cells written before the bodies
+    # table held them in the events.
+    if name is not None and may_read and (found.kept is not None or has_body(trace)):
         log.info("body read: token %r msg_id %r", name, msg_id)
-    return web.json_response(trace_document(trace))
+    return web.json_response(doc)
 
 
 def not_found_detail(request: web.Request, msg_id: str) -> str:

@@ -13,7 +13,8 @@ Example::
 
 Store URLs: ``local:PATH`` (embedded SQLite, the default) and
 ``hbase://HOST:PORT?namespace=NS`` (HBase Thrift1 through happybase; tables are
-named ``NS_messages`` and so on).  Both take ``ttl_days=N`` (retention, default 30)
+named ``NS_messages`` and so on).  Both take ``ttl_days=N`` (retention, default 30),
+``body_ttl_days=N`` (retention of kept message bodies, default 7)
 and ``salt_buckets=N`` (time-index buckets, recorded with the tables and checked on
 every open: :mod:`collector.store.layout`).  ``local:`` takes ``cache_mib=N``, SQLite's
 page cache per connection (:data:`collector.store.local.CACHE_KIB` by default).  HBase takes ``thrift2=HOST:PORT``, an HBase
@@ -62,15 +63,20 @@ def _store_options(opts: dict[str, str]) -> StoreOptions:
     from collector.store.layout import parse_salt_buckets
 
     buckets = parse_salt_buckets(opts["salt_buckets"]) if "salt_buckets" in opts else None
-    if "ttl_days" not in opts:
-        return StoreOptions(salt_buckets=buckets)
+    ttls = {field: _days(opts[name], name) for name, field in (("ttl_days", "ttl_s"), ("body_ttl_days", "body_ttl_s"))
+            if name in opts}
+    return StoreOptions(salt_buckets=buckets, **ttls)
+
+
+def _days(text: str, name: str) -> int:
+    """A ``ttl_days`` or ``body_ttl_days`` option as whole seconds (at least 1)."""
     try:
-        days = float(opts["ttl_days"])
+        days = float(text)
     except ValueError:
-        raise BadStoreUrlError(f"ttl_days must be a number, not {opts['ttl_days']!r}") from None
-    if days <= 0:
-        raise BadStoreUrlError("ttl_days must be positive")
-    return StoreOptions(ttl_s=max(1, int(days * 86400)), salt_buckets=buckets)
+        raise BadStoreUrlError(f"{name} must be a number, not {text!r}") from None
+    if not days > 0 or days == float("inf"):
+        raise BadStoreUrlError(f"{name} must be positive")
+    return max(1, int(days * 86400))
 
 
 def _cache_mib(text: str) -> int:
@@ -84,13 +90,14 @@ def _parse(url: str) -> tuple[str, dict[str, Any]]:
         path, _, query = url[len("local:"):].partition("?")
         if not path:
             raise BadStoreUrlError("local: needs a file path, e.g. local:/var/lib/tracehook/index.sqlite3")
-        opts = _options(parse_qs(query), {"ttl_days", "salt_buckets", "cache_mib"})
+        opts = _options(parse_qs(query), {"ttl_days", "body_ttl_days", "salt_buckets", "cache_mib"})
         cache_kib = _cache_mib(opts["cache_mib"]) * 1024 if "cache_mib" in opts else None
         return "local", {"path": path, "options": _store_options(opts), "cache_kib": cache_kib}
     if url.startswith("hbase://"):
         parts = urlsplit(url)
         opts = _options(parse_qs(parts.query),
-                        {"ttl_days", "namespace", "salt_buckets", "thrift2", "compression", "block_encoding"})
+                        {"ttl_days", "body_ttl_days", "namespace", "salt_buckets", "thrift2", "compression",
+                         "block_encoding"})
         try:
             port = parts.port or 9090
         except ValueError:

@@ -5,8 +5,8 @@ bytes; the layout lives in :mod:`collector.store.schema` and every query in
 :mod:`collector.store.reader`, so both stores answer identically.
 
 Columns are ``b"family:qualifier"``; a row is ``(row_key, {column: value})``.
-Every cell expires ``ttl_s`` seconds after it was written (HBase column-family TTL);
-expired cells are never returned.
+Every cell expires ``ttl_s`` seconds after it was written (HBase column-family TTL), the
+``bodies`` table's after ``body_ttl_s`` (:meth:`StoreOptions.ttl_of`); expired cells are never returned.
 """
 
 from __future__ import annotations
@@ -32,6 +32,12 @@ class StoreOptions:
     salt_buckets: int | None = None
     """Salt buckets of the time index; None takes the count the store's tables were created with
     (:data:`schema.DEFAULT_SALT_BUCKETS` for a new store).  See :mod:`collector.store.layout`."""
+    body_ttl_s: int = schema.DEFAULT_BODY_TTL_S
+    """Retention of kept message bodies (the ``bodies`` table), URL option ``body_ttl_days``."""
+
+    def ttl_of(self, table: str) -> int:
+        """The TTL (seconds) of every cell of ``table``: its :attr:`schema.Table.ttl` retention."""
+        return self.body_ttl_s if schema.TABLES_BY_NAME[table].ttl == schema.BODY_TTL else self.ttl_s
 
 
 DEFAULT_OPTIONS = StoreOptions()

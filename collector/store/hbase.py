@@ -200,7 +200,7 @@ class HBaseStore:
             compression = self.storage.compression.upper()
             # Thrift1's ColumnDescriptor defaults turn the block cache and the row bloom filter off
             # (HBase's own defaults have both on): without them every read decompresses from disk.
-            family = dict(max_versions=1, time_to_live=self.options.ttl_s, compression=compression,
+            family = dict(max_versions=1, time_to_live=self.options.ttl_of(table.name), compression=compression,
                           block_cache_enabled=True, bloom_filter_type="ROW")
             _create_if_absent(conn, table.name, {f: family for f in table.families})
             return
@@ -208,7 +208,7 @@ class HBaseStore:
         try:
             hbase_admin.create_table(
                 host, port, f"{self.namespace}_{table.name}", table.families, max_versions=1,
-                ttl_s=self.options.ttl_s, split_keys=layout.split_keys(table.name, buckets),
+                ttl_s=self.options.ttl_of(table.name), split_keys=layout.split_keys(table.name, buckets),
                 timeout_ms=self._timeout_ms, storage=self.storage)
         except hbase_admin.TIOError as exc:
             if "TableExistsException" not in (exc.message or ""):
@@ -217,20 +217,21 @@ class HBaseStore:
             raise StoreUnavailableError(f"HBase Thrift2 gateway at {host}:{port} is unavailable: {exc!r}") from exc
 
     def _warn_other_ttl(self, conn: happybase.Connection, tables: list[str]) -> None:
-        """Warn once when existing tables keep cells for another TTL than the URL asks.
+        """Warn once when existing tables keep cells for another TTL than the URL asks (``ttl_days``, and
+        ``body_ttl_days`` for the bodies table: :meth:`StoreOptions.ttl_of`).
 
         Not altered here: Thrift1 has no call to change a family, so the TTL stays until
         changed in the HBase shell (``alter 'NS_table', {NAME => 's', TTL => N}``).
         """
         other = sorted({
-            (f"{self.namespace}_{table}", int(desc["time_to_live"]))
+            (f"{self.namespace}_{table}", int(desc["time_to_live"]), self.options.ttl_of(table))
             for table in tables for desc in conn.table(table).families().values()
-            if int(desc["time_to_live"]) != self.options.ttl_s
+            if int(desc["time_to_live"]) != self.options.ttl_of(table)
         })
         if other:
-            log.warning("HBase tables keep cells for another TTL than the %d s asked for (ttl_days): %s; "
-                        "the existing TTL applies until altered in the HBase shell", self.options.ttl_s,
-                        ", ".join(f"{name} {ttl} s" for name, ttl in other))
+            log.warning("HBase tables keep cells for another TTL than the store URL asks for (ttl_days, "
+                        "body_ttl_days): %s; the existing TTL applies until altered in the HBase shell",
+                        ", ".join(f"{name} {ttl} s (asked {asked} s)" for name, ttl, asked in other))
 
     def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
         # One mutateRows call for all rows (mutateRowsTs with an explicit timestamp).

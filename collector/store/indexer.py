@@ -22,7 +22,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from collector.store import keys, rowbuild, schema
+from collector.store import bodies, keys, rowbuild, schema
 from collector.store import props as indexed_props
 from collector.store.base import Columns, Row, Store
 from collector.store.errors import InjectedFault
@@ -108,6 +108,8 @@ def _event_rows(header: BatchHeader, event: Event, salt_buckets: int, mark: bool
             rows.append((_TIMEIDX, schema.time_row(k, schema.salt(msg_id, salt_buckets)), cells))
     if mark:  # after this batch the message's part of its minute's rollup is rebuilt (collector.store.rollup)
         rows.append((schema.ROLLUPS, schema.rollup_dirty_msg_row(msg_id), _MARK))
+    if bodies.has_kept_body(event):  # apart from the trace (the message cell above left it out)
+        rows.append((schema.BODIES, *bodies.body_row(event)))
     return rows
 
 

@@ -159,8 +159,9 @@ class LocalStore:
             self._reader = reader
         return self._reader
 
-    def _oldest_live_ms(self) -> int:
-        return self._clock() - self.options.ttl_s * 1000
+    def _oldest_live_ms(self, table: str) -> int:
+        """Cells of ``table`` written before this have expired (its TTL: :meth:`StoreOptions.ttl_of`)."""
+        return self._clock() - self.options.ttl_of(table) * 1000
 
     def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
         ts = self._clock() if ts is None else ts
@@ -203,7 +204,7 @@ class LocalStore:
     def get_row(self, table: str, row: bytes) -> Columns:
         with self._read_lock:
             cur = self._read_db().execute(
-                f'SELECT col, value FROM "{_name(table)}" WHERE row = ? AND ts >= ?', (row, self._oldest_live_ms())
+                f'SELECT col, value FROM "{_name(table)}" WHERE row = ? AND ts >= ?', (row, self._oldest_live_ms(table))
             )
             return {bytes(col): bytes(value) for col, value in cur}
 
@@ -214,12 +215,13 @@ class LocalStore:
                 reader = self._read_db()
                 got = _sqlput.select_rows(reader, f'SELECT col, value FROM "{name}" WHERE row = ? AND ts >= ?',
                                           rows if type(rows) is list else list(rows),
-                                          self._oldest_live_ms()) if self._read_in_c else None
+                                          self._oldest_live_ms(table)) if self._read_in_c else None
             if got is not None:
                 return got  # type: ignore[no-any-return]
         return self._py_get_rows(name, rows)
 
     def _py_get_rows(self, name: str, rows: Sequence[bytes]) -> list[Columns]:
+        oldest = self._oldest_live_ms(name)
         """:meth:`get_rows` in Python: chunks of ``IN (...)`` lookups, the reference of the C read."""
         found: dict[bytes, Columns] = {}
         # In key order: each IN list then covers a narrow key range, and its lookups share pages
@@ -231,7 +233,7 @@ class LocalStore:
             with self._read_lock:
                 cur = self._read_db().execute(
                     f'SELECT row, col, value FROM "{name}" WHERE row IN ({marks}) AND ts >= ?',
-                    (*map(bytearray, chunk), self._oldest_live_ms()),  # bytearray: see _py_cells
+                    (*map(bytearray, chunk), oldest),  # bytearray: see _py_cells
                 )
                 for row, col, value in cur:  # BLOBs come back as bytes
                     columns = found.get(row)
@@ -253,7 +255,7 @@ class LocalStore:
             with self._read_lock:
                 found.update(self._read_db().execute(
                     f'SELECT col, value FROM "{name}" WHERE row = ? AND col IN ({",".join("?" * len(chunk))}) '
-                    "AND ts >= ?", (row, *map(bytearray, chunk), self._oldest_live_ms())))
+                    "AND ts >= ?", (row, *map(bytearray, chunk), self._oldest_live_ms(table))))
         return found
 
     def change_mark(self) -> ChangeMark:
@@ -277,7 +279,7 @@ class LocalStore:
         while True:
             # Cells come in pages so a long scan neither holds the lock nor loads everything.
             with self._read_lock:
-                cells = self._read_db().execute(sql, (lo, hi, self._oldest_live_ms(), page)).fetchall()
+                cells = self._read_db().execute(sql, (lo, hi, self._oldest_live_ms(table), page)).fetchall()
             rows = _group_cells(cells)
             full = len(cells) == page
             if full and len(rows) == 1:
@@ -306,7 +308,7 @@ class LocalStore:
         removed = 0
         with self._lock:
             for table in schema.TABLES:
-                cur = self._db.execute(f'DELETE FROM "{table.name}" WHERE ts < ?', (self._oldest_live_ms(),))
+                cur = self._db.execute(f'DELETE FROM "{table.name}" WHERE ts < ?', (self._oldest_live_ms(table.name),))
                 removed += cur.rowcount
         return removed
 

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from collector.store import keys, schema
 from collector.store.base import Store
+from collector.store.bodies import BodyLookup, read_body
 from collector.store.errors import BadCursorError, BadRangeError, KeyEncodingError
 from collector.store.model import CONSUMED, MessageSummary, MessageTrace, Page, build_trace
 from collector.store.props import check_name
@@ -96,6 +97,10 @@ class TraceQuery:
     def get_trace(self, msg_id: str) -> MessageTrace | None:
         """The whole trace of one message (one Get), or ``None`` if nothing is indexed for it."""
         return build_trace(msg_id, self._stored_events(msg_id))
+
+    def get_body(self, msg_id: str) -> BodyLookup:
+        """The message's kept body (the bodies table: :mod:`collector.store.bodies`), or that it was erased."""
+        return read_body(self.store, msg_id)
 
     def consume_records(self, msg_id: str) -> list[dict[str, Any]]:
         """QMQ-style consume records: one per SUB_BEFORE (action 0, pull), SUB_AFTER (1, ack) and DEAD.

@@ -13,6 +13,7 @@ everything (:data:`FAST_PATH` is False).
 from __future__ import annotations
 
 import logging
+from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -31,6 +32,26 @@ EventRows = Callable[[BatchHeader, Event], list[tuple[str, bytes, Cells]]]
 """Builds one event's rows: the Python path, for the events the extension does not model."""
 
 
+MODELLED_FIELDS = wire.Event._fields.index("body_flags")
+"""The extension models the fields before ``body_flags`` (the 25 of the wire format it was written for)."""
+_ModelledEvent = namedtuple("_ModelledEvent", wire.Event._fields[:MODELLED_FIELDS])  # type: ignore[misc]
+"""What the extension is given: an event cut to :data:`MODELLED_FIELDS`, when it keeps no body (:func:`_narrow`)."""
+_BODY = wire.Event._fields.index("body")
+_NO_BODY_TAIL = wire.DEFAULTS[MODELLED_FIELDS:]
+
+
+def _narrow(records: Iterable[tuple[BatchHeader, Event]]) -> Iterator[tuple[BatchHeader, Any]]:
+    """``records`` as the extension takes them: an event that carries no body (nor body flags, raw key
+    or raw headers) cut to the fields it models; one that does stays an :class:`Event`, which the
+    extension hands to the Python path (bodies go to their own table, :mod:`collector.store.bodies`)."""
+    new, cut, tail = tuple.__new__, MODELLED_FIELDS, _NO_BODY_TAIL
+    for header, event in records:
+        if event[_BODY] is None and event[cut:] == tail:
+            yield header, new(_ModelledEvent, event[:cut])
+        else:
+            yield header, event
+
+
 _TABLE_SLOTS = ("MESSAGES", "RECORDS", "KEYIDX", "TRACEIDX", "DEAD", "PENDING", "QUEUEIDX", "SEQIDX", "TIMEIDX",
                 "ROLLUPS")
 
@@ -40,15 +61,15 @@ def python_layout() -> dict[str, Any]:
     computed here from its one definition (:mod:`collector.store.schema`, :mod:`collector.store.keys`,
     :mod:`tracehook.wire`). At import a difference turns the extension off (the Python path runs)
     and tests/collector/store/test_rowbuild_layout.py fails, naming the constant."""
-    fields = Event._fields
+    fields = _ModelledEvent._fields  # the extension models the fields before body_flags
     rules = wire.fast_path_rules()
-    kinds = tuple(column[0] for column in rules["columns"])
+    kinds = tuple(column[0] for column in rules["columns"][:MODELLED_FIELDS])
     sample = Event(EventType.SUB_AFTER, 1, "g", "t", "m", queue=1, offset=2)
     return {
         "fields": fields,
         "kinds": kinds,
         "int_defaults": tuple(d if i >= wire.MIN_FIELDS and kinds[i] == "int" else None
-                              for i, d in enumerate(wire.DEFAULTS)),
+                              for i, d in enumerate(wire.DEFAULTS[:MODELLED_FIELDS])),
         "positions": {name: fields.index(name) for name in (
             "type", "time_ms", "group", "topic", "msg_id", "broker_msg_id", "keys", "broker", "queue", "offset",
             "born_ms", "store_ms", "props", "request_id", "body", "trace_id", "span_id")},
@@ -81,7 +102,7 @@ def _load() -> Any:
             differ = sorted(k for k in compiled.keys() | defined.keys() if compiled.get(k) != defined.get(k))
             raise ValueError(f"its compiled constants differ from the Python definitions: {', '.join(differ)}")
         _rowbuild.configure(
-            event_type=Event, fields=Event._fields, defaults=wire.DEFAULTS,
+            event_type=_ModelledEvent, fields=_ModelledEvent._fields, defaults=wire.DEFAULTS[:MODELLED_FIELDS],
             tables=tuple(getattr(schema, slot) for slot in compiled["table_slots"]),
             index_cells=schema.INDEX_CELLS, received_cells=schema.RECEIVED_CELLS,
             send_prefix=schema.column(schema.SEND_FAMILY, b""),
@@ -109,12 +130,17 @@ def new_builder(event_rows: EventRows, *, batch_size: int, salt_buckets: int, ma
         return None
     if type(batch_size) is not int or not keys.INT_MIN <= batch_size <= keys.INT_MAX:
         return None
-    return _rowbuild.RowBuilder(event_rows, salt_buckets, mark, batch_size, schema.MAX_ROW_KEY_BYTES)
+    def fallback(header: BatchHeader, event: Any) -> list[tuple[str, bytes, Cells]]:
+        if type(event) is _ModelledEvent:  # one the extension was given but does not model after all
+            event = tuple.__new__(Event, event + _NO_BODY_TAIL)
+        return event_rows(header, event)
+
+    return _rowbuild.RowBuilder(fallback, salt_buckets, mark, batch_size, schema.MAX_ROW_KEY_BYTES)
 
 
 def feed(builder: Any, records: Iterable[tuple[BatchHeader, Event]]) -> Iterator[tuple[str, list[Row]]]:
     """Every batch that fills up while ``builder`` takes ``records`` (the rest waits for :func:`drain`)."""
-    it = iter(records)
+    it = _narrow(records)
     while True:
         # The cyclic GC stays off while a batch's rows are built (many small containers, no cycles;
         # `records` is iterated meanwhile), as it does while wire.decode_batch unpacks; it is back

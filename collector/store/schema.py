@@ -29,7 +29,15 @@ rollups    (TOPIC, topic)                                  ``r:`` marker: the to
            (PARTS, topic, minute)                          ``r:<msg_id>`` each message's part of the minute
            (DIRTY_MSG, hash4(msg_id), msg_id)              ``r:`` marker: an event of this message landed
            (DIRTY, topic, minute)                          ``r:`` marker of older indexers: recompute the minute
+bodies     (hash4(msg_id), msg_id)                         ``b:s`` the body a send-side event kept, ``b:c`` the one
+                                                           a consume kept (:mod:`collector.store.bodies`); the
+                                                           only table on the body TTL (``body_ttl_days``)
+           (hash4(msg_id), msg_id, 0)                      ``b:x`` marker: the message's body was erased
 ========== =============================================== ==========================================
+
+Kept bodies live apart from the trace: the indexer writes an event's body, flags, raw key and raw
+headers to ``bodies`` and leaves them out of the event's cell in ``messages``, so bodies expire on
+their own TTL and are erased without touching the trace.
 
 Index rows only point at the message row, the one place a message's fields live: their
 key holds everything their own query reads (time, msg_id, group, queue, offset) and they
@@ -68,16 +76,21 @@ from tracehook.wire import Event, EventType
 
 DEFAULT_TTL_S = 30 * 24 * 3600
 """Retention of every index cell (HBase column-family TTL; the same rule locally)."""
+DEFAULT_BODY_TTL_S = 7 * 24 * 3600
+"""Retention of kept message bodies (the ``bodies`` table), shorter than the trace's by default."""
 MAX_ROW_KEY_BYTES = 32767
 """HBase's row-key limit (``HConstants.MAX_ROW_LENGTH``); longer rows are not indexed."""
 DEFAULT_SALT_BUCKETS = 8
 """Buckets of the time index: spreads one busy topic's writes over regions."""
 
-MESSAGES, KEYIDX, TIMEIDX, DEAD, RECORDS, QUEUEIDX, SEQIDX, PENDING, TRACEIDX, ROLLUPS = (
+MESSAGES, KEYIDX, TIMEIDX, DEAD, RECORDS, QUEUEIDX, SEQIDX, PENDING, TRACEIDX, ROLLUPS, BODIES = (
     "messages", "keyidx", "timeidx", "dead", "records", "queueidx", "seqidx", "pending", "traceidx", "rollups",
+    "bodies",
 )
 PROPIDX = "propidx"
-SEND_FAMILY, CONSUME_FAMILY, INDEX_FAMILY, ROLLUP_FAMILY = "s", "c", "i", "r"
+SEND_FAMILY, CONSUME_FAMILY, INDEX_FAMILY, ROLLUP_FAMILY, BODY_FAMILY = "s", "c", "i", "r", "b"
+INDEX_TTL, BODY_TTL = "index", "body"
+"""The retentions a table's families can have: the index's (``ttl_days``) or the bodies' (``body_ttl_days``)."""
 MAX_PROP_NAME_BYTES = 256
 """Longest property name (UTF-8) that can be indexed (``tracehook props set`` refuses longer ones)."""
 MAX_PROP_VALUE_BYTES = 256
@@ -87,10 +100,11 @@ bytes (:func:`prop_value_prefix`) and a query compares the whole value with the 
 
 @dataclass(frozen=True)
 class Table:
-    """A table and its column families (each with the store's TTL)."""
+    """A table, its column families and which retention they all keep (:attr:`StoreOptions.ttl_of`)."""
 
     name: str
     families: tuple[str, ...]
+    ttl: str = INDEX_TTL
 
 
 TABLES: tuple[Table, ...] = (
@@ -105,6 +119,7 @@ TABLES: tuple[Table, ...] = (
     Table(TRACEIDX, (INDEX_FAMILY,)),
     Table(PROPIDX, (INDEX_FAMILY,)),
     Table(ROLLUPS, (ROLLUP_FAMILY,)),
+    Table(BODIES, (BODY_FAMILY,), ttl=BODY_TTL),
 )
 TABLES_BY_NAME = {t.name: t for t in TABLES}
 
@@ -364,9 +379,11 @@ def encode_event_value(app: str, host: str, client_id: str, event: Event) -> byt
 
     Born and store times are kept as their difference from the event's time (a few bytes
     instead of nine), and lower-case hex ids (msg, request, trace and span ids) as the bytes
-    they spell (msgpack bin: half the size); :func:`decode_event_value` restores both.
+    they spell (msgpack bin: half the size); :func:`decode_event_value` restores both.  The
+    captured body, its flags, raw key and raw headers are left out: they live in ``bodies``
+    (:mod:`collector.store.bodies`).
     """
-    raw = wire.trim(event)
+    raw = wire.trim(without_body(event))
     n = len(raw)
     if n > _BORN:
         raw[_BORN] -= raw[1]
@@ -377,6 +394,19 @@ def encode_event_value(app: str, host: str, client_id: str, event: Event) -> byt
             raw[i] = _hex_bytes(raw[i])
     # msgpack of [app, host, client_id, raw]: the sender's part is the same for a whole batch.
     return _sender(app, host, client_id) + msgpack.packb(raw, use_bin_type=True)
+
+
+def without_body(event: Event) -> tuple[Any, ...]:
+    """``event``'s fields without what the bodies table keeps (body, body_flags, raw_key, raw_headers):
+    the event itself when it carries none of them."""
+    if event[_BODY] is None and event[_BODY_FLAGS:] == _NO_BODY_TAIL:
+        return event
+    return event[:_BODY] + (None,) + event[_BODY + 1:_BODY_FLAGS]
+
+
+_BODY, _BODY_FLAGS = wire.Event._fields.index("body"), wire.Event._fields.index("body_flags")
+_NO_BODY_TAIL = wire.DEFAULTS[_BODY_FLAGS:]
+"""The defaults of the fields from body_flags on (all of them body fields, kept in ``bodies``)."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -423,13 +453,16 @@ class StoredEvent:
         d["trace_id"] = wire.trace_id_of(self.event)  # "" on the wire means the message's own trace
         d["type_name"] = _TYPE_NAMES[self.event.type]
         d["status_name"] = _STATUS_NAMES[self.event.status]
-        if d["body"] is not None:
+        if d["body"] is not None:  # a cell written before bodies had a table of their own
             d["body"] = d["body"].hex()
+        for name in _BODY_TABLE_FIELDS:  # never in a cell (encode_event_value): the message's body says
+            del d[name]
         d["app"], d["host"], d["client_id"] = self.app, self.host, self.client_id
         return d
 
 
 _TYPE_NAMES = {int(t): t.name for t in EventType}
+_BODY_TABLE_FIELDS = ("body_flags", "raw_key", "raw_headers")
 _STATUS_NAMES = {int(s): s.name for s in wire.Status}
 
 

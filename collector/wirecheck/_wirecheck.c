@@ -67,6 +67,7 @@ static struct {
 
 typedef struct {
     const unsigned char *p, *end;
+    uint32_t bins; /* non-nil values of bin columns seen (captured bodies, raw keys) */
 } Reader;
 
 /* -- msgpack items ------------------------------------------------------------------ */
@@ -463,6 +464,7 @@ static int check_event(Reader *r)
         case COL_BIN:
             if (it.kind != K_BIN)
                 return REJECT;
+            r->bins++;
             break;
         case COL_MAP: {
             if (it.kind != K_MAP)
@@ -541,7 +543,7 @@ static PyObject *decode_str(const Item *it)
     return PyUnicode_DecodeUTF8((const char *)it->ptr, it->len, "strict");
 }
 
-/* The walk; on OK, *result is (client_id, seq, app, host, sent_ms, client_stats, count). */
+/* The walk; on OK, *result is (client_id, seq, app, host, sent_ms, client_stats, count, bins). */
 static int check_batch(Reader *r, PyObject **result)
 {
     Item batch, f[BATCH_FIELDS - 1];
@@ -577,9 +579,9 @@ static int check_batch(Reader *r, PyObject **result)
             goto fail;
     if (r->p != r->end) /* trailing bytes */
         goto fail;
-    *result = Py_BuildValue("(NKNNKNI)", decode_str(&f[1]), (unsigned long long)f[2].uval,
+    *result = Py_BuildValue("(NKNNKNII)", decode_str(&f[1]), (unsigned long long)f[2].uval,
                             decode_str(&f[3]), decode_str(&f[4]), (unsigned long long)f[5].uval,
-                            stats, (unsigned int)events.len);
+                            stats, (unsigned int)events.len, (unsigned int)r->bins);
     return *result == NULL ? PYERR : OK; /* Py_BuildValue's N consumed stats either way */
 fail:
     Py_DECREF(stats);
@@ -599,7 +601,7 @@ static PyObject *wirecheck_check(PyObject *self, PyObject *arg)
         PyErr_Clear(); /* not bytes-like: the Python path produces the error */
         Py_RETURN_NONE;
     }
-    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len};
+    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0};
     PyObject *result = NULL;
     int rc = check_batch(&r, &result);
     PyBuffer_Release(&view);
@@ -742,8 +744,9 @@ static PyObject *wirecheck_configure(PyObject *self, PyObject *args, PyObject *k
 
 static PyMethodDef methods[] = {
     {"check", wirecheck_check, METH_O,
-     "check(data) -> (client_id, seq, app, host, sent_ms, client_stats, event_count) for a valid\n"
-     "batch, None otherwise (tracehook.wire then names the problem)."},
+     "check(data) -> (client_id, seq, app, host, sent_ms, client_stats, event_count, bins) for a valid\n"
+     "batch (bins: its non-nil values of bin columns, i.e. captured bodies), None otherwise (tracehook.wire\n"
+     "then names the problem)."},
     {"configure", (PyCFunction)(void (*)(void))wirecheck_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(limits, versions, max_int, min_fields, columns, max_props, max_sent_ms=max_int): the rules, from\n"
      "tracehook.wire."},

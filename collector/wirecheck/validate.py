@@ -25,6 +25,18 @@ def check_batch(data: bytes) -> tuple[BatchHeader, int]:
     return fast_check_batch(data) or wire.check_batch(data)
 
 
+def check_batch_bodies(data: bytes) -> tuple[BatchHeader, int, bool]:
+    """:func:`check_batch` plus whether the batch may carry captured bodies (a body, raw key or raw
+    headers): False only when the C validator walked it and saw none (ingest then has nothing to strip)."""
+    checked = _fast_check(data) if _fast_check is not None else None
+    if checked is None:
+        header, count = wire.check_batch(data)
+        return header, count, True
+    client_id, seq, app, host, sent_ms, stats, count = checked[:7]
+    # An older build returns no count of bin values: then any batch may hold one.
+    return BatchHeader(client_id, seq, app, host, sent_ms, stats), count, len(checked) < 8 or checked[7] > 0
+
+
 def decode_batch(data: bytes) -> wire.Batch:
     """:func:`tracehook.wire.decode_batch`: the same :class:`~tracehook.wire.Batch`, or the same
     :class:`~tracehook.wire.WireError`, for every input (the index path's decode).  When the C
@@ -40,8 +52,17 @@ def fast_check_batch(data: bytes) -> tuple[BatchHeader, int] | None:
     checked = _fast_check(data) if _fast_check is not None else None
     if checked is None:
         return None
-    client_id, seq, app, host, sent_ms, stats, count = checked
+    client_id, seq, app, host, sent_ms, stats, count = checked[:7]
     return BatchHeader(client_id, seq, app, host, sent_ms, stats), count
+
+
+def _c_rules() -> dict[str, Any]:
+    """:func:`tracehook.wire.fast_path_rules` with its array columns (raw headers) taking nil only: the
+    C walk has no array kind, so an event with raw headers is validated in Python."""
+    rules = wire.fast_path_rules()
+    rules["columns"] = tuple(("int", True, False, (1, 0), None) if kind == "array" else (kind, *rest)
+                             for kind, *rest in rules["columns"])
+    return rules
 
 
 def _load_fast_check() -> Callable[[bytes], tuple[Any, ...] | None] | None:
@@ -49,7 +70,7 @@ def _load_fast_check() -> Callable[[bytes], tuple[Any, ...] | None] | None:
     if _wirecheck is None:  # not built, or switched off
         return None
     try:
-        _wirecheck.configure(**wire.fast_path_rules())
+        _wirecheck.configure(**_c_rules())
     except (ValueError, TypeError, OverflowError):  # rules it cannot express: stay exact
         logging.getLogger(__name__).warning("collector.wirecheck._wirecheck cannot model these rules; "
                                             "validating in Python", exc_info=True)

@@ -314,3 +314,37 @@ def test_empty_store(empty_site, page, artifacts_dir):
     settle(page)
     page.wait_for_selector("#status.error")
     assert page.is_hidden("#trace-ui-link")
+
+
+@pytest.fixture(scope="module")
+def body_site(tmp_path_factory):
+    """A collector (open queries: bodies shown) over three messages of topic sms with kept bodies, one erased."""
+    from collector.store.bodies import erase_messages
+    from tracehook import wire
+
+    data_dir = str(tmp_path_factory.mktemp("console-bodies"))
+    store = open_store(f"local:{os.path.join(data_dir, 'index.sqlite3')}")
+    header = wire.BatchHeader("c", 1, "shop", "host")
+    bodies = {"body-text": (b"<b>code 4711</b>", 0, 16), "body-bin": (b"\xff\x00\xfe", wire.BODY_TRUNCATED, 4096),
+              "body-erased": (b"gone", 0, 4)}
+    index_records(store, [(header, wire.Event(*wire.make_event(1, NOW_MS - 1000, "p", "sms", m, body=b, body_flags=f,
+                                                               body_len=n))) for m, (b, f, n) in bodies.items()])
+    erase_messages(store, ["body-erased"])
+    store.close()
+    collector = serve(data_dir, {})
+    yield collector.url
+    collector.stop()
+
+
+def test_message_page_shows_the_kept_body_as_text_never_as_markup(body_site, page):
+    shown = {}
+    for msg_id in ("body-text", "body-bin", "body-erased"):
+        page.goto(body_site + "/#message?id=" + msg_id)
+        settle(page)
+        page.wait_for_selector("#message-body[data-body]")
+        shown[msg_id] = (page.get_attribute("#message-body", "data-body"), page.text_content("#body-state"),
+                         page.text_content("#body-text"))
+    assert shown["body-text"] == ("shown", "16 bytes", "<b>code 4711</b>")  # text, not markup
+    assert shown["body-bin"] == ("hex", "3 bytes kept of 4096 (truncated), shown as hex", "ff00fe")
+    assert shown["body-erased"][:2] == ("erased", "The body was erased; the trace stays.")
+    assert page.query_selector("#message-body b") is None

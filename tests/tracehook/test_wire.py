@@ -33,6 +33,9 @@ events = st.builds(
     st.none() | st.binary(max_size=64),  # body
     st.sampled_from(["", "0af7651916cd43dd8448eb211c80319c"]) | text,  # trace_id
     st.sampled_from(["", "b7ad6b7169203331"]) | text,  # span_id
+    st.integers(min_value=0, max_value=3),  # body_flags
+    st.none() | st.binary(max_size=16),  # raw_key
+    st.none() | st.lists(st.tuples(text, st.binary(max_size=8)).map(list), max_size=3),  # raw_headers
 )
 headers = st.builds(
     wire.BatchHeader, nonempty, st.integers(min_value=0, max_value=wire.MAX_INT), text, text,
@@ -164,4 +167,4 @@ def test_new_events_carry_their_trace_context(ev, trace_id, span_id):
     (decoded,) = wire.decode_batch(data).events
     assert decoded == Event(*ev) and (decoded.trace_id, decoded.span_id) == (trace_id, span_id)
     assert wire.trace_id_of(decoded) == trace_id
-    assert len(msgpack.unpackb(wire.encode_event(ev), raw=False)) == wire.FIELD_COUNT
+    assert len(msgpack.unpackb(wire.encode_event(ev), raw=False)) == OLD_FIELD_COUNT + 2

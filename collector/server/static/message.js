@@ -36,6 +36,39 @@ function renderMessageExtras(doc) {
     tbody.append(el("tr", { class: "no-groups" }, el("td", { colspan: "6", text: "no consumer group has received it yet" })));
   }
   renderTraceLinks(doc.trace_id || "");
+  renderBody(doc);
+}
+
+// The kept body (GET /v1/messages/{id}'s body fields): as text when it is UTF-8, else as hex; only
+// ever through textContent.  data-body says which case the page shows (tests read it).
+function renderBody(doc) {
+  const state = $("body-state"), text = $("body-text");
+  text.hidden = true;
+  text.textContent = "";
+  let kind = "none", line = "No body was kept for this message.";
+  if (doc.body_erased) {
+    kind = "erased";
+    line = "The body was erased; the trace stays.";
+  } else if (doc.body_withheld) {
+    kind = "withheld";
+    line = "Body withheld (" + doc.body_len + " bytes): this token lacks the body scope.";
+  } else if (typeof doc.body === "string") {
+    kind = "shown";
+    const bytes = new Uint8Array((doc.body.match(/../g) || []).map((h) => parseInt(h, 16)));
+    let shown;
+    try {
+      shown = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    } catch (e) {
+      shown = doc.body;
+      kind = "hex";
+    }
+    line = bytes.length + " bytes" + (doc.body_truncated ? " kept of " + doc.body_len + " (truncated)" : "") +
+      (kind === "hex" ? ", shown as hex" : "");
+    text.textContent = shown;
+    text.hidden = false;
+  }
+  state.textContent = line;
+  $("message-body").dataset.body = kind;
 }
 
 function renderTraceLinks(traceId) {

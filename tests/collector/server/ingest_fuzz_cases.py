@@ -82,7 +82,9 @@ _BAD_FOR_STR: list[Any] = [0, -1, 1.5, True, None, b"bytes", [], {}, ["x"]]
 _BAD_FOR_INT: list[Any] = ["1", 1.5, True, False, None, b"\x01", [], {}, [1]]
 _BAD_FOR_DICT: list[Any] = ["x", 1, [], [["a", "b"]], {1: "a"}, {"a": 1.5}]
 _BAD_FOR_LIST: list[Any] = ["x", 1, {}, None, b"list"]
-_BAD_BY_TYPE = {str: _BAD_FOR_STR, int: _BAD_FOR_INT, dict: _BAD_FOR_DICT, bytes: ["x", 1, [], {}]}
+_BAD_FOR_HEADERS: list[Any] = ["x", 1, {}, b"list", [1], [["a", "not bytes"]], [["a", b"v", b"w"]]]
+_BAD_BY_TYPE = {str: _BAD_FOR_STR, int: _BAD_FOR_INT, dict: _BAD_FOR_DICT, bytes: ["x", 1, [], {}],
+                list: _BAD_FOR_HEADERS}
 _ENVELOPE_TYPES = (int, str, int, str, str, int, dict, list)
 # Declared lengths no body carries: the decoder must refuse them before allocating.
 HUGE_HEADERS = [

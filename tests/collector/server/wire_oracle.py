@@ -22,7 +22,8 @@ import msgpack
 MAX_INT = 2**63 - 1  # "integers travel as signed 64-bit values"
 MIN_INT = -(2**63)
 SCHEMA_VERSIONS = range(1, 2)  # batch versions 1..1 are known
-MIN_FIELDS, FIELD_COUNT = 5, 25
+MIN_FIELDS, FIELD_COUNT = 5, 28
+MAX_RAW_HEADERS = 256
 MAX_PROPS = 64
 
 # What the unpacker refuses anywhere in a body (reason bad_msgpack), as wire.py documents it.
@@ -48,7 +49,7 @@ class Field(NamedTuple):
     members: frozenset[int] | None = None
 
 
-# Event's fields in wire order (wire.Event): an event is an array of the first 5..25 of them.
+# Event's fields in wire order (wire.Event): an event is an array of the first 5..28 of them.
 EVENT_FIELDS: tuple[Field, ...] = (
     Field("type", int, bounds=ANY_INT, members=frozenset({1, 2, 3, 4, 5, 6})),  # PUB .. DEAD, REPLAY
     Field("time_ms", int, bounds=TIME),
@@ -75,6 +76,9 @@ EVENT_FIELDS: tuple[Field, ...] = (
     Field("body", bytes, nullable=True),
     Field("trace_id", str),
     Field("span_id", str),
+    Field("body_flags", int, bounds=(0, 3)),  # TRUNCATED | ZLIB
+    Field("raw_key", bytes, nullable=True),
+    Field("raw_headers", list, nullable=True),  # [[name str, value bytes], ...], at most 256
 )
 assert len(EVENT_FIELDS) == FIELD_COUNT
 
@@ -177,5 +181,8 @@ def _event_problems(event: Any) -> frozenset[str]:
             problems.add("bad_field")
         elif spec.kind is dict and (len(value) > MAX_PROPS or not all(
                 type(k) is str and type(v) is str for k, v in value.items())):
+            problems.add("bad_field")
+        elif spec.kind is list and (len(value) > MAX_RAW_HEADERS or not all(
+                type(h) is list and len(h) == 2 and type(h[0]) is str and type(h[1]) is bytes for h in value)):
             problems.add("bad_field")
     return frozenset(problems)

@@ -116,6 +116,33 @@ def test_local_ttl_hides_then_purges_expired_cells(tmp_path) -> None:
     store.close()
 
 
+def test_local_bodies_keep_their_own_ttl(tmp_path) -> None:
+    # The bodies table expires on body_ttl_s, every other table on ttl_s: reads and purges alike.
+    now = [1_000_000]
+    store = LocalStore(str(tmp_path / "i.sqlite3"), StoreOptions(ttl_s=60, body_ttl_s=20), clock=lambda: now[0])
+    row = keys.pack(("m", 1))
+    store.put_rows("bodies", [(row, {b"b:s": b"body"})])
+    store.put_rows("messages", [(row, {b"s:a": b"event"})])
+    now[0] += 30_000  # past the bodies' 20 s, within the trace's 60 s
+    assert store.get_row("bodies", row) == {} and store.get_rows("bodies", [row]) == [{}]
+    assert list(store.scan("bodies", b"", b"\xff")) == [] and store.get_cells("bodies", row, [b"b:s"]) == {}
+    assert store.get_row("messages", row) == {b"s:a": b"event"}
+    assert store.purge_expired() == 1  # the body only
+    now[0] -= 30_000
+    assert store.get_row("bodies", row) == {} and store.get_row("messages", row) == {b"s:a": b"event"}
+    store.close()
+
+
+@pytest.mark.parametrize("query, ttl, body_ttl", [("", 30 * 86400, 7 * 86400), ("?body_ttl_days=1", 30 * 86400, 86400),
+                                                 ("?ttl_days=2&body_ttl_days=0.5", 2 * 86400, 43200)])
+def test_body_ttl_days_is_a_store_option(tmp_path, query: str, ttl: int, body_ttl: int) -> None:
+    store = open_store(f"local:{tmp_path / 'i.sqlite3'}{query}")
+    try:
+        assert (store.options.ttl_of("messages"), store.options.ttl_of("bodies")) == (ttl, body_ttl)
+    finally:
+        store.close()
+
+
 def test_local_rewriting_identical_cells_restarts_their_ttl(tmp_path) -> None:
     # Re-indexing rewrites identical cells, and each rewrite is a new write (HBase's put): its TTL starts again.
     now = [1_000_000]
@@ -181,8 +208,48 @@ def test_hbase_family_ttl_expires_cells(make_hbase_url) -> None:
         kept.close()
 
 
+@pytest.mark.hbase
+@pytest.mark.slow
+def test_hbase_bodies_family_has_its_own_ttl(make_hbase_url) -> None:
+    store = open_store(make_hbase_url(body_ttl_days="0.00002"))  # bodies: 1 s; the trace: 30 days
+    try:
+        assert store.options.ttl_of("bodies") == 1
+        row = keys.pack(("m", 1))
+        store.put_rows("bodies", [(row, {b"b:s": b"body"})])
+        store.put_rows("messages", [(row, {b"s:a": b"event"})])
+        time.sleep(2.5)
+        assert store.get_row("bodies", row) == {}
+        assert store.get_row("messages", row) == {b"s:a": b"event"}
+    finally:
+        store.close()
+
+
+@pytest.mark.hbase
+@pytest.mark.slow
+def test_hbase_erased_bodies_are_gone_and_marked(make_hbase_url) -> None:
+    # The erased marker is written a millisecond after the row delete, which HBase's delete does not hide.
+    from collector.store import bodies, schema
+    from collector.store.indexer import index_records
+    from tracehook import wire
+
+    store = open_store(make_hbase_url())
+    try:
+        header = wire.BatchHeader("c", 1, "shop", "host")
+        now = int(time.time() * 1000)
+        index_records(store, [(header, wire.Event(*wire.make_event(1, now - i, "p", "sms", f"m{i}", body=b"x" * i)))
+                              for i in range(1, 4)])
+        assert bodies.erase_messages(store, ["m1", "nope"]) == 1
+        assert bodies.erase_topic(store, "sms", since_ms=now - 2) == 1  # m2 (m1 is erased already)
+        assert [bodies.read_body(store, m).erased for m in ("m1", "m2", "m3")] == [True, True, False]
+        assert bodies.read_body(store, "m3").kept.body == b"xxx"  # type: ignore[union-attr]
+        assert store.get_row(schema.MESSAGES, schema.message_row("m1"))  # the trace stays
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize(
     "url", ["sqlite:/x", "local:", "local:/x?ttl_days=abc", "local:/x?ttl_days=-1", "local:/x?bogus=1",
+            "local:/x?body_ttl_days=0", "local:/x?body_ttl_days=x", "local:/x?body_ttl_days=inf",
             "hbase://h:99999?namespace=x", "local:/x?cache_mib=0", "local:/x?cache_mib=1.5",
             "local:/x?cache_mib=65537", "hbase://h:9090?namespace=x&cache_mib=64"],
 )

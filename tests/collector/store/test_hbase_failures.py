@@ -62,5 +62,6 @@ def test_reopening_with_another_ttl_warns(make_hbase_url, caplog) -> None:
         open_store(url).close()
         assert not caplog.records  # same TTL: quiet
         open_store(url.replace("ttl_days=1", "ttl_days=2")).close()
-    assert "another TTL than the 172800 s" in caplog.text and "86400 s" in caplog.text
+    assert "another TTL than the store URL asks" in caplog.text and "86400 s (asked 172800 s)" in caplog.text
+    assert "_bodies" not in caplog.text  # its TTL is body_ttl_days', unchanged
     assert "_messages" in caplog.text

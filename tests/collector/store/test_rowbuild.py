@@ -73,9 +73,10 @@ def test_configure_refuses_a_wire_format_it_does_not_model() -> None:
                             defaults=(*wire.DEFAULTS, ""), tables=(), index_cells=None, received_cells=None,
                             send_prefix=b"", consume_prefix=b"", received_column=b"", dead_all=b"",
                             dead_one=b"", dirty_msg=b"")
+    modelled = Event._fields[:rowbuild.MODELLED_FIELDS]  # the body fields after them go to the Python path
     with pytest.raises(ValueError, match="queue"):
-        _rowbuild.configure(event_type=Event, fields=Event._fields,
-                            defaults=tuple(0 if f == "queue" else d for f, d in zip(Event._fields, wire.DEFAULTS)),
+        _rowbuild.configure(event_type=Event, fields=modelled,
+                            defaults=tuple(0 if f == "queue" else d for f, d in zip(modelled, wire.DEFAULTS)),
                             tables=(), index_cells=None, received_cells=None, send_prefix=b"", consume_prefix=b"",
                             received_column=b"", dead_all=b"", dead_one=b"", dirty_msg=b"")
 
@@ -155,6 +156,10 @@ events = st.builds(
     body=optional(None, bodies),
     trace_id=optional("", ids),
     span_id=optional("", ids),
+    # The body fields after span_id: an event with any of them goes through the Python path (rowbuild._narrow).
+    body_flags=optional(0, st.integers(0, 3)),
+    raw_key=optional(None, bodies),
+    raw_headers=optional(None, st.lists(st.tuples(texts, bodies).map(list), max_size=3)),
 )
 headers = st.builds(BatchHeader, client_id=texts, seq=st.integers(0, 10), app=texts, host=texts)
 
