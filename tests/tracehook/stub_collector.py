@@ -7,6 +7,7 @@ import collections
 import ssl
 import threading
 
+import msgpack
 from aiohttp import web
 from fixtures.ports import free_port
 
@@ -129,6 +130,8 @@ class StubCollector:
             batch = wire.decode_batch(body)
         except wire.WireError as exc:
             return web.json_response({"error": exc.reason}, status=400)
+        if self.wire is None and any(len(e) > wire.LEGACY_FIELD_COUNT for e in msgpack.unpackb(body)[7]):
+            return web.json_response({"error": "bad_event"}, status=400)  # as a collector before the header
         if any(e.msg_id.startswith("bad") for e in batch.events):
             return web.json_response({"error": "bad_field"}, status=400)
         with self._lock:
