@@ -58,19 +58,17 @@ class BodyPolicy:
             return True
         return self.decide is not None and bool(self.decide(topic))
 
-    def take(self, body: Any) -> tuple[bytes, int] | None:
-        """The body to keep and its flags, on the app's thread: redacted, then cut; None: keep nothing.
-
-        Raises what the redaction callback raises (the hook logs it and keeps nothing)."""
-        data = bytes(body) if not isinstance(body, str) else body.encode("utf-8", "replace")
+    def take(self, body: Any) -> bytes | None:
+        """The body to keep, on the app's thread: redacted (the hook cuts it to ``max_bytes`` and marks
+        it truncated); None: keep nothing.  Raises what the redaction callback raises (the hook logs it
+        and keeps nothing)."""
+        data = body if type(body) is bytes else bytes(body) if not isinstance(body, str) else body.encode()
         if self.redact is not None:
             redacted = self.redact(data)
             if redacted is None:
                 return None
             data = bytes(redacted)
-        if len(data) > self.max_bytes:
-            return data[: self.max_bytes], wire.BODY_TRUNCATED
-        return data, 0
+        return data
 
     def finish(self, event: tuple) -> tuple:
         """On the dispatcher's thread: a kept record's event made wire-ready (headers as pairs, caps

@@ -40,7 +40,7 @@ from .context import (
     recorded_trace,
 )
 from .dispatcher import Dispatcher
-from .wire import MAX_PROPS, MAX_STR_LEN, EventType, Status
+from .wire import BODY_TRUNCATED, MAX_PROPS, MAX_STR_LEN, EventType, Status
 
 log = logging.getLogger("tracehook")
 
@@ -175,13 +175,16 @@ class Tracer:
                     props and _clean_props(props), "", tx_id, 0, None, trace_id, span_id,
                 ))
                 return msg_id
-            kept = self._kept(body)
+            kept = self._kept(body)  # redacted, not yet cut
+            flags = 0
+            if kept is not None and len(kept) > self._bodies.max_bytes:
+                kept, flags = kept[:self._bodies.max_bytes], BODY_TRUNCATED
             self._put((
                 _PUB, _time_ns() // 1_000_000, group, topic, msg_id, broker_msg_id, keys, tags, broker,
                 queue, offset, born_ms, store_ms, cost_us, status, error and _error_text(error), 0,
-                body_len or len(body), props and _clean_props(props), "", tx_id, 0,
-                *((None, trace_id, span_id) if kept is None else (
-                    kept[0], trace_id, span_id, kept[1], raw_key, _snapshot(raw_headers))),
+                body_len or len(body), props and _clean_props(props), "", tx_id, 0, kept, trace_id, span_id,
+                flags, raw_key if kept is not None else None,
+                None if raw_headers is None or kept is None else _snapshot(raw_headers),
             ))
         except Exception as exc:  # never into the app
             self._misuse("record_send", repr(exc))
@@ -345,8 +348,8 @@ class Tracer:
             self._warn_once("body_topics", f"failed, body not kept: {exc!r}")
             return False
 
-    def _kept(self, body: Any) -> tuple[bytes, int] | None:
-        """The body to keep and its flags (redacted, then cut to max_body_bytes), or None."""
+    def _kept(self, body: Any) -> bytes | None:
+        """The body to keep, redacted (the caller cuts it to max_body_bytes), or None."""
         try:
             return self._bodies.take(body)
         except Exception as exc:  # a failing redaction keeps nothing rather than the raw body
