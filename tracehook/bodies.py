@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import wire
+from .errors import Unkeepable
 
 MIN_COMPRESS = 32
 """Bodies shorter than this are never worth compressing (zlib adds 6 bytes of its own)."""
@@ -33,10 +34,6 @@ _BYTES_LIKE = (bytes, bytearray, memoryview)
 COUNTERS = ("kept", "truncated", "compressed", "unkeepable")
 """``stats()["bodies"]``: bodies kept (sent or queued), cut to the cap, compressed, and not kept
 because the record's key or headers were over the caps."""
-
-
-class Unkeepable(ValueError):
-    """The record's key or headers cannot be kept exactly."""
 
 
 class BodyPolicy:

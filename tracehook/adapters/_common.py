@@ -12,8 +12,9 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import tracehook
-from tracehook.bodies import Unkeepable, amqp_header_pairs
+from tracehook.bodies import amqp_header_pairs
 from tracehook.context import HEADER_MSG_ID, get_header
+from tracehook.errors import Unkeepable
 
 HEADER_KEYS = "tracehook-keys"
 """Header carrying the message keys where the broker has no key field (RabbitMQ)."""
