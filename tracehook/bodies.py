@@ -59,7 +59,14 @@ class BodyPolicy:
         """The body to keep, on the app's thread: redacted (the hook cuts it to ``max_bytes`` and marks
         it truncated); None: keep nothing.  Raises what the redaction callback raises (the hook logs it
         and keeps nothing)."""
-        data = body if type(body) is bytes else bytes(body) if not isinstance(body, str) else body.encode()
+        if type(body) is not bytes:
+            if isinstance(body, str):
+                body = body.encode()
+            elif isinstance(body, (bytearray, memoryview)):
+                body = bytes(body)
+            else:  # not a body (bytes(5) would make one of five zero bytes)
+                return None
+        data = body
         if self.redact is not None:
             redacted = self.redact(data)
             if redacted is None:

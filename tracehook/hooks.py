@@ -80,6 +80,9 @@ def _fit(text: str) -> str:
     return text.encode("utf-8", "surrogatepass")[:MAX_STR_LEN].decode("utf-8", "ignore")
 
 
+_BODY_TYPES = (bytes, bytearray, memoryview, str)
+
+
 def _snapshot(headers: Any) -> Any:
     """A shallow copy of a record's headers (the dispatcher reads them later, on its thread)."""
     if headers is None:
@@ -182,7 +185,8 @@ class Tracer:
             self._put((
                 _PUB, _time_ns() // 1_000_000, group, topic, msg_id, broker_msg_id, keys, tags, broker,
                 queue, offset, born_ms, store_ms, cost_us, status, error and _error_text(error), 0,
-                body_len or len(body), props and _clean_props(props), "", tx_id, 0, kept, trace_id, span_id,
+                body_len or (len(body) if isinstance(body, _BODY_TYPES) else 0), props and _clean_props(props), "",
+                tx_id, 0, kept, trace_id, span_id,
                 flags, raw_key if kept is not None else None,
                 None if raw_headers is None or kept is None else _snapshot(raw_headers),
             ))

@@ -50,10 +50,14 @@ def test_a_long_body_keeps_its_first_bytes_compressed_and_flagged(stub, make_tra
     assert tracer.stats()["bodies"] == {"kept": 3, "truncated": 1, "compressed": 1, "unkeepable": 0}
 
 
-def test_capture_body_still_keeps_every_topic(stub, make_tracer):
+def test_capture_body_still_keeps_every_topic(stub, make_tracer, accounted):
     tracer = make_tracer(stub.url, capture_body=True)
     tracer.record_send("anything", "m", body="text é")
-    assert wire.body_bytes(delivered(tracer, stub)["m"]) == "text é".encode()
+    tracer.record_send("anything", "v", body=memoryview(b"view"))
+    tracer.record_send("anything", "n", body=5)  # not a body: the send is recorded, nothing kept
+    events = delivered(tracer, stub)
+    assert wire.body_bytes(events["m"]) == "text é".encode() and events["v"].body == b"view"
+    assert events["n"].body is None and accounted(tracer.stats())["sent"] == 3
 
 
 @pytest.mark.parametrize("headers", [
