@@ -111,10 +111,11 @@ def stub_totals(url: str) -> dict[str, int]:
 
 # -- measuring ---------------------------------------------------------------------------------
 
-def per_call_us(call: Callable[[int], None], n: int) -> tuple[float, float]:
-    """(median, p99) microseconds per call, over chunks of CHUNK calls."""
+def per_call_us(call: Callable[[int], None], n: int,
+                clock: Callable[[], int] = time.perf_counter_ns) -> tuple[float, float]:
+    """(median, p99) microseconds per call, over chunks of CHUNK calls (wall time; ``time.thread_time_ns``:
+    this thread's CPU time, which a loaded host's waits for a core do not inflate)."""
     samples = []
-    clock = time.perf_counter_ns
     for start in range(0, n, CHUNK):
         t0 = clock()
         for i in range(start, start + CHUNK):
@@ -161,6 +162,46 @@ def bench_tracehook(url: str, n_events: int, n_cost: int) -> list[Row]:
     rows.append(dict(system="tracehook consume span (2 events)", median=c_median, p99=c_p99))
     rows.append(dict(system="tracehook record_send + headers", median=h_median, p99=h_p99))
     rows.append(bench_tracehook_default_queue(url, n_events))
+    return rows
+
+
+BODY_1K = (b'{"order": 42, "customer": "c-1001", "lines": [' + b'{"sku": "A-1", "qty": 1}, ' * 38)[:1024]
+
+
+def bench_bodies(url: str, n_cost: int) -> list[Row]:
+    """record_send with 8 fields, on a topic that keeps bodies, with and without a 1 KiB body (issue 43):
+    alternated rounds, each flushed before the next, medians of the rounds' medians, in wall and in CPU
+    time of the app's thread.  The 8 fields are keywords here (not ``**ATTRS``, whose dict merge with
+    one more keyword costs more than the body does), the same in every row."""
+    tracer = tracehook.Tracer(tracehook.TracerConfig(app="bench", collectors=(url,), queue_size=2_000_000,
+                                                     flush_at_exit=False, body_topics={"orders"}))
+    send = tracer.record_send
+    headers = [("tracehook-msg-id", b"0af7651916cd43dd8448eb211c80319c"), ("orderId", b"42")]
+    a = ATTRS
+    calls = {
+        "record_send (8 fields), keeping topic, no body": lambda i: send(
+            "orders", f"b{i}", keys=a["keys"], tags=a["tags"], broker=a["broker"], queue=3, offset=i,
+            born_ms=a["born_ms"], store_ms=a["store_ms"], cost_us=a["cost_us"]),
+        "record_send + 1 KiB body, keeping topic": lambda i: send(
+            "orders", f"b{i}", keys=a["keys"], tags=a["tags"], broker=a["broker"], queue=3, offset=i,
+            born_ms=a["born_ms"], store_ms=a["store_ms"], cost_us=a["cost_us"], body=BODY_1K),
+        "record_send + 1 KiB body + raw key + 2 headers": lambda i: send(
+            "orders", f"b{i}", keys=a["keys"], tags=a["tags"], broker=a["broker"], queue=3, offset=i,
+            born_ms=a["born_ms"], store_ms=a["store_ms"], cost_us=a["cost_us"], body=BODY_1K,
+            raw_key=b"order-42", raw_headers=headers),
+    }
+    rows = []
+    for clock, label in ((time.perf_counter_ns, "wall"), (time.thread_time_ns, "CPU")):
+        results: dict[str, list[tuple[float, float]]] = {name: [] for name in calls}
+        for _ in range(5):
+            for name, call in calls.items():
+                results[name].append(per_call_us(call, n_cost // 10, clock))
+                tracer.flush(120)
+        rows += [dict(system=f"tracehook {name} ({label})", median=statistics.median(m for m, _ in runs),
+                      p99=statistics.median(p for _, p in runs)) for name, runs in results.items()]
+    stats = tracer.stats()
+    tracer.close()
+    assert stats["dropped_total"] == 0, stats
     return rows
 
 
@@ -310,14 +351,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=1_000_000, help="tracehook end-to-end events")
     parser.add_argument("--otel-events", type=int, default=50_000, help="OpenTelemetry end-to-end spans")
     parser.add_argument("--cost-calls", type=int, default=200_000, help="calls timed for the per-call cost")
+    parser.add_argument("--bodies-only", action="store_true", help="only the kept-body rows (issue 43)")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
         serve_stub(args.serve)
         return 0
     proc, url = start_stub()
+    if args.bodies_only:
+        try:
+            rows = bench_bodies(url, args.cost_calls)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+        print(f"\nhook_overhead --bodies-only — {time.strftime('%Y-%m-%d')}, Python {sys.version.split()[0]}")
+        print_table(rows)
+        return 0
     try:
         rows = bench_tracehook(url, args.events, args.cost_calls)
+        rows += bench_bodies(url, min(args.cost_calls, 100_000))
         try:
             rows += bench_tracehook_in_otel_span(url, args.cost_calls)
             rows += bench_otel(None, args.otel_events, min(args.cost_calls, 50_000))

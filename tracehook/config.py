@@ -24,8 +24,11 @@ TRACEHOOK_BACKOFF_MS           first retry delay (doubles, full jitter)         
 TRACEHOOK_MAX_BACKOFF_MS       longest retry delay                              10000
 TRACEHOOK_FAILOVER_MS          how long a failing collector is set aside        30000
 TRACEHOOK_EXIT_TIMEOUT_MS      how long the exit flush may take                 5000
-TRACEHOOK_CAPTURE_BODY         keep message bodies (1/true or 0/false)          false
+TRACEHOOK_BODY_TOPICS          comma-separated topics whose bodies are kept     (none)
+TRACEHOOK_CAPTURE_BODY         keep the bodies of every topic (1/true, 0/false) false
 TRACEHOOK_MAX_BODY_BYTES       longest body kept (after redaction)              1024
+TRACEHOOK_CAPTURE_PROPS        comma-separated header / AMQP property names     (none)
+                               the adapters record as props
 TRACEHOOK_TRACE_SAMPLE_RATIO   share of traces tracehook starts whose           1.0
                                ``traceparent`` says "sampled" (0.0 .. 1.0)
 =============================  ===============================================  ==========
@@ -81,6 +84,8 @@ _ENV_NUMBERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "capture_body": ("TRACEHOOK_CAPTURE_BODY", lambda v: {"1": True, "true": True, "0": False, "false": False}[v.lower()]),
     "max_body_bytes": ("TRACEHOOK_MAX_BODY_BYTES", int),
     "trace_sample_ratio": ("TRACEHOOK_TRACE_SAMPLE_RATIO", float),
+    "body_topics": ("TRACEHOOK_BODY_TOPICS", lambda v: _split_names(v)),
+    "capture_props": ("TRACEHOOK_CAPTURE_PROPS", lambda v: _split_names(v)),
     "ca_file": ("TRACEHOOK_CA_FILE", str),  # a missing or bad file is logged, and the system CAs used
 }
 
@@ -111,11 +116,18 @@ class TracerConfig:
     failover_s: float = DEFAULT_FAILOVER_S
     exit_timeout_s: float = DEFAULT_EXIT_TIMEOUT_S
     flush_at_exit: bool = True
+    body_topics: frozenset[str] | Callable[[str], bool] = frozenset()
+    """The topics whose bodies sends keep (record_send(body=...), the adapters), or a callable(topic) -> bool.
+    Empty by default: bodies may hold personal data."""
     capture_body: bool = False
-    """Keep message bodies passed to record_send(body=...)? Off by default: bodies may hold personal data."""
+    """Keep the bodies of every topic (the switch before body_topics; prefer naming the topics)."""
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    """Longest body kept, 0..64 KiB: a longer one keeps its first bytes and is marked truncated."""
     redact_body: Callable[[bytes], bytes | None] | None = None
     """Called on each captured body before it is cut to max_body_bytes; return None to keep nothing."""
+    capture_props: frozenset[str] = frozenset()
+    """Record headers (Kafka, the AMQP ``headers`` table) and AMQP properties (``amqp.<property>``, e.g.
+    ``amqp.correlation_id``) the adapters record as props, by name: nothing else is recorded."""
     trace_sample_ratio: float = DEFAULT_TRACE_SAMPLE_RATIO
     """The sampled flag of traces tracehook starts (no active OpenTelemetry span): set when the low 64 bits
     of the trace id fall below ratio * 2**64, OpenTelemetry's TraceIdRatioBased rule.  tracehook records
@@ -141,6 +153,11 @@ class TracerConfig:
                 ssl.create_default_context(cafile=self.ca_file)
             except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
                 raise ConfigError(f"ca_file: cannot load {self.ca_file!r}: {exc}") from None
+        _set_names(self, "body_topics", callable_ok=True)
+        _set_names(self, "capture_props")
+        reserved = self.capture_props & RESERVED_PROPS
+        if reserved:
+            raise ConfigError(f"capture_props: {', '.join(sorted(reserved))} are recorded by tracehook itself")
         if not 0 <= self.max_body_bytes <= wire.MAX_BODY_LEN:
             raise ConfigError(f"max_body_bytes must be within 0..{wire.MAX_BODY_LEN}, got {self.max_body_bytes!r}")
         if not 0.0 <= self.trace_sample_ratio <= 1.0:  # also rejects NaN
@@ -187,6 +204,33 @@ class TracerConfig:
             raise
         except (TypeError, ValueError) as exc:
             raise ConfigError(str(exc)) from None
+
+
+RESERVED_PROPS = frozenset({"amqp.exchange", "amqp.routing_key", "replay.target", "replay.run"})
+"""Props the adapters and hooks record themselves: no app setting may name them."""
+
+
+def _set_names(config: TracerConfig, name: str, callable_ok: bool = False) -> None:
+    """Make a field a frozenset of non-empty names (a str is comma-separated); a callable stays one where allowed."""
+    value = getattr(config, name)
+    if callable_ok and callable(value):
+        return
+    if value is None:
+        value = ()
+    if isinstance(value, str):
+        value = _split_names(value)
+    try:
+        names = frozenset(value)
+    except TypeError:
+        raise ConfigError(f"{name}: a collection of names{' or a callable' if callable_ok else ''}, "
+                          f"not {type(value).__name__}") from None
+    if not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(f"{name}: every name must be a non-empty string")
+    object.__setattr__(config, name, names)
+
+
+def _split_names(text: str) -> frozenset[str]:
+    return frozenset(n.strip() for n in text.split(",") if n.strip())
 
 
 def _split_urls(text: str) -> tuple[str, ...]:

@@ -15,6 +15,10 @@ Delivery rules:
 * 429 / 503 / 507: that collector is set aside until its ``Retry-After`` passes
   and the batch goes to another collector or waits; counts as a retry, and in
   ``refused`` under the collector's reason (``disk_full``, ``backpressure``...).
+* a collector that does not advertise the newer event fields (``X-Tracehook-Wire``, see
+  :mod:`tracehook.wire`) gets them left off (and a compressed or cut body, which it could not
+  tell from a whole one): counted in ``stripped``. Before a batch that has such fields goes
+  to a collector not heard from yet, an empty batch asks it what it takes.
 * other answers or connection errors: the collector is set aside for
   ``failover_s``, and the batch retried with exponential backoff and full
   jitter, up to ``max_retries`` times (then ``dropped.send_error``).
@@ -38,7 +42,7 @@ from typing import Any
 
 import msgpack
 
-from . import wire
+from . import bodies, wire
 from .config import TracerConfig
 from .errors import DeliveryError
 from .transport import CollectorConnection
@@ -59,21 +63,47 @@ def first_collector(client_id: str, collectors: int) -> int:
 
 
 class _Batch:
-    """Encoded events waiting for delivery; ``seq`` stays the same across retries so the collector can dedupe."""
+    """Encoded events waiting for delivery; ``seq`` stays the same across retries so the collector can dedupe.
 
-    __slots__ = ("seq", "packed", "attempts")
+    ``wide`` holds, by position, the events with fields beyond :data:`wire.LEGACY_FIELD_COUNT`
+    (kept records), to encode again for a collector that takes fewer; ``stripped`` says what the
+    form last sent left off: (events, bodies)."""
 
-    def __init__(self, seq: int, packed: list[bytes]) -> None:
+    __slots__ = ("seq", "packed", "attempts", "wide", "stripped")
+
+    def __init__(self, seq: int, packed: list[bytes], wide: dict[int, tuple] | None = None) -> None:
         self.seq = seq
         self.packed = packed
         self.attempts = 0
+        self.wide = wide or {}
+        self.stripped: tuple[int, int] | None = None
+
+    def split(self, new_seq: Callable[[], int]) -> tuple[_Batch, _Batch]:
+        """Two halves, each with a new sequence number (the first half's is taken first)."""
+        half = len(self.packed) // 2
+        first = _Batch(new_seq(), self.packed[:half], {i: e for i, e in self.wide.items() if i < half})
+        second = _Batch(new_seq(), self.packed[half:], {i - half: e for i, e in self.wide.items() if i >= half})
+        return first, second
+
+    def form(self, fields: int, pack: Callable[[tuple], bytes]) -> tuple[list[bytes], tuple[int, int] | None]:
+        """The encoded events for a collector that accepts ``fields`` event fields, and what that left off."""
+        if not self.wide or fields >= wire.FIELD_COUNT:
+            return self.packed, None
+        packed = list(self.packed)
+        lost_bodies = 0
+        for i, event in self.wide.items():
+            narrow = bodies.strip(event, fields)
+            lost_bodies += narrow[_BODY] is None and event[_BODY] is not None
+            packed[i] = pack(narrow)
+        return packed, (len(self.wide), lost_bodies)
 
 
 class Dispatcher:
     """The bounded queue and the background thread that delivers it."""
 
-    def __init__(self, config: TracerConfig) -> None:
+    def __init__(self, config: TracerConfig, body_policy: bodies.BodyPolicy | None = None) -> None:
         self.config = config
+        self.bodies = body_policy
         self._reinit()
 
     def _reinit(self) -> None:
@@ -95,6 +125,7 @@ class Dispatcher:
         self.batches = 0
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
         self.refused: dict[str, int] = {}  # 429/503/507 answers by the collector's reason
+        self.stripped = {"events": 0, "bodies": 0}  # sent to older collectors without the newer fields
         self._seq = 0
         self.client_id = f"{self.config.app}@{self.config.host}:{os.getpid()}:{os.urandom(4).hex()}"
         self._collectors = [CollectorConnection(u, self.config.timeout_s, self.config.ca_file)
@@ -144,6 +175,8 @@ class Dispatcher:
                 "in_flight": self._popped - self._resolved,
                 "retried": self.retried,
                 "refused": dict(self.refused),
+                "stripped": dict(self.stripped),
+                "bodies": dict(self.bodies.counts) if self.bodies is not None else dict.fromkeys(bodies.COUNTERS, 0),
                 "batches": self.batches,
                 "client_id": self.client_id,
             }
@@ -225,22 +258,30 @@ class Dispatcher:
             self._popped += len(events)
         batches: list[_Batch] = []
         packed: list[bytes] = []
+        wide: dict[int, tuple] = {}
         size = 0
         unencodable = 0
         for event in events:
             try:
+                if len(event) > _LEGACY:  # a kept record: made wire-ready here, off the app's thread
+                    if self.bodies is not None:
+                        event = self.bodies.finish(event)
+                    if event[_LEGACY:] == _WIDE_DEFAULTS[:len(event) - _LEGACY]:
+                        event = event[:_LEGACY]
                 data = self._pack_event(event)
             except Exception as exc:  # e.g. an unpackable object in a field: drop that event only
                 unencodable += 1
                 self._log_once("unencodable", "tracehook: dropping an event that cannot be encoded: %s", exc)
                 continue
             if packed and size + len(data) > self.config.batch_bytes:
-                batches.append(_Batch(self._new_seq(), packed))
-                packed, size = [], 0
+                batches.append(_Batch(self._new_seq(), packed, wide))
+                packed, wide, size = [], {}, 0
+            if len(event) > _LEGACY:
+                wide[len(packed)] = event
             packed.append(data)
             size += len(data)
         if packed:
-            batches.append(_Batch(self._new_seq(), packed))
+            batches.append(_Batch(self._new_seq(), packed, wide))
         if unencodable:
             with self._lock:
                 if self._written_off:
@@ -259,6 +300,7 @@ class Dispatcher:
             stats = {f"dropped_{reason}": n for reason, n in self.dropped.items()}
             stats["sent"] = self.sent
             stats["retried"] = self.retried
+            stats["stripped_events"], stats["stripped_bodies"] = self.stripped["events"], self.stripped["bodies"]
         return stats
 
     def _resolve(self, batch: _Batch, outcome: str) -> None:
@@ -269,6 +311,9 @@ class Dispatcher:
             if outcome == "sent":
                 self.sent += n
                 self.batches += 1
+                if batch.stripped is not None:
+                    self.stripped["events"] += batch.stripped[0]
+                    self.stripped["bodies"] += batch.stripped[1]
             else:
                 self.dropped[outcome] += n
             self._resolved += n
@@ -281,9 +326,9 @@ class Dispatcher:
             batch = pending.pop()
             outcome = self._send_with_retries(batch)
             if outcome == "split":
-                half = len(batch.packed) // 2
-                pending.append(_Batch(self._new_seq(), batch.packed[half:]))
-                pending.append(_Batch(self._new_seq(), batch.packed[:half]))
+                first, second = batch.split(self._new_seq)
+                pending.append(second)
+                pending.append(first)
             else:
                 self._resolve(batch, outcome)
 
@@ -300,17 +345,25 @@ class Dispatcher:
                 self.client_id, batch.seq, self.config.app, self.config.host,
                 int(time.time() * 1000), self._client_stats(),
             )
-            body = wire.encode_batch_packed(header, batch.packed)
             try:
-                status, answer, content = collector.post(body, self._headers)
+                if batch.wide and collector.fields is None:
+                    self._ask_fields(collector)
+                fields = collector.fields or wire.LEGACY_FIELD_COUNT  # not heard from: what every collector takes
+                packed, batch.stripped = batch.form(fields, self._pack_event)
+                status, answer, content = collector.post(wire.encode_batch_packed(header, packed), self._headers)
             except DeliveryError as exc:
                 self._log_once(f"io:{collector.url}", "tracehook: collector %s unreachable: %s", collector.url, exc)
                 collector.aside_until = time.monotonic() + self.config.failover_s
                 if not self._retry_later(batch):
                     return "send_error"
                 continue
+            self._learn_fields(collector, status, answer)
             if 200 <= status < 300:
                 return "sent"
+            if status == 400 and collector.fields < fields:  # older than it said (replaced meanwhile): narrower
+                self._log_once(f"narrower:{collector.url}", "tracehook: collector %s takes %s event fields now",
+                               collector.url, collector.fields)
+                continue
             if status in _SPLIT_STATUSES:
                 if len(batch.packed) > 1:
                     return "split"
@@ -335,6 +388,23 @@ class Dispatcher:
             collector.aside_until = time.monotonic() + self.config.failover_s
             if not self._retry_later(batch):
                 return "send_error"
+
+    def _ask_fields(self, collector: CollectorConnection) -> None:
+        """Learn the event fields ``collector`` takes from its answer to an empty batch (raises DeliveryError)."""
+        header = wire.BatchHeader(self.client_id, 0, self.config.app, self.config.host, int(time.time() * 1000),
+                                  self._client_stats())
+        status, answer, _ = collector.post(wire.encode_batch_packed(header, []), self._headers)
+        self._learn_fields(collector, status, answer)
+
+    @staticmethod
+    def _learn_fields(collector: CollectorConnection, status: int, answer: dict[str, str]) -> None:
+        """What an answer says about the fields ``collector`` takes: its ``X-Tracehook-Wire``, else (an
+        older collector's 2xx or 400) the legacy fields; other answers without it (a proxy's) say nothing."""
+        fields = wire.accepted_fields(answer.get(_WIRE_HEADER))
+        if fields is not None:
+            collector.fields = fields
+        elif 200 <= status < 300 or status == 400:
+            collector.fields = wire.LEGACY_FIELD_COUNT
 
     def _retry_later(self, batch: _Batch) -> bool:
         """Count a retry and back off; False when the batch has used up its retries."""
@@ -408,7 +478,11 @@ def _drain(q: queue.SimpleQueue[tuple], limit: int) -> list[tuple]:
 # Plain ints, not the IntEnum defaults: comparing against an IntEnum is ~5x slower.
 _DEFAULTS = tuple(int(v) if isinstance(v, int) else v for v in wire.DEFAULTS)
 _PROPS = wire.Event._fields.index("props")
-_TAIL_DEFAULTS = _DEFAULTS[_PROPS:]  # props .. body: rarely set on PUB events
+_LEGACY = wire.LEGACY_FIELD_COUNT
+_TAIL_DEFAULTS = _DEFAULTS[_PROPS:_LEGACY]  # props .. span_id: rarely set on PUB events (the hooks' tuples end there)
+_WIDE_DEFAULTS = _DEFAULTS[_LEGACY:]
+_BODY = wire.Event._fields.index("body")
+_WIRE_HEADER = wire.WIRE_HEADER.lower()
 
 
 def event_packer() -> Callable[[tuple], bytes]:

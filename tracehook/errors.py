@@ -34,3 +34,8 @@ class WireError(TracehookError, ValueError):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+class Unkeepable(TracehookError, ValueError):
+    """A record's key or headers cannot be kept exactly (over the wire's caps, or of a type it cannot
+    carry): the send keeps no body (``tracehook.bodies``; counted as ``unkeepable``)."""

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
 from . import _lifecycle
+from .bodies import BodyPolicy
 from .config import TracerConfig
 from .context import (
     HEADER_MSG_ID,
@@ -39,7 +40,7 @@ from .context import (
     recorded_trace,
 )
 from .dispatcher import Dispatcher
-from .wire import EventType, Status
+from .wire import BODY_TRUNCATED, MAX_PROPS, MAX_STR_LEN, EventType, Status
 
 log = logging.getLogger("tracehook")
 
@@ -59,10 +60,34 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _clean_props(props: Any) -> dict[str, str] | None:
-    # The collector accepts only str -> str; coercing here keeps one odd value from costing the event.
+    # The collector accepts only str -> str, at most MAX_PROPS of them, each string up to MAX_STR_LEN
+    # bytes: coercing and capping here keeps one odd value from costing the event.
     if not props:
         return None
-    return {str(k): str(v) for k, v in dict(props).items()}
+    cleaned = {str(k): str(v) for k, v in dict(props).items()}
+    if len(cleaned) > MAX_PROPS or max(map(len, cleaned)) > _LONG or max(map(len, cleaned.values())) > _LONG:
+        cleaned = {_fit(k): _fit(v) for k, v in list(cleaned.items())[:MAX_PROPS]}
+    return cleaned
+
+
+_LONG = MAX_STR_LEN // 4  # characters that surely fit MAX_STR_LEN bytes of UTF-8
+
+
+def _fit(text: str) -> str:
+    """``text`` cut to at most MAX_STR_LEN bytes of UTF-8 (whole characters)."""
+    if len(text) <= _LONG:
+        return text
+    return text.encode("utf-8", "surrogatepass")[:MAX_STR_LEN].decode("utf-8", "ignore")
+
+
+_BODY_TYPES = (bytes, bytearray, memoryview, str)
+
+
+def _snapshot(headers: Any) -> Any:
+    """A shallow copy of a record's headers (the dispatcher reads them later, on its thread)."""
+    if headers is None:
+        return None
+    return dict(headers) if isinstance(headers, Mapping) else list(headers)
 
 
 def _otel_imported() -> bool:
@@ -100,7 +125,9 @@ class Tracer:
 
     def __init__(self, config: TracerConfig | None = None) -> None:
         self.config = config if config is not None else TracerConfig.from_env()
-        self._dispatcher = Dispatcher(self.config)
+        config = self.config
+        self._bodies = BodyPolicy(config.body_topics, config.capture_body, config.max_body_bytes, config.redact_body)
+        self._dispatcher = Dispatcher(config, self._bodies)
         self._put = self._dispatcher.put
         self._misuse_seen: set[str] = set()
         _lifecycle.track(self)  # fork and exit handling
@@ -112,7 +139,8 @@ class Tracer:
         broker: str = "", queue: int = -1, offset: int = -1, born_ms: int = 0, store_ms: int = 0,
         cost_us: int = 0, status: int = _OK, error: str = "", body_len: int = 0,
         props: Mapping[str, Any] | None = None, broker_msg_id: str = "", tx_id: str = "", headers: Any = None,
-        body: bytes | None = None, traceparent: str | None = None,
+        body: bytes | None = None, traceparent: str | None = None, raw_key: bytes | None = None,
+        raw_headers: Any = None,
     ) -> str:
         """Record a send result (PUB); returns the message id (generated when ``msg_id`` is None).
 
@@ -120,7 +148,9 @@ class Tracer:
         Kafka uses), the id and a W3C ``traceparent`` are written there if absent;
         inside an active OpenTelemetry span the send continues its trace.  Pass
         ``traceparent`` instead when the headers were written earlier (it names the
-        send's trace and span).  ``body`` is kept only with ``capture_body=True``.
+        send's trace and span).  ``body`` is kept only for the topics of ``body_topics`` (or with
+        ``capture_body=True``), with ``raw_key`` and ``raw_headers`` (the record's key and headers as
+        sent: (name, bytes) pairs) for a replay from the trace; see docs/library.md, "Bodies".
         """
         try:
             if traceparent is not None:
@@ -141,11 +171,24 @@ class Tracer:
             if not topic or type(topic) is not str or type(msg_id) is not str or not msg_id:
                 self._misuse("record_send", "topic and msg_id must be non-empty strings")
                 return msg_id or ""
+            if body is None or not self._bodies.active or not self.keeps_body(topic):
+                self._put((
+                    _PUB, _time_ns() // 1_000_000, group, topic, msg_id, broker_msg_id, keys, tags, broker,
+                    queue, offset, born_ms, store_ms, cost_us, status, error and _error_text(error), 0, body_len,
+                    props and _clean_props(props), "", tx_id, 0, None, trace_id, span_id,
+                ))
+                return msg_id
+            kept = self._kept(body)  # redacted, not yet cut
+            flags = 0
+            if kept is not None and len(kept) > self._bodies.max_bytes:
+                kept, flags = kept[:self._bodies.max_bytes], BODY_TRUNCATED
             self._put((
                 _PUB, _time_ns() // 1_000_000, group, topic, msg_id, broker_msg_id, keys, tags, broker,
-                queue, offset, born_ms, store_ms, cost_us, status, error and _error_text(error), 0, body_len,
-                props and _clean_props(props), "", tx_id, 0, body if body is None else self._captured(body),
-                trace_id, span_id,
+                queue, offset, born_ms, store_ms, cost_us, status, error and _error_text(error), 0,
+                body_len or (len(body) if isinstance(body, _BODY_TYPES) else 0), props and _clean_props(props), "",
+                tx_id, 0, kept, trace_id, span_id,
+                flags, raw_key if kept is not None else None,
+                None if raw_headers is None or kept is None else _snapshot(raw_headers),
             ))
         except Exception as exc:  # never into the app
             self._misuse("record_send", repr(exc))
@@ -300,22 +343,22 @@ class Tracer:
         except Exception as exc:
             self._misuse("close", repr(exc))
 
-    def _captured(self, body: Any) -> bytes | None:
-        """The body to keep: None unless capture is on; redacted, then cut to max_body_bytes."""
-        config = self.config
-        if not config.capture_body:
+    def keeps_body(self, topic: str) -> bool:
+        """Whether a send to ``topic`` keeps its body (``body_topics`` / ``capture_body``): adapters ask
+        before preparing a record's body, key and headers."""
+        try:
+            return self._bodies.active and self._bodies.keeps(topic)
+        except Exception as exc:  # the app's callable
+            self._warn_once("body_topics", f"failed, body not kept: {exc!r}")
+            return False
+
+    def _kept(self, body: Any) -> bytes | None:
+        """The body to keep, redacted (the caller cuts it to max_body_bytes), or None."""
+        try:
+            return self._bodies.take(body)
+        except Exception as exc:  # a failing redaction keeps nothing rather than the raw body
+            self._warn_once("redact_body", f"failed, body not kept: {exc!r}")
             return None
-        data = bytes(body) if not isinstance(body, str) else body.encode("utf-8", "replace")
-        if config.redact_body is not None:
-            try:
-                redacted = config.redact_body(data)
-            except Exception as exc:  # a failing redaction keeps nothing rather than the raw body
-                self._warn_once("redact_body", f"failed, body not kept: {exc!r}")
-                return None
-            if redacted is None:
-                return None
-            data = bytes(redacted)
-        return data[: config.max_body_bytes]
 
     def _after_fork_in_child(self) -> None:
         self._dispatcher.after_fork_in_child()

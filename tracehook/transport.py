@@ -33,6 +33,7 @@ class CollectorConnection:
         self.conn: http.client.HTTPConnection | None = None
         self.aside_until = 0.0  # failed recently: others are preferred until then
         self.busy_until = 0.0  # said 429/503 + Retry-After: not asked again before then
+        self.fields: int | None = None  # the event fields it takes (wire.WIRE_HEADER); None: not heard from yet
 
     def post(self, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
         """POST one batch; returns (status, lower-cased headers, response body); raises

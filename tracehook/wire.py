@@ -18,7 +18,9 @@ have more than 8 fields): an unknown version (``unknown_version``), a wrong type
 client_id, a negative seq, a sent_ms outside 0..:data:`MAX_TIME_MS` (``bad_batch``); in an event: not an array of
 :data:`MIN_FIELDS`..:data:`FIELD_COUNT` fields (``bad_event``), an empty topic or msg_id
 (``missing_field``), a wrong type, an unknown enum value, more than :data:`MAX_PROPS` props
-or props that are not strings, an integer outside its field's range (``bad_field``). The
+or props that are not strings, body_flags with an unknown bit, raw_headers that are not at most
+:data:`MAX_RAW_HEADERS` [str, bytes] pairs of :data:`MAX_RAW_HEADERS_BYTES` in all, an integer
+outside its field's range (``bad_field``). The
 ranges (:data:`INT_RANGES`): times are epoch ms no later than :data:`MAX_TIME_MS` (the end of
 the year 9999), time_ms from 0 and born_ms / store_ms from -1 (0 and -1: unknown); queue and
 offset from -1 (unknown) to the signed 64-bit maximum; cost_us, retry and body_len any signed
@@ -35,8 +37,11 @@ Example::
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import gc
 import operator
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -133,18 +138,30 @@ class Event(NamedTuple):
     # The W3C trace context (added after body; older events decode with both empty):
     trace_id: str = ""  # "" = the message's own trace, context.trace_id_for(msg_id); see trace_id_of()
     span_id: str = ""  # the send's span: on PUB the one it wrote, on consume events the parent they got
-    # How the captured body is kept (added after span_id): BODY_TRUNCATED, BODY_ZLIB bits.
-    body_flags: int = 0
-    raw_key: bytes | None = None  # the record's key as the client sent it (for replay)
-    raw_headers: list[list[Any]] | None = None  # the record's headers: [[name, value bytes], ...]
+    # The kept record, for replay (added after span_id; older events decode with nothing kept):
+    body_flags: int = 0  # BODY_TRUNCATED | BODY_ZLIB: how ``body`` holds the message body (body_bytes())
+    raw_key: bytes | None = None  # the record's key as the client sent it (Kafka), None: none or not kept
+    raw_headers: list[list[Any]] | None = None  # the record's headers as sent: [name (str), value (bytes)] pairs
 
 
-BODY_TRUNCATED = 0x1
-"""``body_flags``: the body holds only its first bytes; ``body_len`` is the original length."""
-BODY_ZLIB = 0x2
-"""``body_flags``: the body is zlib-compressed."""
 FIELD_COUNT = len(Event._fields)
 MIN_FIELDS = 5  # type, time_ms, group, topic, msg_id are required
+LEGACY_FIELD_COUNT = Event._fields.index("body_flags")
+"""Event fields a collector that does not advertise :data:`WIRE_HEADER` accepts (up to span_id)."""
+
+BODY_TRUNCATED = 0x1
+"""body_flags: ``body`` holds only the first bytes of the message body (``body_len`` is the whole length)."""
+BODY_ZLIB = 0x2
+"""body_flags: ``body`` is zlib-compressed (standard library ``zlib``); :func:`body_bytes` inflates it."""
+BODY_FLAGS = BODY_TRUNCATED | BODY_ZLIB
+"""Every known body flag: body_flags takes 0..BODY_FLAGS."""
+MAX_RAW_HEADERS = 64
+"""Most headers kept per record (raw_headers pairs)."""
+MAX_RAW_HEADERS_BYTES = 64 * 1024
+"""Most bytes of all kept header names (UTF-8) and values of one record together."""
+WIRE_HEADER = "X-Tracehook-Wire"
+"""The HTTP header on every ingest answer of a collector that reads this module's format: ``fields=N``, the
+number of event fields it accepts (an older collector sends none and accepts :data:`LEGACY_FIELD_COUNT`)."""
 DEFAULTS: tuple[Any, ...] = tuple(Event._field_defaults.get(f) for f in Event._fields)
 
 _STR, _INT = str, int
@@ -168,7 +185,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "cost_us": (MIN_INT, MAX_INT),
     "retry": (MIN_INT, MAX_INT),
     "body_len": (MIN_INT, MAX_INT),
-    "body_flags": (0, BODY_TRUNCATED | BODY_ZLIB),
+    "body_flags": (0, BODY_FLAGS),  # known bits only
 }
 """The accepted range of every integer field that is not an enum, inclusive (docs/collector.md)."""
 _RANGED = tuple((Event._fields.index(f), lo, hi) for f, (lo, hi) in INT_RANGES.items())
@@ -178,14 +195,6 @@ _KEYED_INTS = tuple(Event._fields.index(f) for f in ("time_ms", "queue", "offset
 _TIME_INTS = tuple(Event._fields.index(f) for f in ("time_ms", "store_ms", "born_ms"))
 _PLAIN_INTS = tuple(Event._fields.index(f) for f in ("cost_us", "retry", "body_len"))
 _BODY_FLAGS, _RAW_HEADERS = Event._fields.index("body_flags"), Event._fields.index("raw_headers")
-MAX_RAW_HEADERS = 256
-"""Most raw headers kept per event."""
-
-
-def _raw_headers_ok(headers: Any) -> bool:
-    """``raw_headers``: at most :data:`MAX_RAW_HEADERS` ``[name str, value bytes]`` pairs."""
-    return len(headers) <= MAX_RAW_HEADERS and all(
-        type(h) is list and len(h) == 2 and type(h[0]) is str and type(h[1]) is bytes for h in headers)
 
 
 # The unpacker's limits on received data; the C fast path is configured from the same dict.
@@ -339,8 +348,11 @@ def decode_checked_batch(data: bytes) -> Batch:
         # Tuples, not lists: cheaper to build, and a valid batch holds no array a caller sees.
         version, client_id, seq, app, host, sent_ms, stats, events = msgpack.unpackb(
             data, raw=False, use_list=False, strict_map_key=True)[:8]
-        return Batch(version, BatchHeader(client_id, seq, app, host, sent_ms, stats),
-                     [_new_tuple(Event, e + _PADDING[len(e)]) for e in events])
+        built = [_new_tuple(Event, e + _PADDING[len(e)]) for e in events]
+        if events and max(map(len, events)) > _RAW_HEADERS:  # pairs as lists, as decode_batch gives them
+            built = [e if e.raw_headers is None else e._replace(raw_headers=[list(p) for p in e.raw_headers])
+                     for e in built]
+        return Batch(version, BatchHeader(client_id, seq, app, host, sent_ms, stats), built)
 
 
 def check_batch(data: bytes) -> tuple[BatchHeader, int]:
@@ -474,14 +486,27 @@ def _validate_all(events: list[Any], build: bool = True) -> list[Any] | None:
             return None
     if not set(columns[_STATUS]) <= _STATUSES or not set(columns[_TX_STATE]) <= _TX_STATES:
         return None
-    if len(columns) > _RAW_HEADERS and not all(h is None or _raw_headers_ok(h) for h in columns[_RAW_HEADERS]):
-        return None
     for props in columns[_PROPS]:
         if props is not None and (
             len(props) > MAX_PROPS or not all(type(k) is str and type(v) is str for k, v in props.items())
         ):
             return None
+    for pairs in columns[_RAW_HEADERS]:
+        if pairs is not None and not _pairs_ok(pairs):
+            return None
     return [_new_tuple(Event, e) for e in events] if build else events
+
+
+def _pairs_ok(pairs: list[Any]) -> bool:
+    """raw_headers: at most MAX_RAW_HEADERS [str, bytes] pairs, names (UTF-8) and values MAX_RAW_HEADERS_BYTES in all."""
+    if len(pairs) > MAX_RAW_HEADERS:
+        return False
+    size = 0
+    for pair in pairs:
+        if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not bytes:
+            return False
+        size += len(pair[0].encode()) + len(pair[1])
+    return size <= MAX_RAW_HEADERS_BYTES
 
 
 def _raise_out_of_range(raw: list[Any], index: int) -> None:
@@ -526,12 +551,11 @@ def validate_event(raw: Any, index: int = 0) -> Event:
             if len(props) > MAX_PROPS or not all(type(k) is str and type(v) is str for k, v in props.items()):
                 raise WireError("bad_field", f"event {index}: props must map at most {MAX_PROPS} strings to strings")
     if n > _BODY_FLAGS:
-        lo, hi = INT_RANGES["body_flags"]
-        if not lo <= raw[_BODY_FLAGS] <= hi:
+        if not 0 <= raw[_BODY_FLAGS] <= BODY_FLAGS:
             _raise_out_of_range(raw, index)
-        if n > _RAW_HEADERS and raw[_RAW_HEADERS] is not None and not _raw_headers_ok(raw[_RAW_HEADERS]):
+        if n > _RAW_HEADERS and raw[_RAW_HEADERS] is not None and not _pairs_ok(raw[_RAW_HEADERS]):
             raise WireError("bad_field", f"event {index}: raw_headers must be at most {MAX_RAW_HEADERS} "
-                                         "[name, bytes] pairs")
+                                         f"[str, bytes] pairs of {MAX_RAW_HEADERS_BYTES} bytes in all")
     if n < FIELD_COUNT:
         raw.extend(DEFAULTS[n:])
     return _new_tuple(Event, raw)
@@ -542,7 +566,7 @@ def validate_event(raw: Any, index: int = 0) -> Event:
 # nothing of the format by itself: the collector configures it with these rules, so this module
 # stays the one definition of the wire format.
 _NONEMPTY = frozenset(Event._fields.index(f) for f in ("topic", "msg_id"))  # see validate_event
-_COLUMN_KINDS = {int: "int", str: "str", bytes: "bin", dict: "map", list: "array"}
+_COLUMN_KINDS = {int: "int", str: "str", bytes: "bin", dict: "map", list: "pairs"}  # list: raw_headers
 
 
 def fast_path_rules() -> dict[str, Any]:
@@ -558,4 +582,71 @@ def fast_path_rules() -> dict[str, Any]:
         for i, t in enumerate(_TYPES)
     )
     return {"limits": dict(_UNPACK_LIMITS), "versions": (1, SCHEMA_VERSION), "max_int": MAX_INT,
-            "max_sent_ms": MAX_TIME_MS, "min_fields": MIN_FIELDS, "columns": columns, "max_props": MAX_PROPS}
+            "max_sent_ms": MAX_TIME_MS, "min_fields": MIN_FIELDS, "columns": columns, "max_props": MAX_PROPS,
+            "max_pairs": MAX_RAW_HEADERS, "max_pairs_bytes": MAX_RAW_HEADERS_BYTES}
+
+
+# -- kept bodies and records --------------------------------------------------------------------
+
+
+def advertised() -> str:
+    """The value of :data:`WIRE_HEADER` a collector reading this format answers with."""
+    return f"fields={FIELD_COUNT}"
+
+
+def accepted_fields(value: str | None) -> int | None:
+    """The event fields a collector takes, from its :data:`WIRE_HEADER` value (None: no header, or one
+    this code cannot read)."""
+    if not value:
+        return None
+    for part in value.replace(",", ";").split(";"):
+        name, _, number = part.strip().partition("=")
+        if name == "fields" and number.isdigit():
+            return min(int(number), FIELD_COUNT)
+    return None
+
+
+def body_bytes(event: Event) -> bytes | None:
+    """The kept body as the app's redaction left it (inflated when :data:`BODY_ZLIB`), None when none was kept;
+    :class:`WireError` ``bad_body`` when a compressed body does not inflate to at most :data:`MAX_BODY_LEN`
+    bytes (the collector does not inflate bodies at ingest)."""
+    body = event.body
+    if body is None or not event.body_flags & BODY_ZLIB:
+        return body
+    inflater = zlib.decompressobj()
+    try:
+        data = inflater.decompress(body, MAX_BODY_LEN + 1)
+    except zlib.error as exc:
+        raise WireError("bad_body", f"the compressed body does not inflate: {exc}") from None
+    if len(data) > MAX_BODY_LEN or not inflater.eof or inflater.unused_data:
+        raise WireError("bad_body", f"the compressed body is not one zlib stream of at most {MAX_BODY_LEN} bytes")
+    return data
+
+
+_AMQP_DECIMAL = 1  # msgpack ext code of an AMQP decimal in raw_headers values (its str)
+
+
+def amqp_header_bytes(value: Any) -> bytes:
+    """An AMQP ``headers`` table value as kept in raw_headers: its msgpack encoding (str, bytes, int, float,
+    bool, None, lists and tables as themselves, a datetime as msgpack's Timestamp, a Decimal as ext 1 holding
+    its str); :func:`amqp_header_value` reads it back.  Raises TypeError for any other type."""
+    return msgpack.packb(value, use_bin_type=True, datetime=True, default=_amqp_default)
+
+
+def amqp_header_value(data: bytes) -> Any:
+    """The AMQP table value :func:`amqp_header_bytes` encoded (datetimes come back in UTC)."""
+    return msgpack.unpackb(data, raw=False, timestamp=3, ext_hook=_amqp_ext, strict_map_key=False)
+
+
+def _amqp_default(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        return msgpack.ExtType(_AMQP_DECIMAL, str(value).encode())
+    if isinstance(value, datetime.datetime) and value.tzinfo is None:  # pika's timestamps are naive UTC
+        return value.replace(tzinfo=datetime.UTC)
+    raise TypeError(f"an AMQP header value of type {type(value).__name__}")
+
+
+def _amqp_ext(code: int, data: bytes) -> Any:
+    if code == _AMQP_DECIMAL:
+        return decimal.Decimal(data.decode())
+    return msgpack.ExtType(code, data)

@@ -42,7 +42,9 @@ from collector.server.errors import (
 from collector.server.indexlag import IndexLag
 from collector.server.metrics import CollectorMetrics
 from collector.server.ratelimit import RateLimiter
+from collector.server.responses import error_response
 from collector.wirecheck.validate import check_batch_bodies
+from tracehook import wire
 from tracehook.wire import BatchHeader, WireError
 
 log = logging.getLogger(__name__)
@@ -55,6 +57,9 @@ DEFAULT_MAX_GROUP_BYTES = 32 * 1024 * 1024
 """Upper bound on one group commit's write; a bigger backlog of requests spans several groups."""
 INLINE_DECODE_BYTES = 16 * 1024
 """Request work on bodies up to this size (OTLP mapping) runs on the event loop; larger ones in a thread."""
+
+WIRE_ADVERTISED = wire.advertised()
+"""The value of the ``X-Tracehook-Wire`` header on every ingest answer (``fields=N``)."""
 
 T = TypeVar("T")
 
@@ -217,7 +222,20 @@ class Ingestor:
     # -- the HTTP handler -----------------------------------------------------------------
 
     async def handle(self, request: web.Request) -> web.Response:
-        """``POST /v1/batches``: 200 with the batch's log offset once it is durable."""
+        """``POST /v1/batches``: 200 with the batch's log offset once it is durable.
+
+        Every answer, refusals included, carries :data:`tracehook.wire.WIRE_HEADER` (the event fields this
+        collector accepts), so a library sends newer fields only to collectors that take them."""
+        try:
+            response = await self._handle(request)
+        except ANSWERED as exc:  # answered here rather than by the app's middleware, to carry the header
+            response = error_response(request, exc)
+            if isinstance(exc, ShuttingDown):
+                response.force_close()
+        response.headers[wire.WIRE_HEADER] = WIRE_ADVERTISED
+        return response
+
+    async def _handle(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
         try:
             require_ingest_token(request)

@@ -30,7 +30,7 @@
 #define BATCH_FIELDS 8 /* version, client_id, seq, app, host, sent_ms, client_stats, events */
 
 enum { K_NIL, K_BOOL, K_INT, K_FLOAT, K_STR, K_BIN, K_EXT, K_ARRAY, K_MAP };
-enum { COL_INT, COL_STR, COL_BIN, COL_MAP };
+enum { COL_INT, COL_STR, COL_BIN, COL_MAP, COL_PAIRS };
 
 /* Walk results: a Python exception (memory) is distinct from "not a valid batch". */
 #define OK 0
@@ -61,13 +61,13 @@ static struct {
     int ready;
     Py_ssize_t max_str_len, max_bin_len, max_array_len, max_map_len, max_ext_len;
     int64_t min_version, max_version, max_int, max_sent_ms;
-    Py_ssize_t min_fields, n_columns, max_props;
+    Py_ssize_t min_fields, n_columns, max_props, max_pairs, max_pairs_bytes;
     Column columns[MAX_COLUMNS];
 } R;
 
 typedef struct {
     const unsigned char *p, *end;
-    uint32_t bins; /* non-nil values of bin columns seen (captured bodies, raw keys) */
+    uint32_t bins; /* non-nil values of bin columns seen (captured bodies, raw keys), plus raw header pairs */
 } Reader;
 
 /* -- msgpack items ------------------------------------------------------------------ */
@@ -421,6 +421,23 @@ static int check_props(Reader *r, uint32_t n, int depth)
     return result;
 }
 
+/* raw_headers: at most max_pairs [str, bin] arrays, names and values max_pairs_bytes in all. */
+static int check_pairs(Reader *r, uint32_t n)
+{
+    if (over(n, R.max_pairs))
+        return REJECT;
+    size_t size = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        Item pair, name, value;
+        if (read_item(r, &pair) != OK || pair.kind != K_ARRAY || pair.len != 2)
+            return REJECT;
+        if (read_item(r, &name) != OK || name.kind != K_STR || read_item(r, &value) != OK || value.kind != K_BIN)
+            return REJECT;
+        size += (size_t)name.len + value.len;
+    }
+    return size > (size_t)R.max_pairs_bytes ? REJECT : OK;
+}
+
 static int check_event(Reader *r)
 {
     Item ev;
@@ -475,6 +492,11 @@ static int check_event(Reader *r)
                 return rc;
             break;
         }
+        case COL_PAIRS:
+            if (it.kind != K_ARRAY || check_pairs(r, it.len) != OK)
+                return REJECT;
+            r->bins += it.len; /* each pair's value is a bin: a kept record ingest may strip */
+            break;
         default:
             return REJECT;
         }
@@ -655,6 +677,8 @@ static int parse_column(PyObject *spec, Column *col)
         col->kind = COL_BIN;
     else if (strcmp(kind, "map") == 0)
         col->kind = COL_MAP;
+    else if (strcmp(kind, "pairs") == 0)
+        col->kind = COL_PAIRS;
     else {
         PyErr_Format(PyExc_ValueError, "unknown column kind %s", kind);
         return -1;
@@ -694,12 +718,13 @@ static int parse_column(PyObject *spec, Column *col)
 static PyObject *wirecheck_configure(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"limits", "versions", "max_int", "min_fields", "columns", "max_props", "max_sent_ms",
-                             NULL};
+                             "max_pairs", "max_pairs_bytes", NULL};
     PyObject *limits, *columns;
     long long min_version, max_version, max_int, max_sent_ms = -1;
-    Py_ssize_t min_fields, max_props;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!(LL)LnOn|L", kwlist, &PyDict_Type, &limits, &min_version,
-                                     &max_version, &max_int, &min_fields, &columns, &max_props, &max_sent_ms))
+    Py_ssize_t min_fields, max_props, max_pairs = 0, max_pairs_bytes = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!(LL)LnOn|Lnn", kwlist, &PyDict_Type, &limits, &min_version,
+                                     &max_version, &max_int, &min_fields, &columns, &max_props, &max_sent_ms,
+                                     &max_pairs, &max_pairs_bytes))
         return NULL;
     if (max_sent_ms < 0) /* not given: any non-negative 64-bit value, as seq */
         max_sent_ms = max_int;
@@ -719,7 +744,7 @@ static PyObject *wirecheck_configure(PyObject *self, PyObject *args, PyObject *k
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     if (n < 1 || n > MAX_COLUMNS || min_fields < 1 || min_fields > n || max_props < 0 || max_int < 0 ||
-        max_sent_ms > max_int || min_version > max_version) {
+        max_sent_ms > max_int || min_version > max_version || max_pairs < 0 || max_pairs_bytes < 0) {
         Py_DECREF(seq);
         PyErr_SetString(PyExc_ValueError, "inconsistent rules");
         return NULL;
@@ -738,6 +763,8 @@ static PyObject *wirecheck_configure(PyObject *self, PyObject *args, PyObject *k
     R.min_fields = min_fields;
     R.n_columns = n;
     R.max_props = max_props;
+    R.max_pairs = max_pairs;
+    R.max_pairs_bytes = max_pairs_bytes;
     R.ready = 1;
     Py_RETURN_NONE;
 }
@@ -748,7 +775,8 @@ static PyMethodDef methods[] = {
      "batch (bins: its non-nil values of bin columns, i.e. captured bodies), None otherwise (tracehook.wire\n"
      "then names the problem)."},
     {"configure", (PyCFunction)(void (*)(void))wirecheck_configure, METH_VARARGS | METH_KEYWORDS,
-     "configure(limits, versions, max_int, min_fields, columns, max_props, max_sent_ms=max_int): the rules, from\n"
+     "configure(limits, versions, max_int, min_fields, columns, max_props, max_sent_ms=max_int, max_pairs=0,\n"
+     "max_pairs_bytes=0): the rules, from "
      "tracehook.wire."},
     {NULL, NULL, 0, NULL},
 };

@@ -56,21 +56,12 @@ def fast_check_batch(data: bytes) -> tuple[BatchHeader, int] | None:
     return BatchHeader(client_id, seq, app, host, sent_ms, stats), count
 
 
-def _c_rules() -> dict[str, Any]:
-    """:func:`tracehook.wire.fast_path_rules` with its array columns (raw headers) taking nil only: the
-    C walk has no array kind, so an event with raw headers is validated in Python."""
-    rules = wire.fast_path_rules()
-    rules["columns"] = tuple(("int", True, False, (1, 0), None) if kind == "array" else (kind, *rest)
-                             for kind, *rest in rules["columns"])
-    return rules
-
-
 def _load_fast_check() -> Callable[[bytes], tuple[Any, ...] | None] | None:
     _wirecheck = extensions.load("collector.wirecheck._wirecheck")
     if _wirecheck is None:  # not built, or switched off
         return None
     try:
-        _wirecheck.configure(**_c_rules())
+        _wirecheck.configure(**wire.fast_path_rules())
     except (ValueError, TypeError, OverflowError):  # rules it cannot express: stay exact
         logging.getLogger(__name__).warning("collector.wirecheck._wirecheck cannot model these rules; "
                                             "validating in Python", exc_info=True)

@@ -7,6 +7,7 @@ import collections
 import ssl
 import threading
 
+import msgpack
 from aiohttp import web
 from fixtures.ports import free_port
 
@@ -23,6 +24,8 @@ class StubCollector:
     * ``hold()``/``release()``: keep requests waiting (to fill the client's queue).
     * ``stop()``/``start()``: the same port goes away and comes back.
     * ``ssl_context``: serve HTTPS with it (``url`` is then https).
+    * ``wire``: the ``X-Tracehook-Wire`` every answer carries (this checkout's format); None answers
+      as a collector older than the header does (no header: only the legacy event fields).
     """
 
     def __init__(self, token: str | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
@@ -36,6 +39,7 @@ class StubCollector:
         self.requests = 0
         self.auth_headers: list[str | None] = []
         self.content_types: list[str] = []
+        self.wire: str | None = wire.advertised()
         self._gate = threading.Event()
         self._gate.set()
         self.waiting = threading.Event()
@@ -88,6 +92,7 @@ class StubCollector:
         asyncio.set_event_loop(self._loop)
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/batches", self._handle)
+        app.on_response_prepare.append(self._advertise)
         self._runner = web.AppRunner(app)
         self._loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True, ssl_context=self.ssl_context)
@@ -99,6 +104,10 @@ class StubCollector:
     async def _shutdown(self) -> None:
         assert self._runner is not None
         await self._runner.cleanup()
+
+    async def _advertise(self, request: web.Request, response: web.StreamResponse) -> None:
+        if self.wire is not None:
+            response.headers[wire.WIRE_HEADER] = self.wire
 
     async def _handle(self, request: web.Request) -> web.Response:
         body = await request.read()
@@ -121,6 +130,8 @@ class StubCollector:
             batch = wire.decode_batch(body)
         except wire.WireError as exc:
             return web.json_response({"error": exc.reason}, status=400)
+        if self.wire is None and any(len(e) > wire.LEGACY_FIELD_COUNT for e in msgpack.unpackb(body)[7]):
+            return web.json_response({"error": "bad_event"}, status=400)  # as a collector before the header
         if any(e.msg_id.startswith("bad") for e in batch.events):
             return web.json_response({"error": "bad_field"}, status=400)
         with self._lock:

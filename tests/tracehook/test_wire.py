@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
+import zlib
+
 import msgpack
 import pytest
 from hypothesis import given, settings
@@ -33,9 +36,9 @@ events = st.builds(
     st.none() | st.binary(max_size=64),  # body
     st.sampled_from(["", "0af7651916cd43dd8448eb211c80319c"]) | text,  # trace_id
     st.sampled_from(["", "b7ad6b7169203331"]) | text,  # span_id
-    st.integers(min_value=0, max_value=3),  # body_flags
+    st.integers(min_value=0, max_value=wire.BODY_FLAGS),  # body_flags
     st.none() | st.binary(max_size=16),  # raw_key
-    st.none() | st.lists(st.tuples(text, st.binary(max_size=8)).map(list), max_size=3),  # raw_headers
+    st.none() | st.lists(st.tuples(text, st.binary(max_size=16)).map(list), max_size=5),  # raw_headers
 )
 headers = st.builds(
     wire.BatchHeader, nonempty, st.integers(min_value=0, max_value=wire.MAX_INT), text, text,
@@ -167,4 +170,93 @@ def test_new_events_carry_their_trace_context(ev, trace_id, span_id):
     (decoded,) = wire.decode_batch(data).events
     assert decoded == Event(*ev) and (decoded.trace_id, decoded.span_id) == (trace_id, span_id)
     assert wire.trace_id_of(decoded) == trace_id
-    assert len(msgpack.unpackb(wire.encode_event(ev), raw=False)) == OLD_FIELD_COUNT + 2
+    assert len(msgpack.unpackb(wire.encode_event(ev), raw=False)) == wire.LEGACY_FIELD_COUNT
+
+
+@given(headers, st.lists(events, max_size=10))
+def test_batches_before_the_kept_record_decode_with_nothing_kept(header, evs):
+    # A library older than body_flags / raw_key / raw_headers packs at most 25 fields.
+    old = [wire.trim(e[:wire.LEGACY_FIELD_COUNT]) for e in evs]
+    batch = wire.decode_batch(wire.encode_batch_packed(header, [msgpack.packb(e) for e in old]))
+    assert [e[:wire.LEGACY_FIELD_COUNT] for e in batch.events] == [e[:wire.LEGACY_FIELD_COUNT] for e in evs]
+    assert all((e.body_flags, e.raw_key, e.raw_headers) == (0, None, None) for e in batch.events)
+
+
+@given(events, st.integers(min_value=wire.FIELD_COUNT, max_value=wire.FIELD_COUNT + 3))
+def test_more_fields_than_known_are_refused_by_name(ev, n):
+    raw = list(ev) + [None] * (n - len(ev)) + ([0] if n == wire.FIELD_COUNT else [])
+    with pytest.raises(wire.WireError) as caught:
+        wire.decode_batch(wire.encode_batch_packed(wire.BatchHeader("c", 1), [msgpack.packb(raw)]))
+    assert caught.value.reason == "bad_event"
+
+
+@given(st.binary(max_size=2048), st.sampled_from([0, wire.BODY_TRUNCATED]))
+def test_a_compressed_body_reads_back_as_it_was(body, flags):
+    packed = zlib.compress(body)
+    ev = wire.make_event(EventType.PUB, 1, "g", "t", "m", body=packed, body_flags=flags | wire.BODY_ZLIB)
+    (decoded,) = wire.decode_batch(wire.encode_batch(wire.BatchHeader("c", 1), [ev])).events
+    assert wire.body_bytes(decoded) == body
+    plain = Event(*wire.make_event(EventType.PUB, 1, "g", "t", "m", body=body, body_flags=flags))
+    assert wire.body_bytes(plain) == body
+
+
+@pytest.mark.parametrize("body", [b"not zlib", zlib.compress(b"x") + b"trailing", zlib.compress(b"x")[:-2],
+                                  zlib.compress(b"\0" * (wire.MAX_BODY_LEN + 1), 9)])
+def test_a_body_that_does_not_inflate_within_the_cap_is_bad_body(body):
+    # The last one is a zlib bomb in miniature: 65 KiB + 1 from a few hundred bytes, refused at the cap.
+    ev = Event(*wire.make_event(EventType.PUB, 1, "g", "t", "m", body=body, body_flags=wire.BODY_ZLIB))
+    with pytest.raises(wire.WireError) as caught:
+        wire.body_bytes(ev)
+    assert caught.value.reason == "bad_body"
+
+
+@pytest.mark.parametrize(("fields", "reason"), [
+    (dict(body_flags=4), "body_flags out of range"), (dict(body_flags=-1), "body_flags out of range"),
+    (dict(raw_key="text"), "raw_key must be bytes"), (dict(raw_headers=[["n", "v"]]), "raw_headers must be"),
+    (dict(raw_headers=[["n", b"v"]] * (wire.MAX_RAW_HEADERS + 1)), "raw_headers must be"),
+    (dict(raw_headers=[["é" * 100, b"v" * (wire.MAX_RAW_HEADERS_BYTES - 199)]]), "raw_headers must be"),
+    (dict(raw_headers=[[b"n", b"v"]]), "raw_headers must be"), (dict(raw_headers={"n": b"v"}), "raw_headers must be"),
+])
+def test_hostile_kept_records_are_refused_naming_the_field(fields, reason):
+    data = wire.encode_batch(wire.BatchHeader("c", 1), [wire.make_event(EventType.PUB, 1, "g", "t", "m", **fields)])
+    with pytest.raises(wire.WireError) as caught:
+        wire.decode_batch(data)
+    assert caught.value.reason == "bad_field" and reason in caught.value.detail
+
+
+def test_headers_at_the_caps_are_accepted():
+    at_caps = [["é" * 100, b"v" * (wire.MAX_RAW_HEADERS_BYTES - 200)]] + [["", b""]] * (wire.MAX_RAW_HEADERS - 1)
+    data = wire.encode_batch(wire.BatchHeader("c", 1), [wire.make_event(1, 1, "g", "t", "m", raw_headers=at_caps)])
+    assert wire.decode_batch(data).events[0].raw_headers == at_caps
+
+
+amqp_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.floats(allow_nan=False)
+    | text | st.binary(max_size=8) | st.decimals(allow_nan=False, allow_infinity=False)
+    | st.datetimes(min_value=datetime.datetime(1970, 1, 1), max_value=datetime.datetime(2200, 1, 1)),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3), max_leaves=6)
+
+
+@given(amqp_values)
+def test_amqp_header_values_read_back_as_they_were(value):
+    def utc(v):  # pika's timestamps are naive UTC; they read back as aware UTC ones
+        if isinstance(v, datetime.datetime):
+            return v.replace(tzinfo=datetime.UTC)
+        if isinstance(v, list):
+            return [utc(x) for x in v]
+        if isinstance(v, dict):
+            return {k: utc(x) for k, x in v.items()}
+        return v
+
+    assert wire.amqp_header_value(wire.amqp_header_bytes(value)) == utc(value)
+
+
+@given(events, st.integers(min_value=wire.LEGACY_FIELD_COUNT, max_value=wire.FIELD_COUNT))
+def test_a_stripped_event_is_what_a_narrower_collector_takes(ev, fields):
+    from tracehook.bodies import strip
+
+    narrow = strip(ev, fields)
+    assert len(narrow) == fields and narrow[:22] == ev[:22] and narrow[23:] == ev[23:fields]
+    # A compressed or cut body cannot be told from a whole one without body_flags: it is left off.
+    assert narrow[22] == (None if fields <= wire.LEGACY_FIELD_COUNT and ev[25] else ev[22])
+    assert wire.validate_event(list(narrow))[:fields] == narrow

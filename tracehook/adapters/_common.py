@@ -3,6 +3,8 @@ and :class:`Instrumentation`, which gives every adapter its ``instrument()`` / `
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import logging
 import threading
 from collections import OrderedDict
@@ -10,7 +12,9 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import tracehook
+from tracehook.bodies import amqp_header_pairs
 from tracehook.context import HEADER_MSG_ID, get_header
+from tracehook.errors import Unkeepable
 
 HEADER_KEYS = "tracehook-keys"
 """Header carrying the message keys where the broker has no key field (RabbitMQ)."""
@@ -94,6 +98,79 @@ def body_len(value: Any) -> int:
         return len(value) if isinstance(value, (bytes, bytearray, memoryview, str)) else 0
     except Exception:  # noqa: BLE001  a body of an unexpected type has no length worth failing for
         return 0
+
+
+MAX_CAPTURED_PROP_LEN = 256
+"""Characters of a header or property value the adapters record as a prop (longer ones are cut)."""
+AMQP_PROPERTIES = frozenset({"content_type", "content_encoding", "delivery_mode", "priority", "correlation_id",
+                             "reply_to", "expiration", "message_id", "timestamp", "type", "user_id", "app_id",
+                             "cluster_id"})
+"""AMQP basic properties ``capture_props`` can name, as ``amqp.<property>``."""
+_SCALARS = (str, int, float, decimal.Decimal, datetime.datetime)
+
+
+def captured_props(names: frozenset[str], headers: Any, properties: Any = None,
+                   base: dict[str, str] | None = None) -> dict[str, str] | None:
+    """``base`` (the props the adapter records itself) plus the allowlisted (``capture_props``) header values and,
+    with ``properties`` (an AMQP message's), ``amqp.<property>`` values; names absent from the record are left out.
+
+    A header name matches exactly; with repeated names the first counts.  Values become text (bytes as UTF-8,
+    invalid sequences replaced), cut to :data:`MAX_CAPTURED_PROP_LEN` characters; a nested table or list is
+    not recorded.  ``base`` names are never replaced (capture_props cannot name them: tracehook.config)."""
+    if not names:
+        return base
+    props = dict(base) if base else {}
+    for name in names:
+        if name in props:
+            continue
+        if properties is not None and name.startswith("amqp.") and name[5:] in AMQP_PROPERTIES:
+            value = getattr(properties, name[5:], None)
+        else:
+            value = _header_value(headers, name)
+        if value is None:
+            continue
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            value = bytes(value).decode("utf-8", "replace")
+        elif isinstance(value, _SCALARS) and not isinstance(value, str):
+            value = str(int(value)) if isinstance(value, int) else str(value)  # int: an enum's number
+        if isinstance(value, str):
+            props[name] = value[:MAX_CAPTURED_PROP_LEN]
+    return props or None
+
+
+def _header_value(headers: Any, name: str) -> Any:
+    """The first value of header ``name`` (exact name) in a mapping or a list of pairs, else None."""
+    try:
+        if isinstance(headers, dict):
+            return headers.get(name)
+        for key, value in headers or ():
+            if key == name or (isinstance(key, bytes) and key == name.encode()):
+                return value
+    except (TypeError, ValueError):  # malformed headers are the app's business, not a hook failure
+        return None
+    return None
+
+
+def kept_record(tracer: tracehook.Tracer, topic: str, body: Any, key: Any = None, headers: Any = None
+                ) -> dict[str, Any]:
+    """The ``record_send`` arguments that keep a Kafka record's body, key and headers, when ``topic``
+    keeps bodies and the value is bytes or str ({} otherwise: a serializer's object is not the record)."""
+    if not isinstance(body, (bytes, bytearray, memoryview, str)) or not tracer.keeps_body(topic):
+        return {}
+    return {"body": body, "raw_key": key, "raw_headers": headers}
+
+
+def kept_amqp_record(tracer: tracehook.Tracer, topic: str, body: Any, headers: Any) -> dict[str, Any]:
+    """As :func:`kept_record` for an AMQP message: its ``headers`` table's values encoded
+    (:func:`tracehook.wire.amqp_header_bytes`); {} and counted ``unkeepable`` when one cannot be."""
+    kept = kept_record(tracer, topic, body)
+    if kept:
+        try:
+            kept["raw_headers"] = amqp_header_pairs(headers)
+        except Unkeepable:
+            tracer._bodies.counts["unkeepable"] += 1
+            return {}
+    return kept
 
 
 def amqp_place(exchange: Any, routing_key: Any) -> tuple[str, dict[str, str]]:

@@ -39,8 +39,10 @@ from ._common import (
     amqp_msg_id,
     amqp_place,
     body_len,
+    captured_props,
     guarded,
     header_text,
+    kept_amqp_record,
     rabbitmq_retry,
     tracer_or_global,
 )
@@ -77,12 +79,21 @@ async def traced_publish(tracer: tracehook.Tracer | None, exchange: Any, publish
         raise
     finally:
         if sent is not None:
-            topic, props = amqp_place(exchange.name, routing_key)
-            guarded("record_send", traced.record_send, topic, sent.msg_id,
-                    keys=header_text(headers, HEADER_KEYS), tags=header_text(headers, HEADER_TAGS),
-                    broker=guarded("broker", _broker, getattr(exchange, "channel", None)) or "",
-                    born_ms=born_ms, cost_us=(time.perf_counter_ns() - started) // 1000, status=status,
-                    error=error, body_len=body_len(message.body), props=props, traceparent=sent.traceparent)
+            guarded("record_send", _record_publish, traced, exchange, message, routing_key, sent.msg_id,
+                    sent.traceparent, born_ms=born_ms, cost_us=(time.perf_counter_ns() - started) // 1000,
+                    status=status, error=error)
+
+
+def _record_publish(tracer: tracehook.Tracer, exchange: Any, message: Any, routing_key: str, msg_id: str,
+                    traceparent: str, **fields: Any) -> None:
+    """The PUB of an ``Exchange.publish``: place props, allowlisted header / property props, the kept record."""
+    topic, props = amqp_place(exchange.name, routing_key)
+    headers = message.headers
+    tracer.record_send(topic, msg_id, keys=header_text(headers, HEADER_KEYS), tags=header_text(headers, HEADER_TAGS),
+                       broker=guarded("broker", _broker, getattr(exchange, "channel", None)) or "",
+                       body_len=body_len(message.body), traceparent=traceparent,
+                       props=captured_props(tracer.config.capture_props, headers, message, props),
+                       **kept_amqp_record(tracer, topic, message.body, headers), **fields)
 
 
 def wrap_callback(tracer: tracehook.Tracer | None, queue: Any, callback: Callable[[Any], Awaitable[Any]],
@@ -117,10 +128,11 @@ def _start(tracer: tracehook.Tracer | None, group: str, message: Any, dead_lette
     retry = rabbitmq_retry(headers, group, msg_id, message.redelivered)
     topic, props = amqp_place(message.exchange, message.routing_key)
     keys = header_text(headers, HEADER_KEYS)
-    span = tracer_or_global(tracer).start_consume(topic, msg_id, group, keys=keys,
-                                                  tags=header_text(headers, HEADER_TAGS),
-                                                  broker=_broker(message.channel), retry=retry,
-                                                  body_len=body_len(message.body), props=props, headers=headers)
+    traced = tracer_or_global(tracer)
+    span = traced.start_consume(topic, msg_id, group, keys=keys, tags=header_text(headers, HEADER_TAGS),
+                                broker=_broker(message.channel), retry=retry, body_len=body_len(message.body),
+                                props=captured_props(traced.config.capture_props, headers, message, props),
+                                headers=headers)
     tracker.open[message.delivery_tag] = (span, topic, msg_id, group, keys, retry)
     message.__class__ = _settling_class(type(message))
     return tracker

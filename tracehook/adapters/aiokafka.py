@@ -32,7 +32,7 @@ async def traced_send(tracer: tracehook.Tracer | None, producer: Any, send: Any,
     """Await the client's own ``send`` with trace headers added; PUB is recorded when its future resolves."""
     tracer = tracer_or_global(tracer)
     headers, sent, tags = with_trace_headers(headers, tracer.config.trace_sample_ratio)
-    pending = _PendingSend(tracer, producer, topic, sent, key, value, tags) if sent is not None else None
+    pending = _PendingSend(tracer, producer, topic, sent, key, value, tags, headers) if sent is not None else None
     future = await send(topic, value=value, key=key, partition=partition, timestamp_ms=timestamp_ms, headers=headers)
     if pending is not None:
         future.add_done_callback(lambda done: guarded("record_send", pending.on_done, done))

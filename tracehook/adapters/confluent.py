@@ -91,7 +91,7 @@ def traced_produce(tracer: tracehook.Tracer | None, client: Any, produce: Any, *
     user_callback = bound["on_delivery"] if "on_delivery" in bound else bound.get("callback")
     if user_callback is None:   # the client falls back to the config's callback for such a message
         user_callback = config_callback
-    pending = _PendingSend(traced, client, topic, sent, key, value, tags)
+    pending = _PendingSend(traced, client, topic, sent, key, value, tags, headers)
 
     def on_delivery(err: Any, msg: Any) -> None:
         if err is None:

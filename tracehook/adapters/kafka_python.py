@@ -29,8 +29,10 @@ from ._common import (
     Instrumentation,
     Patcher,
     body_len,
+    captured_props,
     guarded,
     header_text,
+    kept_record,
     replayed_from,
     text,
     tracer_or_global,
@@ -47,7 +49,7 @@ def traced_send(tracer: tracehook.Tracer | None, producer: Any, send: Any, topic
     """Call ``send`` (the client's own) with trace headers added; record PUB when its future resolves."""
     tracer = tracer_or_global(tracer)
     headers, sent, tags = with_trace_headers(headers, tracer.config.trace_sample_ratio)
-    pending = _PendingSend(tracer, producer, topic, sent, key, value, tags) if sent is not None else None
+    pending = _PendingSend(tracer, producer, topic, sent, key, value, tags, headers) if sent is not None else None
     future = send(topic, value=value, key=key, headers=headers, partition=partition, timestamp_ms=timestamp_ms)
     if pending is not None:
         guarded("attach", pending.attach, future)
@@ -80,17 +82,19 @@ def with_trace_headers(headers: Any, sample_ratio: float = DEFAULT_SAMPLE_RATIO)
 class _PendingSend:
     """What a send's PUB event needs once the broker answers (one object instead of per-send closures)."""
 
-    __slots__ = ("body_len", "born_ms", "broker", "keys", "msg_id", "started_ns", "tags", "topic", "tracer",
-                 "traceparent")
+    __slots__ = ("body_len", "born_ms", "broker", "keys", "msg_id", "props", "record", "started_ns", "tags", "topic",
+                 "tracer", "traceparent")
 
     def __init__(self, tracer: tracehook.Tracer, producer: Any, topic: str, sent: SendContext, key: Any,
-                 value: Any, tags: str) -> None:
+                 value: Any, tags: str, headers: Any = None) -> None:
         self.tracer, self.topic, self.msg_id, self.tags = tracer, topic, sent.msg_id, tags
         self.traceparent = sent.traceparent  # the PUB is recorded on the client's thread, outside the app's span
         self.broker = _bootstrap(producer)
         self.keys = text(key)
         self.body_len = body_len(value)
         self.born_ms = time.time_ns() // 1_000_000
+        self.props = captured_props(tracer.config.capture_props, headers)
+        self.record = kept_record(tracer, topic, value, key, headers)  # {}: the topic keeps no bodies
         self.started_ns = time.perf_counter_ns()
 
     def attach(self, future: Any) -> None:
@@ -110,13 +114,13 @@ class _PendingSend:
         guarded("record_send", self.tracer.record_send, self.topic, self.msg_id, keys=self.keys, tags=self.tags,
                 broker=self.broker, queue=meta.partition, offset=meta.offset, born_ms=self.born_ms,
                 store_ms=max(meta.timestamp, 0), cost_us=(time.perf_counter_ns() - self.started_ns) // 1000,
-                body_len=self.body_len, traceparent=self.traceparent)
+                body_len=self.body_len, traceparent=self.traceparent, props=self.props, **self.record)
 
     def on_error(self, exc: Any) -> None:
         guarded("record_send", self.tracer.record_send, self.topic, self.msg_id, keys=self.keys, tags=self.tags,
                 broker=self.broker, born_ms=self.born_ms, status=Status.FAILED, error=repr(exc),
                 cost_us=(time.perf_counter_ns() - self.started_ns) // 1000, body_len=self.body_len,
-                traceparent=self.traceparent)
+                traceparent=self.traceparent, props=self.props, **self.record)
 
 
 def _bootstrap(client: Any) -> str:
@@ -174,10 +178,12 @@ class ConsumeTracker:
         # A record re-published by ``tracehook replay`` is consumed as its original (place, retry count).
         topic, queue, offset, retry, store_ms = replayed_from(record.headers) or (
             record.topic, record.partition, record.offset, 0, record.timestamp)
-        return tracer_or_global(self.tracer).start_consume(
+        tracer = tracer_or_global(self.tracer)
+        return tracer.start_consume(
             topic, None, self.group, keys=text(record.key), tags=header_text(record.headers, HEADER_TAGS),
             broker=self.broker, queue=queue, offset=offset, store_ms=max(store_ms, 0), retry=retry,
             body_len=max(getattr(record, "serialized_value_size", 0), 0), headers=record.headers or [],
+            props=captured_props(tracer.config.capture_props, record.headers),
         )
 
     def fail(self, record: Any, error: Any, status: int) -> None:

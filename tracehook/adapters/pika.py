@@ -36,8 +36,10 @@ from ._common import (
     amqp_msg_id,
     amqp_place,
     body_len,
+    captured_props,
     guarded,
     header_text,
+    kept_amqp_record,
     rabbitmq_retry,
     tracer_or_global,
 )
@@ -82,13 +84,9 @@ class ChannelTracker:
             raise
         finally:
             if sent is not None:
-                topic, props = amqp_place(exchange, routing_key)
-                guarded("record_send", tracer.record_send, topic, sent.msg_id,
-                        keys=header_text(properties.headers, HEADER_KEYS),
-                        tags=header_text(properties.headers, HEADER_TAGS), broker=_broker(channel),
-                        born_ms=born_ms, cost_us=(time.perf_counter_ns() - started) // 1000,
-                        status=status, error=error, body_len=body_len(body), props=props,
-                        traceparent=sent.traceparent)
+                guarded("record_send", _record_publish, tracer, channel, exchange, routing_key, body, properties,
+                        sent.msg_id, sent.traceparent, born_ms=born_ms,
+                        cost_us=(time.perf_counter_ns() - started) // 1000, status=status, error=error)
 
     # -- consuming ----------------------------------------------------------------------------
 
@@ -113,9 +111,11 @@ class ChannelTracker:
             return
         topic, props = amqp_place(method.exchange, method.routing_key)
         keys, retry = header_text(headers, HEADER_KEYS), rabbitmq_retry(headers, queue, msg_id, method.redelivered)
-        span = tracer_or_global(self.tracer).start_consume(
+        tracer = tracer_or_global(self.tracer)
+        span = tracer.start_consume(
             topic, msg_id, queue, keys=keys, tags=header_text(headers, HEADER_TAGS), broker=_broker(channel),
-            retry=retry, body_len=body_len(body), props=props, headers=headers,
+            retry=retry, body_len=body_len(body), headers=headers,
+            props=captured_props(tracer.config.capture_props, headers, properties, props),
         )
         self.open[method.delivery_tag] = (span, topic, msg_id, queue, keys, retry)
 
@@ -149,6 +149,17 @@ class ChannelTracker:
     def declared(self, queue: str, arguments: Any) -> None:
         if arguments and DEAD_LETTER_ARGUMENT in arguments:
             self.dead_letter_queues.add(queue)
+
+
+def _record_publish(tracer: tracehook.Tracer, channel: Any, exchange: str, routing_key: str, body: Any,
+                    properties: Any, msg_id: str, traceparent: str, **fields: Any) -> None:
+    """The PUB of a ``basic_publish``: place props, allowlisted header / property props, the kept record."""
+    topic, props = amqp_place(exchange, routing_key)
+    headers = properties.headers
+    tracer.record_send(topic, msg_id, keys=header_text(headers, HEADER_KEYS), tags=header_text(headers, HEADER_TAGS),
+                       broker=_broker(channel), body_len=body_len(body), traceparent=traceparent,
+                       props=captured_props(tracer.config.capture_props, headers, properties, props),
+                       **kept_amqp_record(tracer, topic, body, headers), **fields)
 
 
 def _tracker_for(channel: Any, tracer: tracehook.Tracer | None = None) -> ChannelTracker:

@@ -82,9 +82,8 @@ _BAD_FOR_STR: list[Any] = [0, -1, 1.5, True, None, b"bytes", [], {}, ["x"]]
 _BAD_FOR_INT: list[Any] = ["1", 1.5, True, False, None, b"\x01", [], {}, [1]]
 _BAD_FOR_DICT: list[Any] = ["x", 1, [], [["a", "b"]], {1: "a"}, {"a": 1.5}]
 _BAD_FOR_LIST: list[Any] = ["x", 1, {}, None, b"list"]
-_BAD_FOR_HEADERS: list[Any] = ["x", 1, {}, b"list", [1], [["a", "not bytes"]], [["a", b"v", b"w"]]]
 _BAD_BY_TYPE = {str: _BAD_FOR_STR, int: _BAD_FOR_INT, dict: _BAD_FOR_DICT, bytes: ["x", 1, [], {}],
-                list: _BAD_FOR_HEADERS}
+                list: _BAD_FOR_LIST + [[["h", "not bytes"]], [[b"h", b"v"]], [["h"]]]}
 _ENVELOPE_TYPES = (int, str, int, str, str, int, dict, list)
 # Declared lengths no body carries: the decoder must refuse them before allocating.
 HUGE_HEADERS = [
@@ -105,6 +104,7 @@ def event(c: Chooser, i: int) -> list[Any]:
     full = wire.make_event(
         c.choice([1, 2, 3, 4, 5]), 1_700_000_000_000 + i, "grp", "orders", f"m-{i}", keys="k1 k2", queue=i % 4,
         offset=i, status=c.choice([0, 1, 5]), props={"a": "b"}, retry=1, tx_state=c.choice([0, 2]), body=b"x",
+        body_flags=c.choice([0, 1, 3]), raw_key=c.choice([None, b"k"]), raw_headers=c.choice([None, [["h", b"v"]]]),
     )
     return list(full) if c.integer(0, 1) else wire.trim(full)
 

@@ -246,3 +246,28 @@ async def test_background_retention_deletes_indexed_segments_only(aiohttp_client
         await asyncio.sleep(0.02)
     assert tracelog.sealed_segments(cfg.log_dir) == [second]
     assert os.path.exists(second.path)
+
+
+async def test_every_ingest_answer_advertises_the_event_fields(aiohttp_client, collector_config) -> None:
+    # Issue 43: the library sends newer fields only to collectors that say they take them, so the
+    # header is on refusals too; hostile kept records are refused naming the field, nothing written.
+    from tracehook import wire
+
+    cfg = dataclasses.replace(collector_config, ingest_token="in-tok")
+    client = await aiohttp_client(create_app(cfg))
+    advertised = {wire.WIRE_HEADER: f"fields={wire.FIELD_COUNT}"}
+    ok = await client.post("/v1/batches", data=make_batch(), headers=_auth("in-tok"))
+    assert ok.status == 200 and wire.accepted_fields(ok.headers[wire.WIRE_HEADER]) == wire.FIELD_COUNT
+    for headers, status in ((MSGPACK, 401), ({"Authorization": "Bearer in-tok"}, 415)):
+        resp = await client.post("/v1/batches", data=make_batch(), headers=headers)
+        assert resp.status == status and resp.headers[wire.WIRE_HEADER] == advertised[wire.WIRE_HEADER]
+    hostile = [dict(raw_headers=[["h", b"v"]] * (wire.MAX_RAW_HEADERS + 1)), dict(body_flags=8),
+               dict(raw_headers=[["é" * 10, b"\x00" * wire.MAX_RAW_HEADERS_BYTES]]), dict(raw_key="text")]
+    for fields in hostile:
+        event = wire.make_event(wire.EventType.PUB, 1, "g", "t", "m", **fields)
+        resp = await client.post("/v1/batches", data=wire.encode_batch(wire.BatchHeader("c", 9), [event]),
+                                 headers=_auth("in-tok"))
+        answer = await resp.json()
+        assert resp.status == 400 and answer["error"] == "bad_field" and next(iter(fields)) in answer["detail"]
+        assert resp.headers[wire.WIRE_HEADER] == advertised[wire.WIRE_HEADER]
+    assert len(read_log(cfg.log_dir)) == 1  # only the valid batch

@@ -204,7 +204,7 @@ def _column(i: int) -> st.SearchStrategy[Any]:
             return st.sampled_from(sorted(wire._STATUSES))
         if i == wire._TX_STATE:
             return st.sampled_from(sorted(wire._TX_STATES))
-        if i in wire._KEYED_INTS:
+        if i in wire._KEYED_INTS or i == wire._BODY_FLAGS:
             lo, hi = wire.INT_RANGES[wire.Event._fields[i]]
             return st.one_of(st.sampled_from([lo, 0, hi]), st.integers(min_value=lo, max_value=hi))
         # Every integer is signed 64-bit (the unsigned ones above MAX_INT are in the mutation tests).
@@ -216,7 +216,20 @@ def _column(i: int) -> st.SearchStrategy[Any]:
         return text.filter(lambda s: s not in ("", BadStr(b""))) if i in wire._NONEMPTY else text
     if t is bytes:
         return st.one_of(st.none(), st.binary(max_size=12), st.just(b"z" * wire.MAX_BODY_LEN))
+    if t is list:
+        return st.one_of(st.none(), _raw_headers())
     return st.one_of(st.none(), _props())
+
+
+@st.composite
+def _raw_headers(draw: st.DrawFn) -> list[list[Any]]:
+    """Valid raw_headers: up to MAX_RAW_HEADERS [str, bytes] pairs (names may repeat), sometimes at the byte cap."""
+    if draw(st.integers(0, 9)) == 0:  # exactly at the cap: one value fills what the names leave
+        names = [f"h{i}" for i in range(draw(st.integers(1, wire.MAX_RAW_HEADERS)))]
+        left = wire.MAX_RAW_HEADERS_BYTES - sum(map(len, names))
+        return [[names[0], b"v" * left]] + [[n, b""] for n in names[1:]]
+    return draw(st.lists(st.tuples(st.text(max_size=6), st.binary(max_size=8)).map(list),
+                         max_size=wire.MAX_RAW_HEADERS))
 
 
 @st.composite
@@ -335,7 +348,9 @@ _RAW_HEADERS = wire.Event._fields.index("raw_headers")
 # Values just outside a column's rules (enum neighbours, range ends, empty, other types).
 _NEAR = [-2, -1, 0, 1, 2, 3, 5, 6, 7, 63, 64, 255, wire.MAX_TIME_MS, wire.MAX_TIME_MS + 1, MAX_INT, MAX_INT + 1,
          2**64 - 1, -(2**63), "", "x", None, True,
-         False, 1.0, b"", b"x", {}, {"k": "v"}, {"k": 1}, [], [1]]
+         False, 1.0, b"", b"x", {}, {"k": "v"}, {"k": 1}, [], [1], [["h", b"v"]], [["h", "v"]], [[b"h", b"v"]],
+         [["h", b"v", b""]], [["h"]], [["h", b"v"]] * (wire.MAX_RAW_HEADERS + 1),
+         [["h", b"v" * (wire.MAX_RAW_HEADERS_BYTES - 1)]], [["h", b"v" * wire.MAX_RAW_HEADERS_BYTES]]]
 _near = st.sampled_from(_NEAR)
 
 
@@ -343,8 +358,6 @@ _near = st.sampled_from(_NEAR)
 @given(_event(), st.integers(min_value=0, max_value=wire.FIELD_COUNT), st.one_of(_near, _any),
        st.randoms(use_true_random=False))
 def test_events_with_a_field_out_of_line(event: list[Any], i: int, value: Any, rnd: random.Random) -> None:
-    if min(i, len(event)) == _RAW_HEADERS and isinstance(value, list):
-        return  # no array kind in C: the Python path decides (test_raw_headers_take_the_python_path_...)
     if i < len(event):
         event[i] = value
     else:
@@ -354,16 +367,14 @@ def test_events_with_a_field_out_of_line(event: list[Any], i: int, value: Any, r
 
 def test_every_column_with_every_neighbour_value() -> None:
     full = [1, 1, "g", "t", "m", *[""] * 4, -1, -1, 0, 0, 0, 0, "", 0, 0, None, "", "", 0, None,
-            "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", 0, None, None]  # ... raw_key, raw_headers
+            "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331",  # ... body, trace_id, span_id
+            3, b"key", [["h", b"v"]]]  # body_flags, raw_key, raw_headers
     assert len(full) == wire.FIELD_COUNT
     assert _agree(_one(_header([full]))) is not None
     for i in range(wire.FIELD_COUNT):
         for value in _NEAR:
             event = list(full)
             event[i] = value
-            if i == _RAW_HEADERS and isinstance(value, list):  # no array kind in C: the Python path decides
-                assert _fast(_one(_header([event]))) is None
-                continue
             _agree(_one(_header([event])))
             _agree(_one(_header([event[: max(i + 1, wire.MIN_FIELDS)]])))
 
@@ -485,8 +496,7 @@ def test_the_trace_context_fields_take_the_fast_path() -> None:
     # the old 23-field shape and the 25-field one validate in C, and a non-str there is refused.
     old = [1, 1, "g", "t", "m", *[""] * 4, -1, -1, 0, 0, 0, 0, "", 0, 0, None, "", "", 0, b"body"]
     new = old + ["0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"]
-    trace_context = wire.Event._fields.index("trace_id")
-    assert [c[0] for c in wire.fast_path_rules()["columns"][trace_context:trace_context + 2]] == ["str", "str"]
+    assert [c[0] for c in wire.fast_path_rules()["columns"][23:25]] == ["str", "str"]
     for event in (old, new, new[:-1]):
         data = _one(_header([event]))
         assert validate.fast_check_batch(data) == (wire.BatchHeader("c", 1, "app", "host", 0, {}), 1)
@@ -496,16 +506,31 @@ def test_the_trace_context_fields_take_the_fast_path() -> None:
         assert _agree(_one(_header([[*old, "0af7651916cd43dd8448eb211c80319c", bad]]))) is None
 
 
-def test_raw_headers_take_the_python_path_and_bodies_are_counted() -> None:
-    """The C walk accepts raw_headers only as nil (it has no array kind): a batch with them is checked
-    in Python, and either way ingest learns whether the batch carries a body to strip."""
+def test_the_kept_record_fields_take_the_fast_path() -> None:
+    # body_flags, raw_key and raw_headers (issue 43): the C table has a column kind for the pairs,
+    # so an event carrying a kept record is validated in C like any other, and refused alike.
+    base = [1, 1, "g", "t", "m", *[""] * 4, -1, -1, 0, 0, 0, 0, "", 0, 0, None, "", "", 0, b"body", "", ""]
+    assert [c[0] for c in wire.fast_path_rules()["columns"][25:]] == ["int", "bin", "pairs"]
+    good = [[*base, 3], [*base, 0, None, None], [*base, 2, b"k", []], [*base, 1, b"", [["a", b"1"], ["a", b""]]],
+            [*base, 0, None, [["n", b"v"]] * wire.MAX_RAW_HEADERS]]
+    for event in good:
+        data = _one(_header([event]))
+        assert validate.fast_check_batch(data) == (wire.BatchHeader("c", 1, "app", "host", 0, {}), 1)
+        assert _agree(data) is not None
+    bad = [[*base, 4], [*base, -1], [*base, 0, "key"], [*base, 0, None, {}], [*base, 0, None, [["n", "v"]]],
+           [*base, 0, None, [["n", b"v"]] * (wire.MAX_RAW_HEADERS + 1)],
+           [*base, 0, None, [["n", b"v" * wire.MAX_RAW_HEADERS_BYTES]]], [*base, 0, None, None, None]]
+    for event in bad:
+        assert _agree(_one(_header([event]))) is None
+
+
+def test_ingest_learns_whether_a_batch_may_carry_a_body() -> None:
+    """The C walk counts the bin values it saw: ingest strips bodies (collector/server/bodystrip.py)
+    only from batches that may hold one, and a batch with a body, raw key or raw headers does."""
     ev = list(wire.make_event(1, 5, "g", "t", "m"))
-    with_headers = list(ev)
-    with_headers[22], with_headers[27] = b"body", [["h", b"v"]]  # body, raw_headers
-    data = _one(_header([with_headers]))
-    assert _wirecheck is not None and _wirecheck.check(data) is None
-    assert validate.check_batch_bodies(data)[1:] == (1, True)
     plain = _one(_header([ev[:5]]))
     assert validate.check_batch_bodies(plain)[1:] == (1, False)
-    bodied = _one(_header([[*ev[:22], b"body"]]))
-    assert _wirecheck.check(bodied)[7] == 1 and validate.check_batch_bodies(bodied)[1:] == (1, True)
+    for kept in ([*ev[:22], b"body"], [*ev[:25], 0, b"key"], [*ev[:25], 0, None, [["h", b"v"]]]):
+        data = _one(_header([kept]))
+        assert _wirecheck is not None and _wirecheck.check(data)[7] >= 1
+        assert validate.check_batch_bodies(data)[1:] == (1, True)

@@ -23,8 +23,8 @@ MAX_INT = 2**63 - 1  # "integers travel as signed 64-bit values"
 MIN_INT = -(2**63)
 SCHEMA_VERSIONS = range(1, 2)  # batch versions 1..1 are known
 MIN_FIELDS, FIELD_COUNT = 5, 28
-MAX_RAW_HEADERS = 256
 MAX_PROPS = 64
+MAX_HEADERS, MAX_HEADERS_BYTES = 64, 64 * 1024  # raw_headers: pairs, and bytes of names and values
 
 # What the unpacker refuses anywhere in a body (reason bad_msgpack), as wire.py documents it.
 MAX_STR_BYTES = 16 * 1024
@@ -76,9 +76,9 @@ EVENT_FIELDS: tuple[Field, ...] = (
     Field("body", bytes, nullable=True),
     Field("trace_id", str),
     Field("span_id", str),
-    Field("body_flags", int, bounds=(0, 3)),  # TRUNCATED | ZLIB
+    Field("body_flags", int, bounds=(0, 3)),  # TRUNCATED 1 | ZLIB 2
     Field("raw_key", bytes, nullable=True),
-    Field("raw_headers", list, nullable=True),  # [[name str, value bytes], ...], at most 256
+    Field("raw_headers", list, nullable=True),
 )
 assert len(EVENT_FIELDS) == FIELD_COUNT
 
@@ -182,7 +182,15 @@ def _event_problems(event: Any) -> frozenset[str]:
         elif spec.kind is dict and (len(value) > MAX_PROPS or not all(
                 type(k) is str and type(v) is str for k, v in value.items())):
             problems.add("bad_field")
-        elif spec.kind is list and (len(value) > MAX_RAW_HEADERS or not all(
-                type(h) is list and len(h) == 2 and type(h[0]) is str and type(h[1]) is bytes for h in value)):
+        elif spec.kind is list and not _headers_ok(value):
             problems.add("bad_field")
     return frozenset(problems)
+
+
+def _headers_ok(pairs: list[Any]) -> bool:
+    """raw_headers: [name (str), value (bytes)] pairs, at most 64, 64 KiB of UTF-8 names and values together."""
+    if len(pairs) > MAX_HEADERS:
+        return False
+    if not all(type(p) is list and len(p) == 2 and type(p[0]) is str and type(p[1]) is bytes for p in pairs):
+        return False
+    return sum(len(name.encode()) + len(value) for name, value in pairs) <= MAX_HEADERS_BYTES

@@ -84,7 +84,7 @@ def _valid_field(i: int) -> st.SearchStrategy[Any]:
     if name in ("body", "raw_key"):
         return st.none() | st.binary(max_size=8)
     if name == "raw_headers":
-        return st.none() | st.lists(st.tuples(st.text(max_size=4), st.binary(max_size=4)).map(list), max_size=2)
+        return st.none() | st.lists(st.tuples(st.text(max_size=4), st.binary(max_size=4)).map(list), max_size=3)
     return ids.filter(bool) if name in ("topic", "msg_id") else ids
 
 

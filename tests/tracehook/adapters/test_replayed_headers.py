@@ -26,6 +26,8 @@ def test_the_adapter_records_the_consume_at_the_originals_place(monkeypatch) -> 
     calls = []
 
     class FakeTracer:
+        config = tracehook.TracerConfig()
+
         def start_consume(self, topic, msg_id, group, **fields):
             calls.append((topic, group, fields["queue"], fields["offset"], fields["retry"], fields["store_ms"]))
             return tracehook.hooks.ConsumeSpan(self)  # type: ignore[arg-type]
