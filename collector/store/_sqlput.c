@@ -317,9 +317,13 @@ static int run(sqlite3 *db, sqlite3_stmt *stmt, PyObject *out) {
     }
 }
 
+/* One statement prepared (GIL released: reading the schema may wait for another connection's lock). */
 static sqlite3_stmt *prepare(sqlite3 *db, const char *sql, Py_ssize_t sql_len) {
     sqlite3_stmt *stmt = NULL;
-    int rc = sqlite3_prepare_v2(db, sql, (int)sql_len, &stmt, NULL);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sqlite3_prepare_v2(db, sql, (int)sql_len, &stmt, NULL);
+    Py_END_ALLOW_THREADS
     if (rc != SQLITE_OK) raise_db(db, rc);
     else if (stmt == NULL) PyErr_SetString(PyExc_ValueError, "no statement");
     return rc == SQLITE_OK ? stmt : NULL;
