@@ -12,7 +12,7 @@ when the extension is not built or is switched off, and the Python path runs::
 off at import; at install (``TRACEHOOK_NO_EXTENSIONS=1 pip install ...``) ``setup.py`` then builds
 none. The older per-extension switches (:data:`OWN_SWITCHES`) still turn off their one extension.
 To see which paths are in use: ``validate.FAST_PATH``, ``rowbuild.FAST_PATH``, ``readback.FAST_PATH``,
-``local.SQLPUT`` and ``local._cells is local._py_cells`` (docs/index-store.md).
+and ``local.SQLPUT`` (docs/index-store.md).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ ENV_PYTHON_PUTS = "TRACEHOOK_PYTHON_PUTS"
 EXTENSIONS = (
     "collector.wirecheck._wirecheck",  # the batch validator: collector.wirecheck.validate
     "collector.store._rowbuild",  # index rows: collector.store.rowbuild
-    "collector.store._cells",  # the embedded store's SQLite parameters: collector.store.local
     "collector.store._readback",  # the rollups' read-back: collector.store.readback
     "collector.store._sqlput",  # the embedded store's puts and reads: collector.store.local
 )

@@ -1,66 +1,34 @@
 /*
- * collector.store._sqlput: LocalStore.put_rows' upsert run over its cells with the GIL released.
+ * collector.store._sqlput: a SQLite connection of its own for the embedded store's writes and multi-row
+ * reads, with the GIL released while SQLite works.
  *
- * Python's sqlite3 executemany takes the GIL back after every row it steps, so the indexer's
- * writer thread, which writes one batch while the calling thread builds the next, got a row in
- * only when the builder let go of the GIL: the two threads took turns instead of sharing two
- * cores (measured: wall time equal to CPU time with a core idle).  upsert() binds and steps the
- * same statement over the same connection (the sqlite3* of the Python sqlite3.Connection, in the
- * transaction its caller began) for every cell, with the GIL released for the whole loop.
+ * Python's sqlite3 executemany takes the GIL back after every row it steps, so the indexer's writer
+ * thread, which writes one batch while the calling thread builds the next, got a row in only when the
+ * builder let go of the GIL: the two threads took turns instead of sharing two cores (measured: wall time
+ * equal to CPU time with a core idle).  Connection(path, busy_timeout_ms) opens the store file with
+ * sqlite3_open_v2 (the system libsqlite3 that Python's sqlite3 module loads too: same_library() says
+ * whether it is that very library, which two connections of one process to one file need, or closing one
+ * would drop the other's POSIX locks), and:
+ *   - upsert() binds and steps one statement for every cell of a put, in the transaction its caller
+ *     began, with the GIL released for the whole loop (with sort, in (row, col) key order: a stable merge
+ *     sort, also without the GIL);
+ *   - select_rows() is LocalStore.get_rows' multi-row read: one lookup per distinct key, in key order, in
+ *     one read transaction, with the GIL released while SQLite steps, then the {col: value} dicts built
+ *     directly (the Python loop cost ~1.6 µs per row);
+ *   - execute() and executemany() run any other statement (PRAGMAs, BEGIN/COMMIT, meta, deletes, purge,
+ *     checkpoints), binding bytes/bytearray as BLOB, int, float, str and None, and answering rows.
  *
- * With sort, it writes the cells in (row, col) key order (a stable merge sort, also without the GIL).
- *
- * select_rows() is LocalStore.get_rows' multi-row read on the reader connection: one lookup per
- * distinct key, in key order, in one read transaction, with the GIL released while SQLite steps,
- * then the list of {col: value} dicts built directly (the Python loop cost ~1.6 µs per row).
- *
- * Both are only fast paths: executemany over local.py's cells and LocalStore._py_get_rows are the
- * definitions, and tests/collector/store/test_sqlput.py checks that both paths store the same cells
- * and answer the same.  upsert() returns False and select_rows() None, having done nothing, when they
- * cannot take the call: a connection whose handle they cannot find (another Python, another SQLite
- * library: check() says which connections they can take), or a key, column or value that is not bytes
- * (select_rows: a column or value stored as something else than a BLOB).
+ * upsert() and select_rows() are only fast paths: executemany over local.py's cells and
+ * LocalStore._py_get_rows are the definitions, and tests/collector/store/test_sqlput.py checks that both
+ * paths store the same cells and answer the same.  upsert() returns False and select_rows() None, having
+ * done nothing, when they cannot take the call: a key, column or value that is not bytes, no transaction
+ * begun (upsert), a column or value stored as something else than a BLOB (select_rows).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <dlfcn.h>
 #include <sqlite3.h>
 #include <string.h>
-
-/* CPython's sqlite3.Connection starts with the sqlite3* after its object header (3.10 to 3.13). */
-#if PY_VERSION_HEX >= 0x030A0000 && PY_VERSION_HEX < 0x030E0000
-typedef struct {
-    PyObject_HEAD
-    sqlite3 *db;
-} ConnectionHead;
-#define HAVE_HEAD 1
-#else
-#define HAVE_HEAD 0
-#endif
-
-static sqlite3 *handle_of(PyObject *conn) {
-#if HAVE_HEAD
-    if (strcmp(Py_TYPE(conn)->tp_name, "sqlite3.Connection") != 0) return NULL;
-    return ((ConnectionHead *)conn)->db;
-#else
-    (void)conn;
-    return NULL;
-#endif
-}
-
-/* check(conn, path, version) -> bool: whether upsert() can use this connection: its handle was found,
- * SQLite here is the version Python's sqlite3 reports and the handle has ``path`` open as "main". */
-static PyObject *check(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *conn;
-    const char *path;
-    int version;
-    if (!PyArg_ParseTuple(args, "Osi:check", &conn, &path, &version)) return NULL;
-    if (version != sqlite3_libversion_number()) Py_RETURN_FALSE;
-    sqlite3 *db = handle_of(conn);
-    if (db == NULL) Py_RETURN_FALSE;
-    const char *name = sqlite3_db_filename(db, "main");
-    if (name == NULL || strcmp(name, path) != 0) Py_RETURN_FALSE;
-    Py_RETURN_TRUE;
-}
 
 /* One cell: new references to its bytes (the loop reads them without the GIL), and where it came from.
  * select_rows() keeps the keys it looks up in Cells too (col and value NULL), to share the sort. */
@@ -200,19 +168,221 @@ static void raise_sqlite(int rc, const char *message) {
     Py_DECREF(type);
 }
 
-/* upsert(conn, sql, rows, ts, sort=False) -> bool: steps ``sql`` (4 parameters: row, col, ts, value) once
- * per cell of ``rows`` (a list of (row, {col: value}) with bytes everywhere) on conn's handle, in order, or
- * with ``sort`` in (row, col) key order (stable: a cell given twice still ends with its later value). */
-static PyObject *upsert(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *conn, *rows;
+typedef struct {
+    PyObject_HEAD
+    sqlite3 *db;
+} Connection;
+
+static PyTypeObject ConnectionType;
+
+/* The connection's handle, or NULL with ProgrammingError-like ValueError once closed. */
+static sqlite3 *open_db(Connection *self) {
+    if (self->db == NULL) PyErr_SetString(PyExc_ValueError, "the _sqlput connection is closed");
+    return self->db;
+}
+
+/* Raises SQLite's current error of db for rc (the message copied before anything else runs on db). */
+static void raise_db(sqlite3 *db, int rc) { raise_sqlite(rc, sqlite3_errmsg(db)); }
+
+static int conn_init(Connection *self, PyObject *args, PyObject *kwargs) {
+    static char *names[] = {"path", "busy_timeout_ms", NULL};
+    const char *path;
+    int busy_ms;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "si:Connection", names, &path, &busy_ms)) return -1;
+    if (self->db != NULL) {
+        PyErr_SetString(PyExc_ValueError, "the _sqlput connection is already open");
+        return -1;
+    }
+    sqlite3 *db = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_busy_timeout(db, busy_ms);
+    Py_END_ALLOW_THREADS
+    if (rc != SQLITE_OK) {
+        if (db == NULL) PyErr_NoMemory();
+        else raise_db(db, rc);
+        sqlite3_close_v2(db);
+        return -1;
+    }
+    self->db = db;
+    return 0;
+}
+
+static void conn_close_db(Connection *self) {
+    sqlite3 *db = self->db;
+    self->db = NULL;
+    if (db != NULL) {
+        Py_BEGIN_ALLOW_THREADS
+        sqlite3_close_v2(db);
+        Py_END_ALLOW_THREADS
+    }
+}
+
+static void conn_dealloc(Connection *self) {
+    conn_close_db(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *conn_close(Connection *self, PyObject *Py_UNUSED(ignored)) {
+    conn_close_db(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *conn_in_transaction(Connection *self, void *Py_UNUSED(closure)) {
+    return PyBool_FromLong(self->db != NULL && !sqlite3_get_autocommit(self->db));
+}
+
+/* Binds parameter i to a Python value (copied: SQLITE_TRANSIENT); -1 with TypeError for another type. */
+static int bind_value(sqlite3_stmt *stmt, int i, PyObject *v) {
+    if (v == Py_None) return sqlite3_bind_null(stmt, i);
+    if (PyLong_Check(v)) {
+        long long x = PyLong_AsLongLong(v);
+        return x == -1 && PyErr_Occurred() ? -1 : sqlite3_bind_int64(stmt, i, x);
+    }
+    if (PyFloat_Check(v)) return sqlite3_bind_double(stmt, i, PyFloat_AS_DOUBLE(v));
+    if (PyUnicode_Check(v)) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(v, &n);
+        return s == NULL ? -1 : sqlite3_bind_text64(stmt, i, s, (sqlite3_uint64)n, SQLITE_TRANSIENT, SQLITE_UTF8);
+    }
+    if (PyBytes_Check(v))
+        return sqlite3_bind_blob64(stmt, i, PyBytes_AS_STRING(v), (sqlite3_uint64)PyBytes_GET_SIZE(v), SQLITE_TRANSIENT);
+    if (PyByteArray_Check(v))
+        return sqlite3_bind_blob64(stmt, i, PyByteArray_AS_STRING(v), (sqlite3_uint64)PyByteArray_GET_SIZE(v),
+                                   SQLITE_TRANSIENT);
+    PyErr_Format(PyExc_TypeError, "parameter %d: unsupported type %.100s", i, Py_TYPE(v)->tp_name);
+    return -1;
+}
+
+/* Binds a sequence of parameters; 0, -1 with a Python error. */
+static int bind_all(sqlite3 *db, sqlite3_stmt *stmt, PyObject *params) {
+    PyObject *seq = PySequence_Fast(params, "parameters must be a sequence");
+    if (seq == NULL) return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    int rc = SQLITE_OK;
+    if (n != sqlite3_bind_parameter_count(stmt)) {
+        PyErr_Format(PyExc_ValueError, "%d parameters wanted, %zd given", sqlite3_bind_parameter_count(stmt), n);
+        rc = -1;
+    }
+    for (Py_ssize_t i = 0; rc == SQLITE_OK && i < n; i++)
+        if ((rc = bind_value(stmt, (int)i + 1, PySequence_Fast_GET_ITEM(seq, i))) > 0) raise_db(db, rc);
+    Py_DECREF(seq);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
+/* The current row of stmt as a tuple (BLOB -> bytes, as Python's sqlite3 reads them). */
+static PyObject *row_tuple(sqlite3_stmt *stmt) {
+    int n = sqlite3_column_count(stmt);
+    PyObject *row = PyTuple_New(n);
+    for (int i = 0; row != NULL && i < n; i++) {
+        PyObject *v;
+        switch (sqlite3_column_type(stmt, i)) {
+        case SQLITE_INTEGER: v = PyLong_FromLongLong(sqlite3_column_int64(stmt, i)); break;
+        case SQLITE_FLOAT: v = PyFloat_FromDouble(sqlite3_column_double(stmt, i)); break;
+        case SQLITE_TEXT:
+            v = PyUnicode_FromStringAndSize((const char *)sqlite3_column_text(stmt, i), sqlite3_column_bytes(stmt, i));
+            break;
+        case SQLITE_BLOB:
+            v = PyBytes_FromStringAndSize(sqlite3_column_blob(stmt, i), sqlite3_column_bytes(stmt, i));
+            break;
+        default: v = Py_NewRef(Py_None);
+        }
+        if (v == NULL) Py_CLEAR(row);
+        else PyTuple_SET_ITEM(row, i, v);
+    }
+    return row;
+}
+
+/* Steps the bound stmt to its end (GIL released while SQLite steps); rows into out when out is a list.
+ * 0, or -1 with an exception. */
+static int run(sqlite3 *db, sqlite3_stmt *stmt, PyObject *out) {
+    for (;;) {
+        int rc;
+        Py_BEGIN_ALLOW_THREADS
+        rc = sqlite3_step(stmt);
+        Py_END_ALLOW_THREADS
+        if (rc == SQLITE_DONE) return 0;
+        if (rc != SQLITE_ROW) {
+            raise_db(db, rc);
+            return -1;
+        }
+        if (out == NULL) continue;
+        PyObject *row = row_tuple(stmt);
+        if (row == NULL || PyList_Append(out, row) < 0) {
+            Py_XDECREF(row);
+            return -1;
+        }
+        Py_DECREF(row);
+    }
+}
+
+/* One statement prepared (GIL released: reading the schema may wait for another connection's lock). */
+static sqlite3_stmt *prepare(sqlite3 *db, const char *sql, Py_ssize_t sql_len) {
+    sqlite3_stmt *stmt = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = sqlite3_prepare_v2(db, sql, (int)sql_len, &stmt, NULL);
+    Py_END_ALLOW_THREADS
+    if (rc != SQLITE_OK) raise_db(db, rc);
+    else if (stmt == NULL) PyErr_SetString(PyExc_ValueError, "no statement");
+    return rc == SQLITE_OK ? stmt : NULL;
+}
+
+/* execute(sql, params=()) -> [row tuple]: one statement, stepped to its end. */
+static PyObject *conn_execute(Connection *self, PyObject *args) {
+    const char *sql;
+    Py_ssize_t sql_len;
+    PyObject *params = NULL;
+    if (!PyArg_ParseTuple(args, "s#|O:execute", &sql, &sql_len, &params)) return NULL;
+    sqlite3 *db = open_db(self);
+    if (db == NULL) return NULL;
+    sqlite3_stmt *stmt = prepare(db, sql, sql_len);
+    if (stmt == NULL) return NULL;
+    PyObject *out = PyList_New(0);
+    if (out != NULL && ((params != NULL && bind_all(db, stmt, params) < 0) || run(db, stmt, out) < 0)) Py_CLEAR(out);
+    sqlite3_finalize(stmt);
+    return out;
+}
+
+/* executemany(sql, seq_of_params) -> the rows it changed: one statement stepped once per parameter tuple. */
+static PyObject *conn_executemany(Connection *self, PyObject *args) {
+    const char *sql;
+    Py_ssize_t sql_len;
+    PyObject *many;
+    if (!PyArg_ParseTuple(args, "s#O:executemany", &sql, &sql_len, &many)) return NULL;
+    sqlite3 *db = open_db(self);
+    if (db == NULL) return NULL;
+    PyObject *it = PyObject_GetIter(many), *params;
+    if (it == NULL) return NULL;
+    sqlite3_stmt *stmt = prepare(db, sql, sql_len);
+    long long changed = 0;
+    int failed = stmt == NULL;
+    while (!failed && (params = PyIter_Next(it)) != NULL) {
+        failed = bind_all(db, stmt, params) < 0 || run(db, stmt, NULL) < 0;
+        Py_DECREF(params);
+        if (!failed) changed += sqlite3_changes(db);
+        sqlite3_reset(stmt);
+    }
+    Py_DECREF(it);
+    sqlite3_finalize(stmt);
+    if (failed || PyErr_Occurred()) return NULL;
+    return PyLong_FromLongLong(changed);
+}
+
+/* upsert(sql, rows, ts, sort=False) -> bool: steps ``sql`` (4 parameters: row, col, ts, value) once per cell
+ * of ``rows`` (a list of (row, {col: value}) with bytes everywhere), in order, or with ``sort`` in (row, col)
+ * key order (stable: a cell given twice still ends with its later value), inside the caller's transaction. */
+static PyObject *conn_upsert(Connection *self, PyObject *args) {
+    PyObject *rows;
     const char *sql;
     Py_ssize_t sql_len;
     long long ts;
     int sort = 0;
-    if (!PyArg_ParseTuple(args, "Os#O!L|p:upsert", &conn, &sql, &sql_len, &PyList_Type, &rows, &ts, &sort))
-        return NULL;
-    sqlite3 *db = handle_of(conn);
-    if (db == NULL || sqlite3_get_autocommit(db)) Py_RETURN_FALSE; /* only inside the caller's transaction */
+    if (!PyArg_ParseTuple(args, "s#O!L|p:upsert", &sql, &sql_len, &PyList_Type, &rows, &ts, &sort)) return NULL;
+    sqlite3 *db = open_db(self);
+    if (db == NULL) return NULL;
+    if (sqlite3_get_autocommit(db)) Py_RETURN_FALSE; /* only inside the caller's transaction */
     Cell *cells, *tmp = NULL;
     Py_ssize_t n;
     int got = gather(rows, &cells, &n);
@@ -369,21 +539,20 @@ done:
     return out;
 }
 
-/* select_rows(conn, sql, rows, oldest) -> [{col: value}] | None: ``sql`` (parameters: row, oldest ts;
- * columns: col, value) run for each distinct key of ``rows`` (a list of bytes) in key order, in one read
- * transaction when conn is in none, with the GIL released while SQLite steps; the columns of each key
- * asked, in the order asked.  None (nothing done) when it cannot take the call: a connection whose handle
- * it cannot find, a key that is not bytes, a column or value stored as something else than a BLOB. */
-static PyObject *select_rows(PyObject *Py_UNUSED(module), PyObject *args) {
-    PyObject *conn, *rows;
+/* select_rows(sql, rows, oldest) -> [{col: value}] | None: ``sql`` (parameters: row, oldest ts; columns:
+ * col, value) run for each distinct key of ``rows`` (a list of bytes) in key order, in one read transaction
+ * when the connection is in none, with the GIL released while SQLite steps; the columns of each key asked,
+ * in the order asked.  None (nothing done) when it cannot take the call: a key that is not bytes, a column
+ * or value stored as something else than a BLOB. */
+static PyObject *conn_select_rows(Connection *self, PyObject *args) {
+    PyObject *rows;
     const char *sql;
     Py_ssize_t sql_len;
     long long oldest;
-    if (!PyArg_ParseTuple(args, "Os#O!L:select_rows", &conn, &sql, &sql_len, &PyList_Type, &rows, &oldest))
-        return NULL;
-    sqlite3 *db = handle_of(conn);
+    if (!PyArg_ParseTuple(args, "s#O!L:select_rows", &sql, &sql_len, &PyList_Type, &rows, &oldest)) return NULL;
+    sqlite3 *db = open_db(self);
+    if (db == NULL) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(rows);
-    if (db == NULL) Py_RETURN_NONE;
     for (Py_ssize_t i = 0; i < n; i++)
         if (!is_blob(PyList_GET_ITEM(rows, i))) Py_RETURN_NONE;
     Cell *keys = PyMem_Malloc((size_t)n * sizeof(Cell) + 1), *tmp = PyMem_Malloc((size_t)(n / 2 + 1) * sizeof(Cell));
@@ -430,17 +599,65 @@ static PyObject *select_rows(PyObject *Py_UNUSED(module), PyObject *args) {
     return out;
 }
 
+/* same_library(path) -> bool: whether the shared object at path (Python's _sqlite3 module) resolves
+ * sqlite3_libversion to the very library this module is linked with.  Two connections of one process to
+ * one file must share one SQLite library: each keeps its own table of the POSIX locks it holds, and a
+ * close in one would drop the other's (https://www.sqlite.org/howtocorrupt.html, 2.2.1). */
+static PyObject *same_library(PyObject *Py_UNUSED(module), PyObject *args) {
+    const char *path;
+    if (!PyArg_ParseTuple(args, "s:same_library", &path)) return NULL;
+    void *handle = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == NULL) Py_RETURN_FALSE;
+    void *theirs = dlsym(handle, "sqlite3_libversion");
+    dlclose(handle);
+    return PyBool_FromLong(theirs != NULL && theirs == (void *)sqlite3_libversion);
+}
+
+static PyMethodDef conn_methods[] = {
+    {"execute", (PyCFunction)conn_execute, METH_VARARGS, "execute(sql, params=()) -> the rows of one statement."},
+    {"executemany", (PyCFunction)conn_executemany, METH_VARARGS,
+     "executemany(sql, seq_of_params) -> the rows changed by running sql once per parameter tuple."},
+    {"upsert", (PyCFunction)conn_upsert, METH_VARARGS,
+     "upsert(sql, rows, ts, sort=False) -> True once sql ran for every cell of [(row, {col: value})] (sort: in "
+     "key order) inside the caller's transaction, with the GIL released; False (nothing done) when it cannot."},
+    {"select_rows", (PyCFunction)conn_select_rows, METH_VARARGS,
+     "select_rows(sql, rows, oldest) -> the {col: value} of each row key asked, read with the GIL released; "
+     "None (nothing done) when it cannot take them."},
+    {"close", (PyCFunction)conn_close, METH_NOARGS, "close() -> None: closes the connection (again: nothing)."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef conn_getset[] = {
+    {"in_transaction", (getter)conn_in_transaction, NULL, "Whether a transaction is open.", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyTypeObject ConnectionType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "collector.store._sqlput.Connection",
+    .tp_basicsize = sizeof(Connection),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Connection(path, busy_timeout_ms): a SQLite connection opened with sqlite3_open_v2; "
+              "one caller at a time (LocalStore holds a lock around every call).",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)conn_init,
+    .tp_dealloc = (destructor)conn_dealloc,
+    .tp_methods = conn_methods,
+    .tp_getset = conn_getset,
+};
+
 static PyMethodDef methods[] = {
-    {"check", check, METH_VARARGS,
-     "check(conn, path, version) -> whether upsert() can use this sqlite3.Connection of the file at path."},
-    {"upsert", upsert, METH_VARARGS,
-     "upsert(conn, sql, rows, ts, sort=False) -> True once sql ran for every cell of [(row, {col: value})] "
-     "(sort: in key order), with the GIL released; False (nothing done) when it cannot take them."},
-    {"select_rows", select_rows, METH_VARARGS,
-     "select_rows(conn, sql, rows, oldest) -> the {col: value} of each row key asked, read with the GIL "
-     "released; None (nothing done) when it cannot take them."},
+    {"same_library", same_library, METH_VARARGS,
+     "same_library(path) -> whether the shared object at path uses this module's SQLite library."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, .m_name = "_sqlput", .m_size = -1, .m_methods = methods};
 
-PyMODINIT_FUNC PyInit__sqlput(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__sqlput(void) {
+    if (PyType_Ready(&ConnectionType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "SQLITE_VERSION_NUMBER", sqlite3_libversion_number()) < 0 ||
+        PyModule_AddObjectRef(m, "Connection", (PyObject *)&ConnectionType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -19,6 +19,7 @@ from typing import Any
 from collector import extensions
 from collector.store import keys, layout, schema
 from collector.store.base import DEFAULT_OPTIONS, DEFAULT_SCAN_BATCH, ChangeMark, Columns, Row, StoreOptions
+from collector.store.sqlite_writer import PyWriter, Writer
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 """How long a writer waits for another process's write lock (the index job vs. the collector)."""
@@ -77,10 +78,14 @@ class LocalStore:
         self._path = os.path.abspath(path)  # the reader opens the same file whatever the cwd is then
         self._cache_kib = CACHE_KIB if cache_kib is None else cache_kib
         self._reader: sqlite3.Connection | None = None
-        self._read_in_c = False
-        """Whether :meth:`get_rows` reads through ``collector.store._sqlput`` (set when the reader opens)."""
+        self._c_reader: Any = None
+        """``get_rows``' own ``_sqlput.Connection`` (opened with the reader), when :data:`SQLPUT`."""
         self._read_lock = threading.Lock()
-        self._db = sqlite3.connect(path, timeout=DEFAULT_BUSY_TIMEOUT_S, check_same_thread=False, isolation_level=None)
+        self._put_in_c = _sqlput is not None
+        """Whether the writes go through a ``collector.store._sqlput.Connection`` (:data:`SQLPUT`)."""
+        self._db: Writer = (_sqlput.Connection(path, self._busy_timeout_ms) if self._put_in_c
+                             else PyWriter(path, DEFAULT_BUSY_TIMEOUT_S))
+        """The one connection every write of this store goes through (under ``_lock``)."""
         # Only a new (empty) file takes a page size, before its first table: bigger pages hold
         # more of the short index cells per page header (measured: fewer bytes and less CPU per event).
         self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")
@@ -98,7 +103,7 @@ class LocalStore:
             # same time sees either no tables or the tables with their layout recorded.
             self._db.execute("BEGIN IMMEDIATE")
             had_tables = layout.has_index_tables(
-                {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")})
+                {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'", ())})
             # The layout record (same shape as the other tables, HBase's <ns>_meta) is outside
             # schema.TABLES, so no TTL applies to it and purges never touch it.
             self._create_table(layout.META_TABLE)
@@ -112,9 +117,6 @@ class LocalStore:
         except BaseException:
             self._db.close()
             raise
-        self._put_in_c = _sqlput is not None and _sqlput.check(
-            self._db, self._db.execute("PRAGMA database_list").fetchone()[2], _SQLITE_VERSION)
-        """Whether :meth:`put_rows` runs its statement through ``collector.store._sqlput`` (:data:`SQLPUT`)."""
 
     def _create_table(self, name: str) -> None:
         self._db.execute(
@@ -125,8 +127,8 @@ class LocalStore:
 
     def _read_meta(self, column: bytes) -> bytes | None:
         found = self._db.execute(f'SELECT value FROM "{layout.META_TABLE}" WHERE row = ? AND col = ?',
-                                 (layout.META_ROW, column)).fetchone()
-        return None if found is None else bytes(found[0])
+                                 (layout.META_ROW, column))
+        return bytes(found[0][0]) if found else None
 
     def _record_meta_if_absent(self, column: bytes, value: bytes) -> None:
         self._db.execute(f'INSERT OR IGNORE INTO "{layout.META_TABLE}" (row, col, ts, value) VALUES (?, ?, ?, ?)',
@@ -154,8 +156,10 @@ class LocalStore:
                                      isolation_level=None)
             reader.execute(f"PRAGMA cache_size=-{self._cache_kib}")
             reader.execute("PRAGMA query_only=ON")
-            self._read_in_c = _sqlput is not None and _sqlput.check(
-                reader, reader.execute("PRAGMA database_list").fetchone()[2], _SQLITE_VERSION)
+            if self._put_in_c:
+                self._c_reader = _sqlput.Connection(self._path, self._busy_timeout_ms)
+                self._c_reader.execute(f"PRAGMA cache_size=-{self._cache_kib}")
+                self._c_reader.execute("PRAGMA query_only=ON")
             self._reader = reader
         return self._reader
 
@@ -173,10 +177,10 @@ class LocalStore:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                if not (self._put_in_c and _sqlput.upsert(self._db, sql, rows, ts, sort)):
+                if not (self._put_in_c and self._db.upsert(sql, rows, ts, sort)):
                     if sort:  # stable: of a row put twice, the later columns still win
                         rows = sorted(rows, key=_row_key)
-                    self._db.executemany(sql, _cells(rows, ts))
+                    self._db.executemany(sql, _py_cells(rows, ts))
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -196,7 +200,7 @@ class LocalStore:
         with self._lock:
             self._db.execute("PRAGMA busy_timeout=0")
             try:
-                busy, _, _ = self._db.execute(f"PRAGMA wal_checkpoint({CHECKPOINT_MODE})").fetchone()
+                ((busy, _, _),) = self._db.execute(f"PRAGMA wal_checkpoint({CHECKPOINT_MODE})")
             finally:
                 self._db.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
         return busy == 0
@@ -210,12 +214,11 @@ class LocalStore:
 
     def get_rows(self, table: str, rows: Sequence[bytes]) -> list[Columns]:
         name = _name(table)
-        if _sqlput is not None:  # the same answer, built in C (tests/collector/store/test_sqlput.py)
+        if self._put_in_c:  # the same answer, built in C (tests/collector/store/test_sqlput.py)
             with self._read_lock:
-                reader = self._read_db()
-                got = _sqlput.select_rows(reader, f'SELECT col, value FROM "{name}" WHERE row = ? AND ts >= ?',
-                                          rows if type(rows) is list else list(rows),
-                                          self._oldest_live_ms(table)) if self._read_in_c else None
+                self._read_db()
+                got = self._c_reader.select_rows(f'SELECT col, value FROM "{name}" WHERE row = ? AND ts >= ?',
+                                                 rows if type(rows) is list else list(rows), self._oldest_live_ms(table))
             if got is not None:
                 return got  # type: ignore[no-any-return]
         return self._py_get_rows(name, rows)
@@ -261,7 +264,7 @@ class LocalStore:
     def change_mark(self) -> ChangeMark:
         # data_version changes with every commit of another connection (this process's or not), never ours.
         with self._lock:
-            (version,) = self._db.execute("PRAGMA data_version").fetchone()
+            ((version,),) = self._db.execute("PRAGMA data_version")
             return ChangeMark(version, self._clock())
 
     def scan(
@@ -308,14 +311,16 @@ class LocalStore:
         removed = 0
         with self._lock:
             for table in schema.TABLES:
-                cur = self._db.execute(f'DELETE FROM "{table.name}" WHERE ts < ?', (self._oldest_live_ms(table.name),))
-                removed += cur.rowcount
+                removed += self._db.executemany(f'DELETE FROM "{table.name}" WHERE ts < ?',
+                                                [(self._oldest_live_ms(table.name),)])
         return removed
 
     def close(self) -> None:
         with self._read_lock:
             if self._reader is not None:
                 self._reader.close()
+            if self._c_reader is not None:
+                self._c_reader.close()
         with self._lock:
             self._db.close()
 
@@ -339,42 +344,39 @@ def _py_cells(rows: Sequence[Row], ts: int) -> list[tuple[bytearray, bytearray, 
     looking for an adapter for it (CPython 3.11's ``need_adapt``: a key tuple, a dict lookup and an
     ``AttributeError`` raised and cleared, per value), a ``bytearray`` directly, as the same BLOB.
     Measured: about 1 µs less per cell, copies included (benchmarks/RESULTS.md); the multi-row reads
-    bind their keys the same way (0.2 µs less per key looked up, copies included).  The optional C
-    extension ``collector.store._cells`` gives the same cells for less (:data:`_cells`).
+    bind their keys the same way (0.2 µs less per key looked up, copies included).  ``_sqlput`` binds
+    bytes as they are (its own connection's fallback takes these cells too).
     """
     b = bytearray
     return [(b(row), b(col), ts, b(value)) for row, columns in rows for col, value in columns.items()]
-
-
-_cells: Callable[[Sequence[Row], int], list[tuple[bytearray, bytearray, int, bytearray]]]
-""":func:`_py_cells`, in C when ``collector/store/_cells.c`` is built (tests/collector/store/test_cells.py)."""
-_cells_module = extensions.load("collector.store._cells")  # None: not built or switched off
-_cells = _py_cells if _cells_module is None else _cells_module.sqlite_cells
 
 
 def _load_sqlput() -> Any:
     _sqlput = extensions.load("collector.store._sqlput")
     if _sqlput is None:  # not built (no compiler or no sqlite3.h at install), or switched off
         return None
-    # A build older than this module (no select_rows, no sort argument) is not used: rebuild it.
-    return _sqlput if hasattr(_sqlput, "select_rows") else None
+    if not hasattr(_sqlput, "Connection"):  # a build older than this module: rebuild it
+        return None
+    # Its connections and Python's sqlite3 ones open the same file: both must be one SQLite library.
+    import _sqlite3
+    shared_object = getattr(_sqlite3, "__file__", None)
+    return _sqlput if shared_object and _sqlput.same_library(shared_object) else None
 
 
 ENV_PYTHON_PUTS = extensions.ENV_PYTHON_PUTS
 """Set to ``1`` to write every put with Python's ``executemany`` (and read with :meth:`LocalStore._py_get_rows`)
 even when ``_sqlput`` is built."""
-_SQLITE_VERSION = sqlite3.sqlite_version_info[0] * 1_000_000 + sqlite3.sqlite_version_info[1] * 1000 + \
-    sqlite3.sqlite_version_info[2]
 _sqlput = _load_sqlput()
 SQLPUT = _sqlput is not None
 """True when the optional C extension ``collector/store/_sqlput.c`` is built (and not turned off by
-:data:`ENV_PYTHON_PUTS`): a put's statement then runs over its cells with the GIL released, so the
-indexer's writer thread writes while the calling thread builds the next batch (Python's
-``executemany`` takes the GIL back for every row, and the two threads took turns: measured, wall time
-equal to CPU time with a core idle).  Each store uses it only for a connection it can take
-(``_sqlput.check``: CPython's ``sqlite3.Connection`` layout, the same SQLite library), else
-``executemany`` runs as before; tests/collector/store/test_sqlput.py checks both store the same cells.
-:meth:`LocalStore.get_rows` reads through it too (``_sqlput.select_rows``) on a reader it can take."""
+:data:`ENV_PYTHON_PUTS`): every store's writes then go through a ``_sqlput.Connection`` of its own
+(opened with ``sqlite3_open_v2`` on the system libsqlite3 that Python's sqlite3 loads too, checked by
+``_sqlput.same_library``), whose puts run their statement over the cells with the GIL released, so the
+indexer's writer thread writes while the calling thread builds the next batch (Python's ``executemany``
+takes the GIL back for every row, and the two threads took turns: measured, wall time equal to CPU time
+with a core idle); :meth:`LocalStore.get_rows` reads through a second one (``select_rows``).  The other
+reads stay on Python's sqlite3.  tests/collector/store/test_sqlput.py checks both paths store and answer
+the same."""
 
 
 def _group_cells(cells: list[tuple[bytes, bytes, bytes]]) -> list[Row]:

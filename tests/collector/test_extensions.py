@@ -26,7 +26,6 @@ from collector.wirecheck import validate
 print(json.dumps({
     "collector.wirecheck._wirecheck": validate.FAST_PATH,
     "collector.store._rowbuild": rowbuild.FAST_PATH,
-    "collector.store._cells": local._cells is not local._py_cells,
     "collector.store._readback": readback.FAST_PATH,
     "collector.store._sqlput": local.SQLPUT,
 }))

@@ -32,7 +32,6 @@ def extensions(path: str) -> Iterator[None]:
             m.setattr(validate, "_fast_check", None)
             m.setattr(rowbuild, "FAST_PATH", False)
             m.setattr(readback, "_readback", None)
-            m.setattr(local, "_cells", local._py_cells)
             m.setattr(local, "_sqlput", None)
         else:
             assert validate.FAST_PATH and rowbuild.FAST_PATH and readback.FAST_PATH and local.SQLPUT, \

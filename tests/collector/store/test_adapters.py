@@ -265,6 +265,6 @@ def test_cache_mib_sets_the_sqlite_page_cache(tmp_path) -> None:
     for query, kib in (("?cache_mib=3", 3 * 1024), ("", CACHE_KIB)):
         store = open_store(f"local:{tmp_path / 'index.sqlite3'}{query}")
         try:
-            assert store._db.execute("PRAGMA cache_size").fetchone() == (-kib,)
+            assert store._db.execute("PRAGMA cache_size") == [(-kib,)]
         finally:
             store.close()

@@ -51,7 +51,7 @@ def test_wal_settings_apply_to_new_and_existing_files(tmp_path, existing: bool) 
             db.close()
     store = LocalStore(path)
     try:
-        settings = {name: store._db.execute(f"PRAGMA {name}").fetchone()[0]
+        settings = {name: store._db.execute(f"PRAGMA {name}")[0][0]
                     for name in ("journal_mode", "wal_autocheckpoint", "journal_size_limit")}
     finally:
         store.close()
@@ -104,7 +104,7 @@ def test_a_reader_puts_the_checkpoint_off_to_the_next_batch(tmp_path, monkeypatc
         assert store.end_batch() is False
         # The writes still wait for another process's write lock as before.
         busy_ms = int(local.DEFAULT_BUSY_TIMEOUT_S * 1000)
-        assert store._db.execute("PRAGMA busy_timeout").fetchone() == (busy_ms,)
+        assert store._db.execute("PRAGMA busy_timeout") == [(busy_ms,)]
         assert wal_bytes(path) > 0
         # The reader still sees its snapshot, not the rows written after it began.
         assert reader.execute(f'SELECT count(DISTINCT row) FROM "{schema.MESSAGES}"').fetchone()[0] == seen

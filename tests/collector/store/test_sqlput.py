@@ -1,9 +1,11 @@
-"""The embedded store's C put and read (collector.store._sqlput) do exactly what their Python paths do.
+"""The embedded store's C connection (collector.store._sqlput) does exactly what the Python paths do.
 
-``LocalStore.put_rows`` runs its upsert through the extension when it can take the connection
-(``_sqlput.check``) and the rows (bytes everywhere), else through ``executemany`` over
-``local._cells``; both must leave the same cells, with the same SQLite types, for any rows: rows
-put twice, index rows sharing one read-only mapping, empty values, puts sorted by row key or not.
+With the extension built, every write of a ``LocalStore`` goes through a ``_sqlput.Connection`` that opens
+the file itself (no Python sqlite3 handle is reached into).  ``LocalStore.put_rows`` runs its upsert through
+``upsert`` when it can take the rows (bytes everywhere), else through its ``executemany`` over
+``local._py_cells``; both must leave the same cells as a store on Python's sqlite3, with the same SQLite
+types, for any rows: rows put twice, index rows sharing one read-only mapping, empty values, puts sorted
+by row key or not.
 ``LocalStore.get_rows`` reads through ``_sqlput.select_rows`` the same way, else through
 ``LocalStore._py_get_rows``: both must answer what a model of the puts says, for rows asked twice,
 rows never written and cells expired by their write time, in lists longer than an ``IN`` chunk.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import os
 import pathlib
 import sqlite3
+import threading
 from types import MappingProxyType
 from typing import Any
 
@@ -21,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.store import local, schema
+from collector.store import local, schema, sqlite_writer
 from collector.store.base import StoreOptions
 
 try:
@@ -40,12 +43,13 @@ def test_extension_is_built() -> None:
     # and this fails rather than skipping silently.
     assert _sqlput is not None, ("collector.store._sqlput is not built (it needs a C compiler, Python.h and "
                                  "sqlite3.h): run pip install -e '.[all]'")
-    assert local.SQLPUT, "collector.store._sqlput is older than local.py (no select_rows): rebuild it"
+    assert local.SQLPUT, ("collector.store._sqlput is older than local.py (no Connection), or not linked with "
+                          "the SQLite library Python's sqlite3 loads: rebuild it")
 
 
 def _cells(store: local.LocalStore, table: str) -> list[tuple[Any, ...]]:
     return store._db.execute(f'SELECT row, col, ts, value, typeof(ts), typeof(value) FROM "{table}" '
-                             "ORDER BY row, col").fetchall()
+                             "ORDER BY row, col")
 
 
 def _stores(tmp: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> tuple[local.LocalStore, local.LocalStore]:
@@ -54,6 +58,7 @@ def _stores(tmp: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> tuple[local.L
     slow = local.LocalStore(str(tmp / "py.sqlite3"))
     monkeypatch.undo()
     assert fast._put_in_c and not slow._put_in_c
+    assert isinstance(fast._db, _sqlput.Connection) and isinstance(slow._db, sqlite_writer.PyWriter)
     return fast, slow
 
 
@@ -140,7 +145,7 @@ def test_both_reads_answer_as_the_model(tmp_path: pathlib.Path, monkeypatch: pyt
                 store.put_rows(schema.MESSAGES, [(row, columns)], ts=ts)
         want = _model(puts, asked)
         got = fast.get_rows(schema.MESSAGES, asked)
-        assert fast._read_in_c
+        assert fast._c_reader is not None
         assert got == want
         assert [list(columns) for columns in got] == [list(columns) for columns in want]  # columns in key order
         assert slow.get_rows(schema.MESSAGES, tuple(asked)) == want
@@ -173,43 +178,97 @@ def test_long_reads_answer_as_the_model(tmp_path: pathlib.Path, monkeypatch: pyt
 
 
 def test_reads_it_cannot_take_go_through_python(tmp_path: pathlib.Path) -> None:
-    assert _sqlput is not None
     store = local.LocalStore(str(tmp_path / "x.sqlite3"))
     store.put_rows(schema.KEYIDX, [(b"r", {b"c": b"v"})])
     sql = f'SELECT col, value FROM "{schema.KEYIDX}" WHERE row = ? AND ts >= ?'
-    reader = store._read_db()
-    assert _sqlput.select_rows(reader, sql, [b"r", "r"], 0) is None  # a key that is not bytes
-    assert _sqlput.select_rows(object(), sql, [b"r"], 0) is None
-    assert _sqlput.select_rows(reader, sql, [b"r", b"r"], 0) == [{b"c": b"v"}, {b"c": b"v"}]
+    store._read_db()
+    reader = store._c_reader
+    assert reader.select_rows(sql, [b"r", "r"], 0) is None  # a key that is not bytes
+    assert reader.select_rows(sql, [b"r", b"r"], 0) == [{b"c": b"v"}, {b"c": b"v"}]
     with pytest.raises(sqlite3.OperationalError, match="no such table"):
-        _sqlput.select_rows(reader, "SELECT col, value FROM nope WHERE row = ? AND ts >= ?", [b"r"], 0)
+        reader.select_rows("SELECT col, value FROM nope WHERE row = ? AND ts >= ?", [b"r"], 0)
     assert not reader.in_transaction  # its own read transaction ended, even after an error
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):  # the reader only reads (query_only)
+        reader.execute(f'DELETE FROM "{schema.KEYIDX}"')
     # A value stored as TEXT (never by this store) is answered as Python's sqlite3 reads it.
     store._db.execute(f'INSERT INTO "{schema.KEYIDX}" VALUES (?, ?, ?, ?)', (b"t", b"c", 2**62, "text"))
-    assert _sqlput.select_rows(reader, sql, [b"t"], 0) is None
+    assert reader.select_rows(sql, [b"t"], 0) is None
     assert store.get_rows(schema.KEYIDX, [b"t", b"r"]) == [{b"c": "text"}, {b"c": b"v"}]
     store.close()
 
 
-def test_it_takes_only_a_connection_it_can_find_inside_a_transaction(tmp_path: pathlib.Path) -> None:
+def test_its_connection_runs_statements_as_python_sqlite3_does(tmp_path: pathlib.Path) -> None:
     assert _sqlput is not None
     path = str(tmp_path / "x.sqlite3")
-    db = sqlite3.connect(path, isolation_level=None)
+    db = _sqlput.Connection(path, 1000)
+    ref = sqlite3.connect(path, isolation_level=None)
     db.execute("CREATE TABLE t (row BLOB, col BLOB, ts INTEGER, value BLOB, PRIMARY KEY (row, col))")
-    file = db.execute("PRAGMA database_list").fetchone()[2]
-    version = local._SQLITE_VERSION
-    assert _sqlput.check(db, file, version)
-    assert not _sqlput.check(db, file + "-other", version)
-    assert not _sqlput.check(db, file, version + 1)
-    assert not _sqlput.check(object(), file, version)
     sql = "INSERT INTO t VALUES (?, ?, ?, ?)"
-    assert not _sqlput.upsert(db, sql, [(b"r", {b"c": b"v"})], 1)  # autocommit: not inside the caller's BEGIN
+    assert not db.upsert(sql, [(b"r", {b"c": b"v"})], 1)  # autocommit: not inside the caller's BEGIN
     db.execute("BEGIN IMMEDIATE")
-    assert _sqlput.upsert(db, sql, [(b"r", {b"c": b"v"})], 1)
+    assert db.in_transaction
+    assert db.upsert(sql, [(b"r", {b"c": b"v"})], 1)
     with pytest.raises(sqlite3.IntegrityError):  # the same (row, col) again, as sqlite3 raises it
-        _sqlput.upsert(db, sql, [(b"r", {b"c": b"w"})], 2)
+        db.upsert(sql, [(b"r", {b"c": b"w"})], 2)
     with pytest.raises(sqlite3.OperationalError, match="no such table"):
-        _sqlput.upsert(db, "INSERT INTO nope VALUES (?, ?, ?, ?)", [(b"r", {b"c": b"v"})], 1)
+        db.upsert("INSERT INTO nope VALUES (?, ?, ?, ?)", [(b"r", {b"c": b"v"})], 1)
+    values = [(b"b", bytearray(b"ba"), 2**62, None), (b"s", b"", -1, "text"), (b"f", b"x", 0, 1.5)]
+    assert db.executemany(sql, values) == 3
+    with pytest.raises(TypeError, match="parameter 4"):
+        db.execute(sql, (b"z", b"z", 0, object()))
+    with pytest.raises(ValueError, match="4 parameters wanted"):
+        db.execute(sql, (b"z",))
     db.execute("COMMIT")
-    assert db.execute("SELECT row, col, ts, value FROM t").fetchall() == [(b"r", b"c", 1, b"v")]
+    select = "SELECT row, col, ts, value, typeof(value) FROM t ORDER BY row"
+    assert db.execute(select) == ref.execute(select).fetchall()
+    assert [r[4] for r in db.execute(select)] == ["null", "real", "blob", "text"]
+    assert db.executemany("DELETE FROM t WHERE ts < ?", [(1,), (2,)]) == 3  # rows changed, as rowcount
     db.close()
+    db.close()  # again: nothing
+    with pytest.raises(ValueError, match="closed"):
+        db.execute("SELECT 1")
+    ref.close()
+
+
+def test_it_shares_python_sqlite3s_library(tmp_path: pathlib.Path) -> None:
+    """Its connections and Python's open one file: one SQLite library (else a close drops the other's locks)."""
+    assert _sqlput is not None
+    import _json
+    import _sqlite3
+
+    assert _sqlput.same_library(_sqlite3.__file__)
+    assert _sqlput.SQLITE_VERSION_NUMBER == sqlite3.sqlite_version_info[0] * 1_000_000 + \
+        sqlite3.sqlite_version_info[1] * 1000 + sqlite3.sqlite_version_info[2]
+    assert not _sqlput.same_library(_json.__file__)  # loaded, without SQLite
+    assert not _sqlput.same_library(str(tmp_path / "absent.so"))
+
+
+def test_two_stores_of_one_file_write_in_turn_without_busy_errors(tmp_path: pathlib.Path) -> None:
+    """Two stores of one file in one process (a Spark worker reusing a store beside a new one) write from
+    two threads: each waits for the other's write lock (the GIL released while it waits), none fails."""
+    path = str(tmp_path / "x.sqlite3")
+    stores = [local.LocalStore(path), local.LocalStore(path)]
+    errors: list[BaseException] = []
+
+    def write(n: int, store: local.LocalStore) -> None:
+        try:
+            for i in range(40):
+                store.put_rows(schema.MESSAGES, [(b"%d-%03d-%d" % (n, i, j), {b"c": b"v" * 50}) for j in range(200)])
+                store.get_rows(schema.MESSAGES, [b"%d-%03d-0" % (1 - n, i)])
+                store.put_meta(b"m%d" % n, b"%d" % i)
+                store.delete_rows(schema.MESSAGES, [b"%d-%03d-1" % (n, i)])
+                store.end_batch()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n, s)) for n, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    got = stores[0].scan(schema.MESSAGES, b"", b"\xff")
+    assert sum(1 for _ in got) == 2 * 40 * 199
+    assert stores[1].get_meta(b"m0") == b"39" and stores[0].get_meta(b"m1") == b"39"
+    for store in stores:
+        store.close()
