@@ -220,8 +220,8 @@ def throughput(backlog: int, master: str, work: str) -> tuple[float, float]:
     from index_spark import write_log
 
     from collector.log.state import readable_end
+    from spark_jobs import index_once, index_stream, spark_session
     from spark_jobs.checkpoint import default_checkpoint, spark_committed
-    from spark_jobs.index_job import index_once, index_stream, spark_session
 
     log_dir = os.path.join(work, "backlog")
     write_log(log_dir, backlog, 4)

@@ -83,7 +83,8 @@ from benchmarks.index_cost_support import (
 )
 from collector.store import BadStoreUrlError, StoreUnavailableError, check_store_url, open_store, props
 from collector.store import local as local_store
-from spark_jobs.partition import DEFAULT_BATCH_SIZE, finish_partitions, index_partition
+from spark_jobs.driver import finish_partitions
+from spark_jobs.partition import DEFAULT_BATCH_SIZE, index_partition
 from spark_jobs.store_cache import close_stores
 
 DEFAULT_EVENTS = (100_000, 1_000_000)
@@ -175,7 +176,7 @@ def namespace(url: str) -> str:
 def spark_job(spark: Any, log_dir: str, empty_log: str, make_url: Callable[[], str], events: int,
               hbase: HBase | None = None, indexed: Sequence[str] = ()) -> tuple[Cost, str]:
     """Row b (and c's second): the job over ``log_dir`` minus the same over ``empty_log``; and its store URL."""
-    from spark_jobs.index_job import index_once
+    from spark_jobs import index_once
 
     def run(log: str) -> tuple[int, Cost, str]:
         url = make_url()
@@ -207,7 +208,7 @@ def drop(url: str) -> None:
 
 def start_spark(master: str, work: str, payloads: Sequence[Payload]) -> Any:
     """A Spark session that has indexed a small log already (JVM, JIT and Python workers warm)."""
-    from spark_jobs.index_job import index_once, spark_session
+    from spark_jobs import index_once, spark_session
 
     spark = spark_session(master)
     warm_log = os.path.join(work, "warm-log")

@@ -3,7 +3,7 @@ next to the in-process indexer on the same events in the same run.
 
 Both paths read the same segments and write a fresh namespace (HBase) or file (local):
 
-* ``spark job``: ``spark_jobs.index_job.index_once`` (data source, decode, index per partition);
+* ``spark job``: ``spark_jobs.index_once`` (data source, decode, index per partition);
 * ``in-process``: read + ``decode_batch`` + ``index_records`` in this one process (the
   demo's fallback), i.e. what the job adds parallelism over.
 
@@ -30,7 +30,7 @@ from index_throughput import events
 from collector.log.file import TraceLog, read_segment, sealed_segments
 from collector.store import open_store
 from collector.store.indexer import index_records
-from spark_jobs.index_job import index_once, spark_session
+from spark_jobs import index_once, spark_session
 from tracehook.wire import decode_batch, encode_batch
 
 EVENTS_PER_BATCH = 500

@@ -2,7 +2,7 @@
 
 For each volume a fresh trace log is written (sealed segments of ``--segment-events``
 events each, so a bigger volume is more segments, as a log that rolls by size) and the
-index job (``spark_jobs.index_job.index_once``: the file-log data source, decode, index
+index job (``spark_jobs.index_once``: the file-log data source, decode, index
 per partition) indexes it into a fresh store, in one SparkSession started (and warmed up
 on a small log) beforehand.  The events are index_throughput.py's (a send plus a
 consume pair per message).  Target: linear, i.e. the same seconds per million at every
@@ -33,7 +33,7 @@ from index_throughput import events
 
 from collector.log.file import TraceLog
 from collector.store import open_store
-from spark_jobs.index_job import index_once, spark_session
+from spark_jobs import index_once, spark_session
 from tracehook.wire import encode_batch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

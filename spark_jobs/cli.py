@@ -18,10 +18,11 @@ from typing import Any
 
 from collector.cli.logformat import add_log_format_argument, configure_logging, json_line
 from collector.store import absolute_store_url
+from spark_jobs.driver import check_store
 from spark_jobs.errors import IndexJobError, LogInputError, NoSparkError
 from spark_jobs.kafka_source import JARS_ENV
 from spark_jobs.lifecycle import EXIT_INTERRUPTED, Stop, wait_for_log
-from spark_jobs.partition import DEFAULT_BATCH_SIZE, DEFAULT_WRITERS, check_store
+from spark_jobs.partition import DEFAULT_BATCH_SIZE, DEFAULT_WRITERS
 from spark_jobs.report import IndexReport
 from spark_jobs.session import DEFAULT_DRIVER_MEMORY, DEFAULT_MASTER, check_store_for_master, spark_session
 from spark_jobs.stream import DEFAULT_TRIGGER_S, index_stream, index_window

@@ -88,7 +88,7 @@ def _checkout(url: str) -> Store:
         if kept is not None:
             _kept.move_to_end(url)
             return kept.store
-        # The driver created the tables (spark_jobs.partition.prepare_store); a store in another
+        # The driver created the tables (spark_jobs.driver.prepare_store); a store in another
         # layout is refused here exactly as before, and nothing is kept.
         store = open_store(url, create_tables=False)
         path = local_path(url)

@@ -29,15 +29,9 @@ from spark_jobs.checkpoint import (
     protect_from_retention,
     sync_commit,
 )
+from spark_jobs.driver import index_batch, prepare_store, purge_expired, split_into
 from spark_jobs.errors import CheckpointMismatchError, IndexJobError, LogInputError
-from spark_jobs.partition import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_WRITERS,
-    index_batch,
-    prepare_store,
-    purge_expired,
-    split_into,
-)
+from spark_jobs.partition import DEFAULT_BATCH_SIZE, DEFAULT_WRITERS
 from spark_jobs.report import IndexReport, RunTotals
 from spark_jobs.session import DEFAULT_MASTER, check_store_for_master, spark_session
 
@@ -72,7 +66,7 @@ def _stream_error(exc: BaseException, run: RunTotals) -> IndexJobError:
 
 def _index_batch(rdd: Any, store_url: str, batch_size: int, writers: int, run: RunTotals,
                  stopping: Callable[[], bool] = lambda: False) -> list[Any]:
-    """:func:`spark_jobs.partition.index_batch`, a failure as one :class:`IndexJobError`.
+    """:func:`spark_jobs.driver.index_batch`, a failure as one :class:`IndexJobError`.
 
     A batch that fails is indexed once more with ``isolate``: each event that still fails is set
     aside (returned in the results) and the rest is indexed, so one bad event never stops the

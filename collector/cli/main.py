@@ -129,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(join_relative_times(argv))
     module = importlib.import_module(args._module)
     name = args._command.replace("-", "_")
-    # run_<name> only pairs with add_<name>_arguments: spark_jobs.index_job.run_index is a Python API.
+    # run_<name> only pairs with add_<name>_arguments: spark_jobs.run_index is a Python API.
     multi = hasattr(module, f"add_{name}_arguments")
     run = getattr(module, f"run_{name}") if multi else module.run
     try:

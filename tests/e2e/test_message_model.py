@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 
 import tracehook
 from collector.cli import main as tracehook_cli
-from spark_jobs.index_job import index_once
+from spark_jobs import index_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

@@ -22,9 +22,9 @@ import tracehook
 from collector.log.file import sealed_segments
 from collector.store import open_store
 from collector.store.reader import TraceQuery
+from spark_jobs import index_once
 from spark_jobs.checkpoint import default_checkpoint, spark_committed
 from spark_jobs.errors import IndexJobError
-from spark_jobs.index_job import index_once
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

@@ -24,7 +24,7 @@ from kafka_log_helpers import dump, index_command, post, start_collector, traffi
 
 from collector.store import open_store
 from collector.store.indexer import finish_batch, index_payloads
-from spark_jobs.index_job import APP_NAME
+from spark_jobs import APP_NAME
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.hbase, pytest.mark.kafka]
 

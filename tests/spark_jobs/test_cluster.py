@@ -17,8 +17,8 @@ import pytest
 from collector.log.file import TraceLog
 from collector.log.state import committed_offset, readable_end
 from collector.store import absolute_store_url, open_store, schema
+from spark_jobs import add_arguments, check_store_for_master, index_once, run
 from spark_jobs.errors import LocalStoreOnClusterError
-from spark_jobs.index_job import add_arguments, check_store_for_master, index_once, run
 from tracehook.wire import BatchHeader, EventType, encode_batch, make_event
 
 T0 = 1_790_000_000_000
@@ -89,7 +89,7 @@ def test_relative_paths_work_when_the_cwd_is_not_the_executors(spark: Any, tmp_p
 
 _CLUSTER_DRIVER = textwrap.dedent("""
     import os, sys
-    from spark_jobs.index_job import index_once, spark_session
+    from spark_jobs import index_once, spark_session
     spark = spark_session("local-cluster[2,1,1024]", "1g")
     try:
         print("APP", spark.sparkContext.applicationId, flush=True)

@@ -15,7 +15,7 @@ from collector.log.state import committed_offset, readable_end
 from collector.store import open_store
 from collector.store.indexer import ROW_KEY_TOO_LONG
 from collector.wirecheck import validate
-from spark_jobs.index_job import index_once
+from spark_jobs import index_once
 from tracehook import wire
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -15,9 +15,9 @@ from collector.log.state import committed_offset, readable_end
 from collector.store import open_store
 from collector.store.reader import TraceQuery
 from collector.store.rollup import read_minutes
+from spark_jobs import add_arguments, index_once, run
 from spark_jobs.checkpoint import default_checkpoint, spark_committed
 from spark_jobs.errors import IndexJobError
-from spark_jobs.index_job import add_arguments, index_once, run
 from tracehook.wire import BatchHeader, EventType, encode_batch, make_event
 
 pytestmark = pytest.mark.spark
@@ -302,7 +302,8 @@ def test_partitions_finished_on_the_driver_equal_the_in_process_index(tmp_path: 
     """The path of a store with parallel tasks (HBase): two partitions, sends and consumes of one
     message in different ones, each returning its messages' rollup parts; the driver merges them
     and finishes the batch. No Spark needed: the same functions the tasks and the driver run."""
-    from spark_jobs.partition import finish_partitions, index_partition
+    from spark_jobs.driver import finish_partitions
+    from spark_jobs.partition import index_partition
     from tests.fixtures.sample import LogRow
 
     events, payloads = _sample_payloads()

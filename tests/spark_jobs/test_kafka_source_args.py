@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from spark_jobs.index_job import EXIT_USAGE, add_arguments, check_arguments, run
+from spark_jobs import EXIT_USAGE, add_arguments, check_arguments, run
 from spark_jobs.kafka_source import default_checkpoint
 
 

@@ -17,8 +17,9 @@ from collector.store import OldLayoutError, Store, open_store
 from collector.store.layout import LAYOUT_VERSION_COLUMN
 from collector.store.reader import TraceQuery
 from spark_jobs import store_cache
+from spark_jobs.driver import finish_partitions
 from spark_jobs.errors import IndexJobError
-from spark_jobs.partition import finish_partitions, index_partition
+from spark_jobs.partition import index_partition
 from tests.collector.store.v1_store import write_local
 from tests.fixtures.sample import LogRow
 from tracehook.wire import BatchHeader, EventType, encode_batch, make_event

@@ -41,7 +41,7 @@ def test_an_old_store_is_refused_with_one_line_naming_the_migration(old_local, t
         open_store(url)
     line = str(refused.value)
     assert "\n" not in line and "layout 1" in line and f"tracehook migrate-store --from {url} --to" in line
-    from spark_jobs.partition import check_store
+    from spark_jobs.driver import check_store
 
     with pytest.raises(OldLayoutError):
         check_store(url)  # the index job, before Spark starts
