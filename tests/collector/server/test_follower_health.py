@@ -42,6 +42,12 @@ async def test_a_failing_follower_is_not_ok(aiohttp_client: Any, collector_confi
     assert body["status"] == "index_failing" and body["index_follower"]["last_exit"] == code
     if state == "restarting":
         body = await _health_when(client, lambda b: b["index_follower"]["restarts"] >= 2)
+        # Restarts every 0.05 s leave it "running" most of the time: wait longer from the next exit on,
+        # and read the gauge while it waits.
+        monkeypatch.setattr(follower, "RESTART_DELAY_S", 30.0)
+        restarts = body["index_follower"]["restarts"]
+        await _health_when(client, lambda b: b["index_follower"]["restarts"] > restarts)
+        assert (await _health_when(client, lambda b: True))["index_follower"]["state"] == "restarting"
     metrics = await (await client.get("/metrics")).text()
     assert "tracehook_collector_index_follower_up 0.0" in metrics
 
