@@ -1,0 +1,259 @@
+"""The stored value of an event (a message cell): its encoding, its qualifier, and reading it back.
+
+A layout 3 value is one flat msgpack array: the sender (app, host, client_id, from the batch
+header) and the trimmed wire event without its msg_id, which the message row key holds::
+
+    [app, host, client_id, type, time_ms, group, topic, broker_msg_id, ..., span_id]
+
+Born and store times are kept as their difference from the event's time (a few bytes instead of
+nine), lower-case hex ids (broker, request, trace and span ids) as the bytes they spell (msgpack
+bin: half the size), trailing fields equal to their defaults are left off (:func:`tracehook.wire.trim`).
+A layout 2 value is ``[app, host, client_id, [the same event with its msg_id]]``: a store upgraded
+in place keeps those cells, so every reader here takes both (:func:`value_layout` tells them apart
+by the first byte: a layout 3 array never has four items).
+
+The qualifier of a cell is the BLAKE2b-64 of the event's layout 2 value (:func:`encode_event`):
+identical events collapse into one cell, and an event indexed again after an in-place upgrade
+overwrites its layout 2 cell instead of appearing twice.  ``collector/store/_rowbuild.c`` writes
+the same bytes (tests/collector/store/test_rowbuild.py).
+
+Example::
+
+    from collector.store import codec
+    qualifier, value = codec.encode_event("shop", "host-a", "client-1", event)
+    stored = codec.decode_event_value(event.msg_id, value)     # StoredEvent, validated
+    events = codec.decode_events(event.msg_id, [value])        # [Event], trusted (the rollups)
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import msgspec
+
+from collector.store.errors import StoredValueError
+from tracehook import wire
+from tracehook.wire import Event, EventType
+
+LAYOUT_2, LAYOUT_3 = 2, 3
+"""The value layouts :func:`value_layout` tells apart."""
+_V2_HEAD = 0x94
+"""The first byte of every layout 2 value (a 4-item array); never a layout 3 value's (7 items or more)."""
+
+
+def value_layout(value: bytes) -> int:
+    """:data:`LAYOUT_2` or :data:`LAYOUT_3`: which encoding a stored event value has (by its first byte)."""
+    return LAYOUT_2 if value[:1] == b"\x94" else LAYOUT_3
+
+
+# --- encoding ------------------------------------------------------------------
+
+_BORN, _STORE = Event._fields.index("born_ms"), Event._fields.index("store_ms")
+_MSG_ID = Event._fields.index("msg_id")
+_HEX_FIELDS = tuple(Event._fields.index(f) for f in ("msg_id", "broker_msg_id", "request_id", "trace_id", "span_id"))
+"""Id fields that are often lower-case hex (tracehook's own ids): kept as half as many bytes (msgpack bin)."""
+_SENDER_ITEMS = 3
+_packb = functools.partial(msgpack.packb, use_bin_type=True)
+_is_hex = re.compile("(?:[0-9a-f]{2})+").fullmatch
+
+
+def hex_bytes(text: str) -> str | bytes:
+    """``text`` as the bytes its lower-case hex digits spell (``bytes.hex()`` gives ``text`` back), else ``text``."""
+    return bytes.fromhex(text) if _is_hex(text) else text
+
+
+def _array_header(n: int) -> bytes:
+    return bytes((0x90 | n,)) if n < 16 else b"\xdc" + n.to_bytes(2, "big")
+
+
+_HEADERS = tuple(_array_header(n) for n in range(wire.FIELD_COUNT + _SENDER_ITEMS + 1))
+
+
+@functools.lru_cache(maxsize=1024)
+def _sender(app: str, host: str, client_id: str) -> bytes:
+    """The sender's three strings, packed: the same for a whole batch."""
+    return b"".join(_packb(v) for v in (app, host, client_id))
+
+
+def _stored_raw(event: Event) -> list[Any]:
+    """The trimmed event as stored: born and store times relative to time_ms, hex ids as bytes."""
+    raw = wire.trim(event)
+    n = len(raw)
+    if n > _BORN:
+        raw[_BORN] -= raw[1]
+        if n > _STORE:
+            raw[_STORE] -= raw[1]
+    for i in _HEX_FIELDS:
+        if i < n and raw[i]:
+            raw[i] = hex_bytes(raw[i])
+    return raw
+
+
+def encode_event(app: str, host: str, client_id: str, event: Event) -> tuple[bytes, bytes]:
+    """A message cell of ``event`` sent by (app, host, client_id): ``(qualifier, layout 3 value)``."""
+    raw = _stored_raw(event)
+    n = len(raw)
+    sender = _sender(app, host, client_id)
+    head = _packb(raw[:_MSG_ID])[1:]  # type, time, group, topic (a 4-item array's header is one byte)
+    tail = _packb(raw[_MSG_ID + 1:])[1 if n - _MSG_ID - 1 < 16 else 3:]
+    qualifier = hashlib.blake2b(
+        b"".join((b"\x94", sender, _HEADERS[n], head, _packb(raw[_MSG_ID]), tail)), digest_size=8).digest()
+    return qualifier, b"".join((_HEADERS[n - 1 + _SENDER_ITEMS], sender, head, tail))
+
+
+def encode_event_value(app: str, host: str, client_id: str, event: Event) -> bytes:
+    """The layout 3 value of ``event`` (:func:`encode_event` without the qualifier)."""
+    return encode_event(app, host, client_id, event)[1]
+
+
+def encode_event_value_v2(app: str, host: str, client_id: str, event: Event) -> bytes:
+    """The layout 2 value of ``event``: what older indexers stored; its hash is the cell's qualifier."""
+    return b"\x94" + _sender(app, host, client_id) + _packb(_stored_raw(event))
+
+
+def event_id(value_v2: bytes) -> bytes:
+    """The qualifier of a cell whose event has this layout 2 value (BLAKE2b-64): identical events collapse."""
+    return hashlib.blake2b(value_v2, digest_size=8).digest()
+
+
+# --- decoding ------------------------------------------------------------------
+
+class _Stored(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
+    """A layout 3 value as msgspec reads it (hex ids: str, or bytes when they were hex; born and
+    store times: None when left off, else relative to time_ms)."""
+
+    app: str
+    host: str
+    client_id: str
+    type: int
+    time_ms: int
+    group: str
+    topic: str
+    broker_msg_id: Any = ""
+    keys: str = ""
+    tags: str = ""
+    broker: str = ""
+    queue: int = -1
+    offset: int = -1
+    born_ms: int | None = None
+    store_ms: int | None = None
+    cost_us: int = 0
+    status: int = 0
+    error: str = ""
+    retry: int = 0
+    body_len: int = 0
+    props: dict[str, str] | None = None
+    request_id: Any = ""
+    tx_id: str = ""
+    tx_state: int = 0
+    body: bytes | None = None
+    trace_id: Any = ""
+    span_id: Any = ""
+
+
+_V3_FIELDS = _Stored.__struct_fields__[_SENDER_ITEMS:]
+assert _V3_FIELDS == Event._fields[:_MSG_ID] + Event._fields[_MSG_ID + 1:], "codec._Stored must follow wire.Event"
+_decode_v3 = msgspec.msgpack.Decoder(_Stored).decode
+_decode_v3_all = msgspec.msgpack.Decoder(list[_Stored]).decode
+_astuple = msgspec.structs.astuple
+_STORED_HEX = tuple(i - 1 if i > _MSG_ID else i for i in _HEX_FIELDS if i != _MSG_ID)
+"""The hex fields' positions in a layout 3 event (after the sender)."""
+_V3_BORN, _V3_STORE = _BORN - 1, _STORE - 1
+
+
+def _event_v3(msg_id: str, stored: _Stored) -> list[Any]:
+    """The 25 fields of a decoded layout 3 value, times and hex ids restored."""
+    raw = list(_astuple(stored)[_SENDER_ITEMS:])
+    time_ms = raw[1]
+    born, store = raw[_V3_BORN], raw[_V3_STORE]
+    raw[_V3_BORN] = 0 if born is None else born + time_ms
+    raw[_V3_STORE] = 0 if store is None else store + time_ms
+    for i in _STORED_HEX:
+        if type(raw[i]) is bytes:  # a string field is bytes only when it was hex
+            raw[i] = raw[i].hex()
+    raw.insert(_MSG_ID, msg_id)
+    return raw
+
+
+def _event_v2(msg_id: str, value: bytes) -> tuple[str, str, str, list[Any]]:
+    """A layout 2 value's sender and its event's fields as stored (restored, not padded), the row's msg_id in place."""
+    app, host, client_id, raw = msgpack.unpackb(value, raw=False, use_list=True)
+    n = len(raw)
+    if n > _BORN:
+        raw[_BORN] += raw[1]
+        if n > _STORE:
+            raw[_STORE] += raw[1]
+    for i in _HEX_FIELDS:
+        if i < n and type(raw[i]) is bytes:
+            raw[i] = raw[i].hex()
+    raw[_MSG_ID] = msg_id  # layout 2 values hold it too (every event has one)
+    return app, host, client_id, raw
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """An event read back from the store, with the sender fields from its batch header."""
+
+    app: str
+    host: str
+    client_id: str
+    event: Event
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.event._asdict()
+        d["trace_id"] = wire.trace_id_of(self.event)  # "" on the wire means the message's own trace
+        d["type_name"] = _TYPE_NAMES[self.event.type]
+        d["status_name"] = _STATUS_NAMES[self.event.status]
+        if d["body"] is not None:
+            d["body"] = d["body"].hex()
+        d["app"], d["host"], d["client_id"] = self.app, self.host, self.client_id
+        return d
+
+
+_TYPE_NAMES = {int(t): t.name for t in EventType}
+_STATUS_NAMES = {int(s): s.name for s in wire.Status}
+
+
+def decode_event_value(msg_id: str, value: bytes) -> StoredEvent:
+    """The stored event of message ``msg_id`` (the row's) with its sender, validated as the wire
+    format requires (the query path); either layout.  Raises :class:`StoredValueError`."""
+    try:
+        if value_layout(value) == LAYOUT_2:
+            app, host, client_id, raw = _event_v2(msg_id, value)
+        else:
+            stored = _decode_v3(value)
+            app, host, client_id, raw = stored.app, stored.host, stored.client_id, _event_v3(msg_id, stored)
+        return StoredEvent(app, host, client_id, wire.validate_event(raw))
+    except (ValueError, TypeError, msgspec.DecodeError, msgpack.UnpackException, wire.WireError) as exc:
+        raise StoredValueError(f"message {msg_id!r}: a stored event does not decode: {exc}") from None
+
+
+def decode_events(msg_id: str, values: Collection[bytes]) -> list[Event]:
+    """The events of message ``msg_id`` from values this index wrote, not validated again:
+    ``decode_event_value(msg_id, v).event`` of each, in order (the rollups' read-back).
+
+    Layout 3 values are read as one array, in one call; a row holding a layout 2 value is read
+    value by value.
+    """
+    new = tuple.__new__
+    try:
+        stored = _decode_v3_all(_ARRAY32 + len(values).to_bytes(4, "big") + b"".join(values))
+    except msgspec.ValidationError:  # a layout 2 value among them
+        return [new(Event, _padded(_event_v2(msg_id, v)[3]) if v[0] == _V2_HEAD else _event_v3(msg_id, _decode_v3(v)))
+                for v in values]
+    return [new(Event, _event_v3(msg_id, s)) for s in stored]
+
+
+def _padded(raw: list[Any]) -> list[Any]:
+    raw.extend(wire.DEFAULTS[len(raw):])  # as validate_event pads
+    return raw
+
+
+_ARRAY32 = b"\xdd"
+"""msgpack's header of an array with a 4-byte length."""
