@@ -7,9 +7,10 @@ read-back decodes only those (:class:`PartEvent`), computes the part of a messag
 consume attempts paired by request id and dead letters without them (:func:`parts`: most messages), and builds the
 message row keys in key order (:func:`sorted_message_rows`), in C when the optional extension
 ``collector/store/_readback.c`` is built (:data:`FAST_PATH`); a value the extension does not
-model, and every value without it, is decoded by :func:`collector.store.schema.decode_events`,
-which stays the definition (tests/collector/store/test_readback.py and test_partof.py check both
-paths against each other).
+model, and every value without it, is decoded with msgspec (:func:`py_part_events`, as
+:func:`collector.store.codec.decode_events` reads it), which stays the definition
+(tests/collector/store/test_readback.py and test_partof.py check both paths against each other).
+Both read layout 3 values and the layout 2 ones a store upgraded in place keeps.
 
 Example::
 
@@ -106,7 +107,7 @@ def parts(rows: Sequence[Mapping[bytes, bytes]]) -> list[PartValues | list[PartE
 
 def part_events(values: Collection[bytes]) -> list[PartEvent]:
     """The :class:`PartEvent` of each stored value (in the order of ``values``), as
-    ``schema.decode_events(values)`` reads them: only for values an indexer wrote (not validated)."""
+    ``codec.decode_events(msg_id, values)`` reads them: only for values an indexer wrote (not validated)."""
     if _readback is not None:
         found: list[PartEvent] | None = _readback.part_events(values, PartEvent)
         if found is not None:

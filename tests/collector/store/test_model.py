@@ -5,7 +5,7 @@ from __future__ import annotations
 from index_helpers import ev
 
 from collector.store.model import build_trace
-from collector.store.schema import StoredEvent
+from collector.store.codec import StoredEvent
 from tracehook.wire import EventType, Status
 
 
