@@ -34,7 +34,6 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
 import msgspec
 
 from collector.store.errors import StoredValueError
@@ -145,14 +144,14 @@ class _Stored(msgspec.Struct, array_like=True, forbid_unknown_fields=True):
     born_ms: int | None = None
     store_ms: int | None = None
     cost_us: int = 0
-    status: int = 0
+    status: int = wire.Status.OK  # wire.DEFAULTS' objects: the trusted read gives what validate_event pads with
     error: str = ""
     retry: int = 0
     body_len: int = 0
     props: dict[str, str] | None = None
     request_id: Any = ""
     tx_id: str = ""
-    tx_state: int = 0
+    tx_state: int = wire.TxState.UNKNOWN
     body: bytes | None = None
     trace_id: Any = ""
     span_id: Any = ""
@@ -176,19 +175,32 @@ def _event_v3(msg_id: str, s: _Stored) -> tuple[Any, ...]:
         trace_id if type(trace_id) is not bytes else trace_id.hex(), span_id if type(span_id) is not bytes else span_id.hex())
 
 
-def _event_v2(msg_id: str, value: bytes) -> tuple[str, str, str, list[Any]]:
-    """A layout 2 value's sender and its event's fields as stored (restored, not padded), the row's msg_id in place."""
-    app, host, client_id, raw = msgpack.unpackb(value, raw=False, use_list=True)
+def _raw_event(msg_id: str, value: bytes) -> tuple[Any, Any, Any, list[Any]]:
+    """A value of either layout as stored (untyped, trailing defaults left off): its sender and its
+    event's fields with the row's msg_id in place and the times and hex ids restored."""
+    items = _decode_any(value)
+    if type(items) is not list or len(items) < _SENDER_ITEMS + 1:
+        raise StoredValueError(f"message {msg_id!r}: a stored event is not an array of its sender and fields")
+    if value[0] == _V2_HEAD:
+        raw = items[_SENDER_ITEMS]
+        if type(raw) is not list or len(raw) <= _MSG_ID:
+            raise StoredValueError(f"message {msg_id!r}: a layout 2 event is not an array of 5 fields or more")
+        raw[_MSG_ID] = msg_id  # the row's: the same id
+    else:
+        raw = items[_SENDER_ITEMS:]
+        raw.insert(_MSG_ID, msg_id)
     n = len(raw)
     if n > _BORN:
         raw[_BORN] += raw[1]
         if n > _STORE:
             raw[_STORE] += raw[1]
     for i in _HEX_FIELDS:
-        if i < n and type(raw[i]) is bytes:
+        if i < n and type(raw[i]) is bytes:  # a string field is bytes only when it was hex
             raw[i] = raw[i].hex()
-    raw[_MSG_ID] = msg_id  # layout 2 values hold it too (every event has one)
-    return app, host, client_id, raw
+    return items[0], items[1], items[2], raw
+
+
+_decode_any = msgspec.msgpack.Decoder().decode
 
 
 @dataclass(frozen=True)
@@ -219,13 +231,13 @@ def decode_event_value(msg_id: str, value: bytes) -> StoredEvent:
     """The stored event of message ``msg_id`` (the row's) with its sender, validated as the wire
     format requires (the query path); either layout.  Raises :class:`StoredValueError`."""
     try:
-        if value_layout(value) == LAYOUT_2:
-            app, host, client_id, raw = _event_v2(msg_id, value)
-        else:
-            stored = _decode_v3(value)
-            app, host, client_id, raw = stored.app, stored.host, stored.client_id, list(_event_v3(msg_id, stored))
+        app, host, client_id, raw = _raw_event(msg_id, value)
+        if not (type(app) is type(host) is type(client_id) is str):
+            raise StoredValueError(f"message {msg_id!r}: a stored event's sender is not three strings")
         return StoredEvent(app, host, client_id, wire.validate_event(raw))
-    except (ValueError, TypeError, msgspec.DecodeError, msgpack.UnpackException, wire.WireError) as exc:
+    except StoredValueError:
+        raise
+    except (ValueError, TypeError, IndexError, msgspec.DecodeError, wire.WireError) as exc:
         raise StoredValueError(f"message {msg_id!r}: a stored event does not decode: {exc}") from None
 
 
@@ -240,7 +252,7 @@ def decode_events(msg_id: str, values: Collection[bytes]) -> list[Event]:
     try:
         stored = _decode_v3_all(_ARRAY32 + len(values).to_bytes(4, "big") + b"".join(values))
     except msgspec.ValidationError:  # a layout 2 value among them
-        return [new(Event, _padded(_event_v2(msg_id, v)[3]) if v[0] == _V2_HEAD else _event_v3(msg_id, _decode_v3(v)))
+        return [new(Event, _padded(_raw_event(msg_id, v)[3]) if v[0] == _V2_HEAD else _event_v3(msg_id, _decode_v3(v)))
                 for v in values]
     return [new(Event, _event_v3(msg_id, s)) for s in stored]
 
