@@ -6,7 +6,7 @@ in Python: ``validate.FAST_PATH`` is False); ``collector.store._rowbuild`` build
 :func:`collector.store.indexer.batched_rows` builds them in Python: ``rowbuild.FAST_PATH`` is False);
 ``collector.store._cells`` makes the embedded store's SQLite parameters (else ``local._py_cells`` does);
 ``collector.store._readback`` decodes the rollup read-back's events (else :mod:`collector.store.readback`
-does it in Python: ``readback.FAST_PATH`` is False); ``collector.store._sqlput`` runs the embedded store's puts
+does it with msgspec: ``readback.FAST_PATH`` is False); ``collector.store._sqlput`` runs the embedded store's puts
 and multi-row reads with the GIL released (it also needs sqlite3.h; else Python's ``executemany`` and
 ``IN`` lookups do: ``local.SQLPUT`` is False).
 
