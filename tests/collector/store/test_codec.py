@@ -8,7 +8,7 @@ from typing import Any
 
 import msgpack
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from index_helpers import CONSUMER, PRODUCER, consumed, ev, message
 
@@ -113,6 +113,7 @@ def test_the_unvalidated_read_back_gives_what_the_validated_one_does(
     assert all(type(e) is Event for e in trusted)
 
 
+@settings(max_examples=50)
 @given(_valid_event(), _senders)
 def test_a_cell_leaves_out_the_msg_id_and_keeps_its_layout_2_qualifier(event: Event, sender: tuple[str, str, str]) -> None:
     """Layout 3 values are layout 2's without the msg_id (and one array header): the qualifier stays
