@@ -7,6 +7,14 @@ aiohttp server whose handler only reads the body, each in its own process, then 
 the ratio::
 
     python benchmarks/collector_ingest.py [--seconds 5] [--clients 1,4,16] [--durability fsync]
+    python benchmarks/collector_ingest.py --check-only [--repeat 7]
+
+``--check-only`` starts nothing: it measures the ingest path's validation step alone on the same
+batches, in this process (CPU µs per event, best of alternated runs): the C validator
+(``collector/wirecheck/_wirecheck.c``), a msgspec typed decode of the batch (benchmarks/msgspec_wire_model.py,
+a model of the accepted set for its cost, not its exact rules: msgspec counts string lengths in
+characters, not bytes, and names problems in its own words) and the Python path
+(``tracehook.wire.check_batch``).
 """
 
 from __future__ import annotations
@@ -49,6 +57,32 @@ def serve_bare(port: int) -> None:
     app.router.add_post("/v1/batches", handler)
     app.router.add_get("/healthz", lambda r: web.json_response({"status": "ok"}))
     web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+def check_only(repeat: int) -> None:
+    """The validation step alone, per event: C, msgspec, Python (alternated, best of ``repeat``)."""
+    from benchmarks import msgspec_wire_model
+    from collector.wirecheck import validate
+
+    data = wire.encode_batch_packed(wire.BatchHeader("client-1", 7, "shop", "web-1", int(time.time() * 1000)),
+                                    _packed_events())
+    paths = {"msgspec typed decode": msgspec_wire_model.decode_batch, "Python wire.check_batch": wire.check_batch}
+    if validate.FAST_PATH:
+        paths = {"C _wirecheck": validate.fast_check_batch, **paths}
+    for name, check in paths.items():
+        assert check(data) is not None, name
+    best = dict.fromkeys(paths, float("inf"))
+    for _ in range(repeat):
+        for name, check in paths.items():
+            with wire.no_gc():
+                start = time.process_time()
+                for _ in range(20):
+                    check(data)
+                best[name] = min(best[name], (time.process_time() - start) / 20)
+    print(f"validation of a {EVENTS_PER_BATCH}-event batch ({len(data)} bytes): CPU µs per event, "
+          f"best of {repeat} alternated runs")
+    for name, cpu in best.items():
+        print(f"  {name}: {cpu / EVENTS_PER_BATCH * 1e6:.3f}")
 
 
 def _packed_events() -> list[bytes]:
@@ -141,7 +175,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--durability", default="fsync", choices=["fsync", "os"])
     parser.add_argument("--serve-bare", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--check-only", action="store_true", help="measure the validation step alone")
+    parser.add_argument("--repeat", type=int, default=7, help="alternated runs of --check-only")
     args = parser.parse_args(argv)
+    if args.check_only:
+        check_only(args.repeat)
+        return 0
     if args.serve_bare:
         serve_bare(args.serve_bare)
         return 0

@@ -21,7 +21,7 @@
  *                             MOVED in the other minutes (_partof.h); else its part_events
  *
  * It is only a fast path, and gives exactly what the Python path gives: part_events is
- * schema.decode_events (times and hex ids restored, missing fields defaulted) cut down to those
+ * codec.decode_events (times and hex ids restored, missing fields defaulted) cut down to those
  * fields, and a message's part values are what collector/store/rollup_parts.py encodes for it. A
  * value it does not model (not a 4-array of sender strings and the event array, a
  * needed field of another type, an int beyond 64 bits, a str that is not UTF-8, a map key that
@@ -137,7 +137,7 @@ done:
     return out;
 }
 
-/* -- a msgpack reader for what schema.encode_event_value writes ----------------------------- */
+/* -- a msgpack reader for what codec.encode_event writes (and layout 2's values) ------------------ */
 
 typedef struct {
     const unsigned char *p, *end;
@@ -289,7 +289,7 @@ static int read_array(Reader *r, uint64_t *n) {
 
 /* wire.Event's fields the part reads (tracehook/wire.py), and their count. */
 enum { PUB = 1 }; /* wire.EventType.PUB */
-enum { F_TYPE = 0, F_TIME = 1, F_GROUP = 2, F_TOPIC = 3, F_BORN = 11, F_STORE = 12, F_STATUS = 14, F_RETRY = 16,
+enum { F_TYPE = 0, F_TIME = 1, F_GROUP = 2, F_TOPIC = 3, F_MSG_ID = 4, F_BORN = 11, F_STORE = 12, F_STATUS = 14, F_RETRY = 16,
        F_REQUEST_ID = 19, N_FIELDS = 25, MIN_FIELDS = 5 };
 
 static PyObject *hex_str(const unsigned char *s, Py_ssize_t n) { /* bytes.hex() */
@@ -316,11 +316,16 @@ static int read_fields(PyObject *value, Fields *ev) {
     uint64_t n;
     Obj o;
     *ev = (Fields){.request = {O_STR, 0, (const unsigned char *)"", 0}};
-    if (r.p >= r.end || *r.p++ != VALUE_HEADER) return FALLBACK; /* [app, host, client_id, raw] */
+    if (r.p >= r.end) return FALLBACK;
+    int v2 = *r.p == VALUE_HEADER; /* layout 2: [app, host, client_id, raw]; layout 3: [app, host, client_id, *raw without msg_id] */
+    if (v2) r.p++;
+    else if (read_array(&r, &n) < 0 || n < 3 + MIN_FIELDS - 1 || n > 3 + N_FIELDS - 1) return FALLBACK;
     for (int i = 0; i < 3; i++)
         if (skip_object(&r, 0) < 0) return FALLBACK;
-    if (read_array(&r, &n) < 0 || n < MIN_FIELDS || n > N_FIELDS) return FALLBACK;
+    if (!v2) n = n - 3 + 1; /* the event's field count, msg_id included */
+    else if (read_array(&r, &n) < 0 || n < MIN_FIELDS || n > N_FIELDS) return FALLBACK;
     for (int f = 0; f < (int)n; f++) {
+        if (f == F_MSG_ID && !v2) continue;
         if (read_object(&r, &o, 1) < 0) return FALLBACK;
         switch (f) {
         case F_TYPE: case F_TIME: case F_BORN: case F_STORE: case F_STATUS: case F_RETRY:
@@ -455,7 +460,7 @@ static PyMethodDef methods[] = {
      "part_events, else None."},
     {"part_events", part_events, METH_VARARGS,
      "part_events(values, cls) -> [cls(time_ms, type, request_id, group, topic, store_ms, born_ms, status,\n"
-     "retry)] of stored event values as schema.decode_events reads them, or None when one is not modelled."},
+     "retry)] of stored event values as codec.decode_events reads them, or None when one is not modelled."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -8,7 +8,7 @@
  *
  * It is only a fast path, and must give exactly what the Python path gives, byte for byte
  * and in the same order: the rows of each event (indexer._event_rows, schema's row keys,
- * keys.pack_one's encoding, schema.encode_event_value's msgpack, BLAKE2b hashes) and
+ * keys.pack_one's encoding, codec.encode_event's values and qualifier, BLAKE2b hashes) and
  * batched_rows' merging, batching and over-long-key counting. An event this file does not
  * model (a field of another type, an integer beyond 64 bits, a time that cannot be packed,
  * a str that is not UTF-8) goes through the Python row builder it was given (the fallback),
@@ -236,14 +236,23 @@ static int put_unhex(Buf *b, const char *s, Py_ssize_t n) {
     return 0;
 }
 
-/* msgpack of wire.trim(event) as schema.encode_event_value stores it: born and store times as
-   their difference from time_ms, lower-case hex ids as the bytes they spell. */
-static int encode_raw(Buf *b, const Ev *ev) {
+/* Where encode_raw put the array's parts: its item count, the end of its header and the msg_id's bytes. */
+typedef struct {
+    int n;
+    Py_ssize_t head_end, id_start, id_end;
+} RawParts;
+
+/* msgpack of wire.trim(event) as codec._stored_raw makes it (the event of a layout 2 value): born and
+   store times as their difference from time_ms, lower-case hex ids as the bytes they spell. */
+static int encode_raw(Buf *b, const Ev *ev, RawParts *parts) {
     int n = N_FIELDS;
     while (n > MIN_FIELDS && is_default(ev, n - 1)) n--;
     if (mp_header(b, n, 0x90, 16, 0, 0xdc, 0xdd) < 0) return -1;
+    parts->n = n, parts->head_end = b->len;
     for (int f = 0; f < n; f++) {
         PyObject *o = ev->obj[f];
+        if (f == F_MSG_ID) parts->id_start = b->len;
+        else if (f == F_MSG_ID + 1) parts->id_end = b->len;
         switch (field_kind[f]) {
         case K_INT: {
             int64_t v = ev->i[f];
@@ -277,6 +286,7 @@ static int encode_raw(Buf *b, const Ev *ev) {
                 return -1;
         }
     }
+    if (n == F_MSG_ID + 1) parts->id_end = b->len;
     return 0;
 }
 
@@ -379,21 +389,29 @@ static IdHashes id_hashes(const char *id, Py_ssize_t n) {
 /* indexer._event_rows(header, event): 0, or -1 when the fallback must build them. */
 static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets, PyObject *mark, Rows *out) {
     Ev ev;
-    Buf value, topic, msg_id, msg_row, tmp;
+    Buf value, v3, topic, msg_id, msg_row, tmp;
     unsigned char tm[9], rev[9], qk[9], ok[9];
     PyObject *value_b = NULL, *event_col = NULL;
     int rc = -1;
-    buf_init(&value), buf_init(&topic), buf_init(&msg_id), buf_init(&msg_row), buf_init(&tmp);
+    buf_init(&value), buf_init(&v3), buf_init(&topic), buf_init(&msg_id), buf_init(&msg_row), buf_init(&tmp);
     if (read_event(event, &ev) < 0) goto done;
     int64_t type = ev.i[F_TYPE], queue = ev.i[F_QUEUE], offset = ev.i[F_OFFSET], store = ev.i[F_STORE];
     int consume = type == SUB_BEFORE || type == SUB_AFTER;
 
-    /* schema.encode_event_value and the message row's column (event_id: BLAKE2b-64 of it) */
-    if (put(&value, PyBytes_AS_STRING(sender), PyBytes_GET_SIZE(sender)) < 0 || encode_raw(&value, &ev) < 0) goto done;
+    /* codec.encode_event: the layout 2 value (sender: its 0x94 and three strings), whose BLAKE2b-64 is the
+       column's qualifier, and the layout 3 value stored: one flat array, the sender then the event without
+       its msg_id */
+    RawParts raw = {0, 0, 0, 0};
+    Py_ssize_t sender_n = PyBytes_GET_SIZE(sender);
+    if (put(&value, PyBytes_AS_STRING(sender), sender_n) < 0 || encode_raw(&value, &ev, &raw) < 0) goto done;
     unsigned char digest[EVENT_ID_BYTES];
     blake2b(digest, EVENT_ID_BYTES, value.p, value.len);
+    if (mp_header(&v3, raw.n + 2, 0x90, 16, 0, 0xdc, 0xdd) < 0 || put(&v3, value.p + 1, sender_n - 1) < 0 ||
+        put(&v3, value.p + raw.head_end, raw.id_start - raw.head_end) < 0 ||
+        put(&v3, value.p + raw.id_end, value.len - raw.id_end) < 0)
+        goto done;
     PyObject *prefix = consume ? cfg.consume_prefix : cfg.send_prefix;
-    if (!(value_b = PyBytes_FromStringAndSize((const char *)value.p, value.len))) goto done;
+    if (!(value_b = PyBytes_FromStringAndSize((const char *)v3.p, v3.len))) goto done;
     if (!(event_col = cat((Seg[]){SEGB(prefix), {digest, EVENT_ID_BYTES}}, 2))) goto done;
 
     /* schema.message_row: (hash4(msg_id), msg_id); schema.event_key: the shared elements */
@@ -513,7 +531,7 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
     rc = 0;
 done:
     Py_XDECREF(value_b), Py_XDECREF(event_col);
-    buf_free(&value), buf_free(&topic), buf_free(&msg_id), buf_free(&msg_row), buf_free(&tmp);
+    buf_free(&value), buf_free(&v3), buf_free(&topic), buf_free(&msg_id), buf_free(&msg_row), buf_free(&tmp);
     return rc;
 }
 
@@ -526,7 +544,7 @@ typedef struct {
     long long salt_buckets, too_long;
     Py_ssize_t batch_size, limit;
     PyObject *mark; /* the rollup marker's cells, None for no marker rows */
-    PyObject *header, *sender; /* the last header and schema._sender() of it (None: not a str triple) */
+    PyObject *header, *sender; /* the last header and 0x94 + codec._sender() of it (None: not a str triple) */
 } Builder;
 
 /* list(rows.items()). Its (row key, cells) pairs are left out of the cyclic GC when the cells

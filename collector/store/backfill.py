@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-from collector.store import keys, schema
+from collector.store import codec, keys, schema
 from collector.store.base import Store
 from collector.store.errors import BadPropertyError
 from collector.store.props import PROP_TYPES, check_name, event_rows, load
@@ -93,8 +93,9 @@ def backfill(
         start = b"" if progress.after is None else keys.successor(bytes.fromhex(progress.after))
         rows = list(store.scan(schema.MESSAGES, start, keys.STOP, limit=chunk))
         found: dict[bytes, schema.Cells] = {}
-        for _row, columns in rows:
-            for event in schema.decode_events(list(columns.values())):
+        for row, columns in rows:
+            msg_id = keys.unpack(row)[1]  # schema.message_row: (hash4(msg_id), msg_id)
+            for event in codec.decode_events(msg_id, list(columns.values())):  # type: ignore[arg-type]
                 if (event.topic == topic and event.props and event.type in PROP_TYPES
                         and begin_ms <= schema.message_time(event) <= end_ms):
                     found.update((r, schema.INDEX_CELLS) for r in event_rows(event, chosen)

@@ -2,7 +2,7 @@
 
 The indexer writes each event's captured body (with its flags, the record's raw key and raw
 headers) to the message's row of ``bodies`` (:func:`body_row`) and leaves all four out of the
-event's cell in ``messages`` (:func:`collector.store.schema.encode_event_value`), so the trace
+event's cell in ``messages`` (:func:`collector.store.codec.encode_event`), so the trace
 never carries a body and a body can be erased without touching the trace.  One row per message,
 keyed like its message row, with a cell per kind of event that kept one, and a marker row once erased:
 

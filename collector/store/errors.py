@@ -42,6 +42,12 @@ class KeyEncodingError(StoreError, ValueError):
     reason = "bad_key"
 
 
+class StoredValueError(StoreError, ValueError):
+    """A message cell that is not an event value this index writes (a damaged or foreign cell)."""
+
+    reason = "bad_stored_value"
+
+
 class QueryError(StoreError, ValueError):
     """A query the store cannot answer as asked (the caller's mistake)."""
 

@@ -22,7 +22,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from collector.store import bodies, keys, rowbuild, schema
+from collector.store import bodies, codec, keys, rowbuild, schema
 from collector.store import props as indexed_props
 from collector.store.base import Columns, Row, Store
 from collector.store.errors import InjectedFault
@@ -78,9 +78,9 @@ def rows_for(
 
 def _event_rows(header: BatchHeader, event: Event, salt_buckets: int, mark: bool) -> list[IndexRow]:
     """:func:`rows_for`, long row keys included."""
-    value = schema.encode_event_value(header.app, header.host, header.client_id, event)
+    qualifier, value = codec.encode_event(header.app, header.host, header.client_id, event)
     msg_id, etype = event.msg_id, event.type
-    event_col = (_CONSUME_PREFIX if etype in _CONSUME_TYPES else _SEND_PREFIX) + schema.event_id(value)
+    event_col = (_CONSUME_PREFIX if etype in _CONSUME_TYPES else _SEND_PREFIX) + qualifier
     rows: list[IndexRow] = [(_MESSAGES, schema.message_row(msg_id), {event_col: value})]
     time_ms = schema.message_time(event)
     k = schema.event_key(event.topic, msg_id, time_ms)  # packed once, shared by every row below
@@ -382,8 +382,9 @@ def _finish_batch(store: Store, *, now_ms: int | None, chunk: int, parts: Messag
         for (row, columns), message in zip(chunk_rows, messages, strict=True):
             # Values this index wrote, from events the wire format accepted: not validated again, and
             # the placement read as the rollups read it (part_of: build_trace's placed_ms, tested so).
-            deads = schema.decode_events(columns.values())
-            found = part_of(deads[0].msg_id, schema.decode_events(message.values()))
+            msg_id = str(keys.unpack(row)[-1])  # the pending row is keyed as the message row
+            deads = codec.decode_events(msg_id, columns.values())
+            found = part_of(msg_id, codec.decode_events(msg_id, message.values()))
             if found is None:
                 if all(now_ms - d.time_ms > PENDING_MAX_AGE_MS for d in deads):
                     done.append(row)

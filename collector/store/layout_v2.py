@@ -7,7 +7,7 @@ layout 1's row key, ``keys.pack((hash4(msg_id), msg_id))``, and one cell per eve
 kept as their difference from its time and its lower-case hex ids (msg, broker msg, request, trace
 and span id) as the bytes they spell (msgpack bin).  :func:`decode_event` undoes both.  Every such
 value was written by a layout-2 indexer from an event the wire format had accepted, so, as the
-rollups' read-back does (:func:`collector.store.schema.decode_events`), an event whose fields have
+rollups' read-back does (:func:`collector.store.codec.decode_events`), an event whose fields have
 the wire format's types is not checked again field by field (measured: 30 µs per event with the
 full check, most of a copy's cost); any other is, and a cell that fails is counted and left out.  The rows are read as layout 1's are
 (:func:`collector.store.layout_v1.message_reader`: the same table, the same row order); every other

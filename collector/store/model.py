@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from collector.store.schema import StoredEvent, message_time
+from collector.store.codec import StoredEvent
+from collector.store.schema import message_time
 from tracehook.hooks import REPLAY_TARGET_PROP
 from tracehook.wire import Event, EventType, Status, trace_id_of
 

@@ -7,9 +7,10 @@ read-back decodes only those (:class:`PartEvent`), computes the part of a messag
 consume attempts paired by request id and dead letters without them (:func:`parts`: most messages), and builds the
 message row keys in key order (:func:`sorted_message_rows`), in C when the optional extension
 ``collector/store/_readback.c`` is built (:data:`FAST_PATH`); a value the extension does not
-model, and every value without it, is decoded by :func:`collector.store.schema.decode_events`,
-which stays the definition (tests/collector/store/test_readback.py and test_partof.py check both
-paths against each other).
+model, and every value without it, is decoded with msgspec (:func:`py_part_events`, as
+:func:`collector.store.codec.decode_events` reads it), which stays the definition
+(tests/collector/store/test_readback.py and test_partof.py check both paths against each other).
+Both read layout 3 values and the layout 2 ones a store upgraded in place keeps.
 
 Example::
 
@@ -23,10 +24,14 @@ import operator
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+import msgspec
+
 from collector import extensions
-from collector.store import schema
+from collector.store import codec, schema
 from collector.store.rollup_buckets import _VERSION
 from tracehook.wire import Event
+
+_NONE = msgspec.Raw()
 
 
 class PartEvent(NamedTuple):
@@ -99,7 +104,7 @@ def parts(rows: Sequence[Mapping[bytes, bytes]]) -> list[PartValues | list[PartE
 
 def part_events(values: Collection[bytes]) -> list[PartEvent]:
     """The :class:`PartEvent` of each stored value (in the order of ``values``), as
-    ``schema.decode_events(values)`` reads them: only for values an indexer wrote (not validated)."""
+    ``codec.decode_events(msg_id, values)`` reads them: only for values an indexer wrote (not validated)."""
     if _readback is not None:
         found: list[PartEvent] | None = _readback.part_events(values, PartEvent)
         if found is not None:
@@ -108,10 +113,53 @@ def part_events(values: Collection[bytes]) -> list[PartEvent]:
 
 
 def py_part_events(values: Collection[bytes]) -> list[PartEvent]:
-    """:func:`part_events` in Python: the definition the C extension is tested against."""
-    return [_new_tuple(PartEvent, _PART_FIELDS(e)) for e in schema.decode_events(values)]
+    """:func:`part_events` without the C extension (msgspec): the definition the C is tested against."""
+    try:
+        stored = _decode_parts(_ARRAY32 + len(values).to_bytes(4, "big") + b"".join(values))
+    except msgspec.ValidationError:  # a layout 2 value among them (a store upgraded in place)
+        # The msg_id is not a part's field: any will do.
+        return [_new_tuple(PartEvent, _PART_FIELDS(e)) for e in codec.decode_events("", values)]
+    out: list[PartEvent] = []
+    append = out.append
+    for s in stored:
+        time_ms, born, store, request_id = s.time_ms, s.born_ms, s.store_ms, s.request_id
+        append(_new_tuple(PartEvent, (
+            time_ms, s.type, request_id.hex() if type(request_id) is bytes else request_id, s.group, s.topic,
+            0 if store is None else store + time_ms, 0 if born is None else born + time_ms, s.status, s.retry)))
+    return out
 
 
+class _PartStored(msgspec.Struct, array_like=True):
+    """The fields of a layout 3 value (:class:`collector.store.codec._Stored`) up to the last one a
+    part reads; the others are left unread (Raw), and the rest of the array is skipped."""
+
+    app: msgspec.Raw
+    host: msgspec.Raw
+    client_id: msgspec.Raw
+    type: int
+    time_ms: int
+    group: str
+    topic: str
+    broker_msg_id: msgspec.Raw = _NONE
+    keys: msgspec.Raw = _NONE
+    tags: msgspec.Raw = _NONE
+    broker: msgspec.Raw = _NONE
+    queue: msgspec.Raw = _NONE
+    offset: msgspec.Raw = _NONE
+    born_ms: int | None = None
+    store_ms: int | None = None
+    cost_us: msgspec.Raw = _NONE
+    status: int = 0
+    error: msgspec.Raw = _NONE
+    retry: int = 0
+    body_len: msgspec.Raw = _NONE
+    props: msgspec.Raw = _NONE
+    request_id: Any = ""
+
+
+assert _PartStored.__struct_fields__ == codec._Stored.__struct_fields__[:len(_PartStored.__struct_fields__)]
+_decode_parts = msgspec.msgpack.Decoder(list[_PartStored]).decode
+_ARRAY32 = b"\xdd"
 _PART_FIELDS = operator.itemgetter(*(Event._fields.index(f) for f in PartEvent._fields))
 """An :class:`Event`'s values of the :class:`PartEvent` fields, in their order."""
 _new_tuple = tuple.__new__  # a NamedTuple's __new__ names every field: about three times the cost

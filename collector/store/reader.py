@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
-from collector.store import keys, schema
+from collector.store import codec, keys, schema
 from collector.store.base import Store
 from collector.store.bodies import BodyLookup, read_body
 from collector.store.errors import BadCursorError, BadRangeError, KeyEncodingError
@@ -90,9 +90,9 @@ class TraceQuery:
 
     # --- one message ---------------------------------------------------------
 
-    def _stored_events(self, msg_id: str) -> list[schema.StoredEvent]:
+    def _stored_events(self, msg_id: str) -> list[codec.StoredEvent]:
         columns = self.store.get_row(schema.MESSAGES, schema.message_row(msg_id))
-        return [schema.decode_event_value(v) for v in columns.values()]
+        return [codec.decode_event_value(msg_id, v) for v in columns.values()]
 
     def get_trace(self, msg_id: str) -> MessageTrace | None:
         """The whole trace of one message (one Get), or ``None`` if nothing is indexed for it."""
@@ -330,7 +330,7 @@ class TraceQuery:
         rows = self.store.get_rows(schema.MESSAGES, [schema.message_row(i) for i in ids])
         out = {}
         for msg_id, columns in zip(ids, rows, strict=True):
-            trace = build_trace(msg_id, [schema.decode_event_value(v) for v in columns.values()])
+            trace = build_trace(msg_id, [codec.decode_event_value(msg_id, v) for v in columns.values()])
             if trace is not None:
                 out[msg_id] = trace
         return out

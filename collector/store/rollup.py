@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from collector.store import keys, readback, schema
+from collector.store import codec, keys, readback, schema
 from collector.store.base import Columns, Row, Store
 from collector.store.model import MessageTrace, build_trace, event_order
 from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the rollups' public names live here
@@ -97,7 +97,7 @@ def minute_traces(
     for i in range(0, len(ordered), chunk):
         rows = store.get_rows(schema.MESSAGES, [schema.message_row(m) for m in ordered[i:i + chunk]])
         for msg_id, columns in zip(ordered[i:i + chunk], rows, strict=True):
-            trace = build_trace(msg_id, [schema.decode_event_value(v) for v in columns.values()])
+            trace = build_trace(msg_id, [codec.decode_event_value(msg_id, v) for v in columns.values()])
             if (trace is not None and trace.topic == topic and trace.placed_ms is not None
                     and schema.minute_of(trace.placed_ms) == minute_ms):
                 out.append(trace)

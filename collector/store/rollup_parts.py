@@ -9,7 +9,7 @@ tested against (tests/collector/store/test_rollup_parts.py): :func:`part_of` aga
 Example::
 
     from collector.store.rollup_parts import aggregate, part_of
-    topic, part = part_of(msg_id, schema.decode_events(message_row_cells.values()))
+    topic, part = part_of(msg_id, codec.decode_events(msg_id, message_row_cells.values()))
     bucket = aggregate(topic, minute_ms, [part])
 """
 
@@ -227,7 +227,7 @@ def part_of(msg_id: str, events: Iterable[Event]) -> tuple[str, Part] | None:
     """The topic and :class:`Part` of a message from its stored events; None while unplaced.
 
     What ``Part.of(build_trace(msg_id, stored))`` gives (and the topic of that trace) for the
-    stored events' :class:`Event` (as :func:`collector.store.schema.decode_events` reads them
+    stored events' :class:`Event` (as :func:`collector.store.codec.decode_events` reads them
     back), without building the trace's dicts.
     """
     found, _ = _placed_groups(events)
@@ -244,7 +244,7 @@ def encoded_part_of(events: Sequence[Event]) -> tuple[str, int, bytes] | None:
 
 
 PlacingEvent = Event | PartEvent
-"""What a part is computed from: stored events as :func:`collector.store.schema.decode_events` reads
+"""What a part is computed from: stored events as :func:`collector.store.codec.decode_events` reads
 them, or cut down to the fields a part reads (:func:`collector.store.readback.part_events`)."""
 EventOrder = Callable[[Any], tuple[int, int, str]]
 """The key a message's events are read in, (time ms, type, request id), for the kind of event given:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from collector import extensions
-from collector.store import keys, schema
+from collector.store import codec, keys, schema
 from collector.store.base import Row
 from collector.store.schema import Cells
 from tracehook import wire
@@ -74,7 +74,7 @@ def python_layout() -> dict[str, Any]:
             "type", "time_ms", "group", "topic", "msg_id", "broker_msg_id", "keys", "broker", "queue", "offset",
             "born_ms", "store_ms", "props", "request_id", "body", "trace_id", "span_id")},
         "min_fields": wire.MIN_FIELDS,
-        "hex_fields": schema._HEX_FIELDS,
+        "hex_fields": codec._HEX_FIELDS,
         "event_types": {t.name: int(t) for t in (EventType.PUB, EventType.SUB_BEFORE, EventType.SUB_AFTER,
                                                  EventType.DEAD)},
         "key_tags": {"bytes": keys.pack_one(b"")[0], "str": keys.pack_one("")[0], "int": keys.pack_one(0)[0]},
@@ -83,9 +83,9 @@ def python_layout() -> dict[str, Any]:
         "key_int_bias": int.from_bytes(keys.pack_one(0)[1:], "big"),
         "reversed_from": keys.reverse_int(0),
         "msg_hash_bytes": len(schema.msg_hash("")),
-        "event_id_bytes": len(schema.event_id(b"")),
+        "event_id_bytes": len(codec.event_id(b"")),
         "own_trace_bytes": len(bytes.fromhex(trace_id_for(""))),
-        "value_header": schema._sender("", "", "")[0],
+        "value_header": codec._V2_HEAD,
         "position_header": next(iter(schema.record_columns(sample)))[len(schema.RECEIVED_COLUMN)],
         "key_separator": schema.KEY_SEPARATOR,
         "table_slots": _TABLE_SLOTS,

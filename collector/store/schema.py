@@ -1,7 +1,7 @@
 """Tables, families, TTLs and row keys of the index: the layout both stores share.
 
-One place decides how every row key is built (through :mod:`collector.store.keys`),
-which column a value lands in and how values are encoded, so the indexer and the
+One place decides how every row key is built (through :mod:`collector.store.keys`) and
+which column a value lands in (message cells' values: :mod:`collector.store.codec`), so the indexer and the
 query side cannot disagree and the SQLite and HBase adapters stay thin.
 
 Tables (logical names; HBase tables are ``<namespace>_<name>``):
@@ -55,23 +55,23 @@ its time is the message's listing time (:class:`collector.store.model.MessageTra
 so a stray row never lists a message twice or in the wrong window.
 Rollup rows are recomputed by :mod:`collector.store.rollup` after every batch: each
 marked message's part is rebuilt from its message row, then each touched minute from its parts.
-Event ids are a hash of the stored value, so a duplicate event overwrites itself.
+A message cell's qualifier and value are :mod:`collector.store.codec`'s: the value leaves out the
+msg_id the row key holds, and a duplicate event overwrites itself.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import msgpack
 
 from collector.store import keys
-from tracehook import wire
+from collector.store.codec import hex_bytes as _hex_bytes
 from tracehook.wire import Event, EventType
 
 DEFAULT_TTL_S = 30 * 24 * 3600
@@ -372,142 +372,6 @@ def split_column(name: bytes) -> tuple[str, bytes]:
 
 def event_family(event: Event) -> str:
     return CONSUME_FAMILY if event.type in _CONSUME_TYPES else SEND_FAMILY
-
-
-def encode_event_value(app: str, host: str, client_id: str, event: Event) -> bytes:
-    """A stored event: who sent it (from the batch header) and the trimmed wire event.
-
-    Born and store times are kept as their difference from the event's time (a few bytes
-    instead of nine), and lower-case hex ids (msg, request, trace and span ids) as the bytes
-    they spell (msgpack bin: half the size); :func:`decode_event_value` restores both.  The
-    captured body, its flags, raw key and raw headers are left out: they live in ``bodies``
-    (:mod:`collector.store.bodies`).
-    """
-    raw = wire.trim(without_body(event))
-    n = len(raw)
-    if n > _BORN:
-        raw[_BORN] -= raw[1]
-        if n > _STORE:
-            raw[_STORE] -= raw[1]
-    for i in _HEX_FIELDS:
-        if i < n and raw[i]:
-            raw[i] = _hex_bytes(raw[i])
-    # msgpack of [app, host, client_id, raw]: the sender's part is the same for a whole batch.
-    return _sender(app, host, client_id) + msgpack.packb(raw, use_bin_type=True)
-
-
-def without_body(event: Event) -> tuple[Any, ...]:
-    """``event``'s fields without what the bodies table keeps (body, body_flags, raw_key, raw_headers):
-    the event itself when it carries none of them."""
-    if event[_BODY] is None and event[_BODY_FLAGS:] == _NO_BODY_TAIL:
-        return event
-    return event[:_BODY] + (None,) + event[_BODY + 1:_BODY_FLAGS]
-
-
-_BODY, _BODY_FLAGS = wire.Event._fields.index("body"), wire.Event._fields.index("body_flags")
-_NO_BODY_TAIL = wire.DEFAULTS[_BODY_FLAGS:]
-"""The defaults of the fields from body_flags on (all of them body fields, kept in ``bodies``)."""
-
-
-@functools.lru_cache(maxsize=1024)
-def _sender(app: str, host: str, client_id: str) -> bytes:
-    """The start of a stored event's msgpack array: its 4-item header and the sender's three strings."""
-    return b"\x94" + b"".join(msgpack.packb(v, use_bin_type=True) for v in (app, host, client_id))
-
-
-_BORN, _STORE = wire.Event._fields.index("born_ms"), wire.Event._fields.index("store_ms")
-_HEX_FIELDS = tuple(wire.Event._fields.index(f)
-                    for f in ("msg_id", "broker_msg_id", "request_id", "trace_id", "span_id"))
-"""Id fields that are often lower-case hex (tracehook's own ids): kept as half as many bytes (msgpack bin)."""
-
-
-def _hex_bytes(text: str) -> str | bytes:
-    """``text`` as the bytes its lower-case hex digits spell (``bytes.hex()`` gives ``text`` back), else ``text``."""
-    return bytes.fromhex(text) if _is_hex(text) else text
-
-
-_is_hex = re.compile("(?:[0-9a-f]{2})+").fullmatch
-
-
-def event_id(value: bytes) -> bytes:
-    """Deterministic column qualifier of a stored event: identical events collapse."""
-    return hashlib.blake2b(value, digest_size=8).digest()
-
-
-def event_qualifier(event: Event, value: bytes) -> bytes:
-    """A stored event's qualifier: the hash of its value (nothing reads qualifiers back)."""
-    return event_id(value)
-
-
-@dataclass(frozen=True)
-class StoredEvent:
-    """An event read back from the store, with the sender fields from its batch header."""
-
-    app: str
-    host: str
-    client_id: str
-    event: Event
-
-    def to_dict(self) -> dict[str, Any]:
-        d = self.event._asdict()
-        d["trace_id"] = wire.trace_id_of(self.event)  # "" on the wire means the message's own trace
-        d["type_name"] = _TYPE_NAMES[self.event.type]
-        d["status_name"] = _STATUS_NAMES[self.event.status]
-        if d["body"] is not None:  # a cell written before bodies had a table of their own
-            d["body"] = d["body"].hex()
-        for name in _BODY_TABLE_FIELDS:  # never in a cell (encode_event_value): the message's body says
-            del d[name]
-        d["app"], d["host"], d["client_id"] = self.app, self.host, self.client_id
-        return d
-
-
-_TYPE_NAMES = {int(t): t.name for t in EventType}
-_BODY_TABLE_FIELDS = ("body_flags", "raw_key", "raw_headers")
-_STATUS_NAMES = {int(s): s.name for s in wire.Status}
-
-
-def decode_event_value(value: bytes) -> StoredEvent:
-    """A stored event with its sender, validated as the wire format requires (the query path)."""
-    app, host, client_id, raw = msgpack.unpackb(value, raw=False, use_list=True)
-    return StoredEvent(app, host, client_id, wire.validate_event(_restored(raw)))
-
-
-def decode_events(values: Collection[bytes]) -> list[Event]:
-    """The events of values this index wrote, not validated again: ``decode_event_value(v).event`` of each.
-
-    Only for values :func:`encode_event_value` made of events the wire format accepted (every
-    value an indexer writes): the rollup read-back decodes every touched message after each
-    batch.  The values are unpacked as one array, in one call (a call per value costs about as
-    much as the value's unpacking).
-    """
-    out: list[Event] = []
-    append = out.append
-    for stored in msgpack.unpackb(_ARRAY32 + len(values).to_bytes(4, "big") + b"".join(values),
-                                  raw=False, use_list=True):
-        raw = _restored(stored[3])
-        n = len(raw)
-        if n < _FIELD_COUNT:
-            raw.extend(_DEFAULTS[n:])  # as validate_event pads
-        append(_new_tuple(Event, raw))
-    return out
-
-
-_ARRAY32 = b"\xdd"
-"""msgpack's header of an array with a 4-byte length."""
-_FIELD_COUNT, _DEFAULTS, _new_tuple = wire.FIELD_COUNT, wire.DEFAULTS, tuple.__new__
-
-
-def _restored(raw: list[Any]) -> list[Any]:
-    """A stored event's raw array with its born and store times and its hex ids restored (in place)."""
-    n = len(raw)
-    if n > _BORN:
-        raw[_BORN] += raw[1]
-        if n > _STORE:
-            raw[_STORE] += raw[1]
-    for i in _HEX_FIELDS:
-        if i < n and type(raw[i]) is bytes:  # a string field is bytes only when it was hex
-            raw[i] = raw[i].hex()
-    return raw
 
 
 Cells = Mapping[bytes, bytes]

@@ -33,7 +33,7 @@ from fixtures.ports import free_port
 
 from collector.cli.demo import stop_collector
 from collector.log.file import read_segment, sealed_segments
-from collector.store import keys, open_store, schema
+from collector.store import codec, keys, open_store, schema
 from collector.store.reader import TraceQuery
 from tests.fixtures.indexing import index_sealed, seal_log
 from tracehook.wire import Event, EventType, decode_batch
@@ -199,8 +199,9 @@ def check_index(store_url: str, expected: set[str], sample: int = 1000) -> int:
         # One pass over the messages table (a Get per id costs 4x more on SQLite), then Gets on a sample.
         found: dict[str, list[tuple[int, str]]] = {}
         for row, columns in store.scan(schema.MESSAGES, b"", keys.STOP):
-            events = (schema.decode_event_value(v).event for v in columns.values())
-            found[str(keys.unpack(row)[1])] = [(e.type, e.msg_id) for e in events]
+            msg_id = str(keys.unpack(row)[1])
+            events = (codec.decode_event_value(msg_id, v).event for v in columns.values())
+            found[msg_id] = [(e.type, e.msg_id) for e in events]
         wrong = [m for m in expected if found.get(m) != [(EventType.PUB, m)]]
         assert not wrong, f"{len(wrong)} messages not indexed exactly once, e.g. {wrong[:3]}"
         query = TraceQuery(store)  # the lookup the API serves

@@ -25,7 +25,7 @@ from fault_helpers import msg_id
 from fixtures.brokers import PrivateKafka
 from kafka_log_helpers import run_index, start_collector
 
-from collector.store import keys, open_store, schema
+from collector.store import codec, keys, open_store, schema
 from collector.store.reader import TraceQuery
 from tracehook.wire import EventType, decode_batch
 
@@ -91,8 +91,9 @@ def check_index(store_url: str, expected: set[str]) -> int:
     try:
         found: dict[str, list[tuple[int, str]]] = {}
         for row, columns in store.scan(schema.MESSAGES, b"", keys.STOP):
-            events = (schema.decode_event_value(v).event for v in columns.values())
-            found[str(keys.unpack(row)[1])] = [(e.type, e.msg_id) for e in events]
+            msg_id = str(keys.unpack(row)[1])
+            events = (codec.decode_event_value(msg_id, v).event for v in columns.values())
+            found[msg_id] = [(e.type, e.msg_id) for e in events]
         wrong = [m for m in expected if found.get(m) != [(EventType.PUB, m)]]
         assert not wrong, f"{len(wrong)} acknowledged messages not indexed exactly once, e.g. {wrong[:3]}"
         query = TraceQuery(store)

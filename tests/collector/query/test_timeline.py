@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collector.query.timeline import build_timeline
 from collector.store.model import build_trace
-from collector.store.schema import StoredEvent
+from collector.store.codec import StoredEvent
 from tests.fixtures.sample import BILLING_HEADER, consume, send
 from tracehook.wire import Status
 

@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from collector.store import bodies, open_store, schema
+from collector.store import bodies, codec, open_store, schema
 from collector.store.indexer import index_records, rows_for
 from tracehook import wire
 from tracehook.wire import BODY_TRUNCATED, BODY_ZLIB, BatchHeader, EventType
@@ -41,7 +41,7 @@ def test_the_trace_cells_are_the_same_with_or_without_a_body() -> None:
                     raw_headers=[["h", b"v"]])
     rows = {t: (r, c) for t, r, c in rows_for(HEADER, with_body)}
     assert {t: (r, c) for t, r, c in rows_for(HEADER, plain)} == {t: v for t, v in rows.items() if t != schema.BODIES}
-    assert schema.decode_event_value(next(iter(rows[schema.MESSAGES][1].values()))).event == plain
+    assert codec.decode_event_value("m", next(iter(rows[schema.MESSAGES][1].values()))).event == plain
     kept = bodies.decode_body(next(iter(rows[schema.BODIES][1].values())))
     assert (kept.body, kept.flags, kept.raw_key, kept.raw_headers, kept.topic) == (
         b"123456789", BODY_TRUNCATED, b"k", [["h", b"v"]], "sms")

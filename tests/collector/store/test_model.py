@@ -6,7 +6,7 @@ import pytest
 from index_helpers import ev
 
 from collector.store.model import build_trace
-from collector.store.schema import StoredEvent
+from collector.store.codec import StoredEvent
 from tracehook.wire import EventType, Status
 
 pytestmark = pytest.mark.fallback

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.store import keys, rollup_parts, schema
+from collector.store import codec, keys, rollup_parts, schema
 from collector.store.model import CONSUMED, DEAD, FAILED, PENDING, RETRYING
 from collector.store.readback import PartEvent
 from tracehook import wire
@@ -24,10 +24,10 @@ def python_layout() -> dict[str, Any]:
     """Each constant of ``_readback.layout()``, from its one definition in Python."""
     return {
         "positions": {name: Event._fields.index(name) for name in PartEvent._fields},
-        "fields": wire.FIELD_COUNT,
+        "fields": codec.CELL_FIELDS,
         "min_fields": wire.MIN_FIELDS,
         "pub": int(EventType.PUB),
-        "value_header": schema._sender("", "", "")[0],
+        "value_header": codec._V2_HEAD,
         "key_bytes": keys.pack_one(b"")[0],
         "key_str": keys.pack_one("")[0],
         "msg_hash_bytes": len(schema.msg_hash("")),
@@ -43,5 +43,5 @@ def test_every_compiled_constant_is_the_python_definition() -> None:
     assert sorted(compiled) == sorted(defined)
     for name in defined:
         assert compiled[name] == defined[name], name
-    # the C restores a request id kept as bytes to its hex digits, as schema._restored does for these fields
-    assert Event._fields.index("request_id") in schema._HEX_FIELDS
+    # the C restores a request id kept as bytes to its hex digits, as codec._raw_event does for these fields
+    assert Event._fields.index("request_id") in codec._HEX_FIELDS

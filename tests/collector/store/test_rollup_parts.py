@@ -1,5 +1,5 @@
 """The rollups' short paths, against what they must equal: the lean read-back (``part_of`` of the events
-as ``schema.decode_event`` reads them back, without validating) gives what the full trace of the validated
+as ``codec.decode_events`` reads them back, without validating) gives what the full trace of the validated
 events gives (``Part.of(build_trace(...))``) for any set of stored events of one message, and a
 minute aggregated in one pass over its parts (``aggregate``, ``aggregate_cells``) holds what the
 bucket's definitions say, worked out here by brute force."""
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from index_helpers import ev
 
-from collector.store import readback, schema
+from collector.store import codec, readback, schema
 from collector.store.model import build_trace, could_place
 from collector.store.rollup import _part_values
 from collector.store.rollup_parts import (
@@ -24,7 +24,7 @@ from collector.store.rollup_parts import (
     part_of,
     sort_entries,
 )
-from collector.store.schema import StoredEvent
+from collector.store.codec import StoredEvent
 from tracehook.hooks import REPLAY_TARGET_PROP
 from tracehook.wire import EventType, Status
 
@@ -48,10 +48,10 @@ _event = st.builds(
 @settings(max_examples=600, deadline=None)
 @given(events=st.lists(_event, max_size=10))
 def test_the_lean_part_equals_the_part_of_the_full_trace(events: list[StoredEvent]) -> None:
-    values = [schema.encode_event_value(e.app, e.host, e.client_id, e.event) for e in events]
-    trace = build_trace("m", [schema.decode_event_value(v) for v in values])  # the query path's reading
+    values = [codec.encode_event_value(e.app, e.host, e.client_id, e.event) for e in events]
+    trace = build_trace("m", [codec.decode_event_value("m", v) for v in values])  # the query path's reading
     expected = None if trace is None or trace.placed_ms is None else (trace.topic, Part.of(trace))
-    trusted = schema.decode_events(values)
+    trusted = codec.decode_events("m", values)
     assert part_of("m", trusted) == expected
     assert part_of("m", [e.event for e in events]) == expected
     # What the read-back stores: the same part, encoded.
@@ -65,15 +65,15 @@ def test_the_read_back_files_the_part_in_its_minute_and_moved_in_the_others(even
     """What the read-back writes for a message (one pass over its events, rollup._part_values): its
     part in the minute the full trace places it in, and MOVED in every other minute one of its
     events could have placed it in (a batch that saw only those events filed it there)."""
-    values = [schema.encode_event_value(e.app, e.host, e.client_id, e.event) for e in events]
-    trace = build_trace("m", [schema.decode_event_value(v) for v in values])
+    values = [codec.encode_event_value(e.app, e.host, e.client_id, e.event) for e in events]
+    trace = build_trace("m", [codec.decode_event_value("m", v) for v in values])
     expected: dict[tuple[str, int], bytes] = {}
     for e in events:
         if could_place(e.event):
             expected[(e.event.topic, schema.minute_of(schema.message_time(e.event)))] = MOVED
     if trace is not None and trace.placed_ms is not None:
         expected[(trace.topic, schema.minute_of(trace.placed_ms))] = Part.of(trace).encode()
-    assert _part_values(schema.decode_events(values)) == expected
+    assert _part_values(codec.decode_events("m", values)) == expected
     # As read_parts reads them: cut down to the fields a part reads (in C, and in Python).
     assert _part_values(readback.part_events(values), readback.ORDER) == expected
     assert _part_values(readback.py_part_events(values), readback.ORDER) == expected
@@ -93,14 +93,14 @@ _sends = st.lists(st.builds(
 def test_a_message_only_sent_files_the_part_of_its_full_trace(events: list[StoredEvent]) -> None:
     """The read-back's shortcut for a message whose only event is its send (and sends retried: the path
     around it), for every status and time it can have."""
-    values = [schema.encode_event_value(e.app, e.host, e.client_id, e.event) for e in events]
-    trace = build_trace("m", [schema.decode_event_value(v) for v in values])
+    values = [codec.encode_event_value(e.app, e.host, e.client_id, e.event) for e in events]
+    trace = build_trace("m", [codec.decode_event_value("m", v) for v in values])
     assert trace is not None and trace.placed_ms is not None
     expected = {(e.event.topic, schema.minute_of(schema.message_time(e.event))): MOVED for e in events}
     expected[(trace.topic, schema.minute_of(trace.placed_ms))] = Part.of(trace).encode()
     assert _part_values(readback.part_events(values), readback.ORDER) == expected
-    assert _part_values(schema.decode_events(values)) == expected
-    assert encoded_part_of(schema.decode_events(values)) == (trace.topic, trace.placed_ms, Part.of(trace).encode())
+    assert _part_values(codec.decode_events("m", values)) == expected
+    assert encoded_part_of(codec.decode_events("m", values)) == (trace.topic, trace.placed_ms, Part.of(trace).encode())
 
 
 def test_a_dead_letter_replayed_then_consumed_counts_as_consumed() -> None:

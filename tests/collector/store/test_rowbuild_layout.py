@@ -12,7 +12,7 @@ import logging
 
 import pytest
 
-from collector.store import rowbuild, schema
+from collector.store import codec, rowbuild, schema
 
 try:
     from collector.store import _rowbuild
@@ -29,15 +29,15 @@ def test_every_compiled_constant_is_the_python_definition() -> None:
     assert rowbuild.FAST_PATH or rowbuild.extensions.disabled("collector.store._rowbuild")
 
 
-@pytest.mark.parametrize(("name", "value", "constant"), [
-    ("KEY_SEPARATOR", ",", "key_separator"),
-    ("_HEX_FIELDS", (4, 5, 19, 23), "hex_fields"),
+@pytest.mark.parametrize(("module", "name", "value", "constant"), [
+    (schema, "KEY_SEPARATOR", ",", "key_separator"),
+    (codec, "_HEX_FIELDS", (4, 5, 19, 23), "hex_fields"),
 ])
 def test_a_changed_python_definition_turns_the_extension_off(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, name: str, value: object,
-        constant: str) -> None:
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, module: object, name: str,
+        value: object, constant: str) -> None:
     assert _rowbuild is not None
-    monkeypatch.setattr(schema, name, value)
+    monkeypatch.setattr(module, name, value)
     monkeypatch.delenv(rowbuild.extensions.ENV_NO_EXTENSIONS, raising=False)
     monkeypatch.delenv(rowbuild.ENV_PYTHON_ROWS, raising=False)
     with caplog.at_level(logging.WARNING, logger=rowbuild.__name__):

@@ -1,17 +1,19 @@
-"""Layout 2's compact cells: stored events decode to exactly what was indexed, and index rows
-filed by several events of one message are one cell."""
+"""Message cells (collector/store/codec.py) decode to exactly what was indexed, in layout 3 and in
+layout 2 (a store upgraded in place), and index rows filed by several events of one message are one cell."""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Any
 
+import msgpack
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from index_helpers import CONSUMER, PRODUCER, consumed, ev, message
 
-from collector.store import keys, schema
+from collector.store import codec, keys, schema
+from collector.store.errors import StoredValueError
 from collector.store.indexer import rows_for
 from tracehook.wire import (
     FIELD_COUNT,
@@ -22,6 +24,7 @@ from tracehook.wire import (
     EventType,
     Status,
     TxState,
+    trim,
     validate_event,
 )
 
@@ -39,17 +42,19 @@ def test_stored_events_decode_to_the_indexed_event(msg_id, request_id, trace_id,
                                                    time_ms, born_ms, store_ms, type_) -> None:
     event = ev(type_, time_ms, "g", "t", msg_id, request_id=request_id, trace_id=trace_id, span_id=span_id,
                broker_msg_id=broker_msg_id, born_ms=born_ms, store_ms=store_ms)
-    value = schema.encode_event_value("app", "host", "client", event)
-    stored = schema.decode_event_value(value)
-    assert stored == schema.StoredEvent("app", "host", "client", event)
+    value = codec.encode_event_value("app", "host", "client", event)
+    stored = codec.decode_event_value(msg_id, value)
+    assert stored == codec.StoredEvent("app", "host", "client", event)
     assert all(type(getattr(stored.event, f)) is str for f in ("msg_id", "request_id", "trace_id", "span_id"))
 
 
 def test_hex_ids_are_stored_as_the_bytes_they_spell() -> None:
     hex_id, text_id = "0af" * 10 + "12", "order-" + "0" * 25 + "1"  # both 32 characters
-    sizes = [len(schema.encode_event_value("a", "h", "c", ev(EventType.PUB, 5, "g", "t", i)))
+    sizes = [len(codec.encode_event_value("a", "h", "c", ev(EventType.PUB, 5, "g", "t", "m", request_id=i)))
              for i in (hex_id, text_id)]
     assert sizes[1] - sizes[0] == 16
+    # The msg_id is the row key's: no cell holds it, whatever its length.
+    assert len({len(codec.encode_event_value("a", "h", "c", ev(EventType.PUB, 5, "g", "t", i))) for i in (hex_id, "m")}) == 1
 
 
 def test_send_and_consume_file_a_message_in_the_same_empty_cells() -> None:
@@ -97,22 +102,48 @@ def _valid_event(draw: st.DrawFn) -> Event:
     return validate_event([draw(_valid_field(i)) for i in range(draw(st.integers(MIN_FIELDS, FIELD_COUNT)))])
 
 
-@given(st.lists(st.tuples(_valid_event(), st.text(max_size=4), st.text(max_size=4), st.text(max_size=4)),
-                max_size=4))
+_senders = st.tuples(st.text(max_size=4), st.text(max_size=4), st.text(max_size=4))
+
+
+@given(st.lists(st.tuples(_valid_event(), _senders, st.booleans()), max_size=4), ids.filter(bool))
 def test_the_unvalidated_read_back_gives_what_the_validated_one_does(
-        drawn: list[tuple[Event, str, str, str]]) -> None:
-    """Any events the wire format accepts, of any length, as the indexer stores them: ``decode_events``
-    (the rollups' read-back) gives exactly ``decode_event_value(...).event`` of each, value for value and
-    type for type."""
-    values = [schema.encode_event_value(app, host, client_id, event) for event, app, host, client_id in drawn]
-    validated = [schema.decode_event_value(v) for v in values]
-    # A cell never holds the body fields: they live in the bodies table (collector.store.bodies).
-    assert validated == [schema.StoredEvent(app, host, client_id, _without_body(event))
-                         for event, app, host, client_id in drawn]
-    trusted = schema.decode_events(values)
-    assert trusted == [s.event for s in validated]
+        drawn: list[tuple[Event, tuple[str, str, str], bool]], msg_id: str) -> None:
+    """Any events the wire format accepts, of any length, as the indexer stores them (layout 3, or layout 2
+    in a store upgraded in place): ``decode_events`` (the rollups' read-back) gives exactly the events
+    indexed and ``decode_event_value(...).event`` of each, value for value and type for type."""
+    events = [(e._replace(msg_id=msg_id), sender, old) for e, sender, old in drawn]  # one message's events
+    values = [(codec.encode_event_value_v2 if old else codec.encode_event_value)(*sender, e) for e, sender, old in events]
+    validated = [codec.decode_event_value(msg_id, v) for v in values]
+    assert validated == [codec.StoredEvent(*sender, _without_body(e)) for e, sender, _ in events]
+    trusted = codec.decode_events(msg_id, values)
+    assert trusted == [_without_body(e) for e, _, _ in events]
     assert [[type(v) for v in e] for e in trusted] == [[type(v) for v in s.event] for s in validated]
     assert all(type(e) is Event for e in trusted)
+
+
+@settings(max_examples=50)
+@given(_valid_event(), _senders)
+def test_a_cell_leaves_out_the_msg_id_and_keeps_its_layout_2_qualifier(event: Event, sender: tuple[str, str, str]) -> None:
+    """Layout 3 values are layout 2's without the msg_id (and one array header): the qualifier stays
+    the hash of the layout 2 value, so an event indexed again after an in-place upgrade overwrites its old cell."""
+    qualifier, value = codec.encode_event(*sender, event)
+    old = codec.encode_event_value_v2(*sender, event)
+    assert qualifier == hashlib.blake2b(old, digest_size=8).digest() == codec.event_id(old)
+    assert value == codec.encode_event_value(*sender, event)
+    assert (codec.value_layout(value), codec.value_layout(old)) == (codec.LAYOUT_3, codec.LAYOUT_2)
+    stored_id = msgpack.packb(codec.hex_bytes(event.msg_id), use_bin_type=True)
+    n = len(trim(event))
+    header = lambda items: 1 if items < 16 else 3  # noqa: E731  (msgpack's array header)
+    assert len(old) - len(value) == 1 + header(n) + len(stored_id) - header(n + 2)
+    assert msgpack.unpackb(value)[3:] == [v for i, v in enumerate(msgpack.unpackb(old)[3]) if i != 4]
+
+
+def test_a_cell_that_is_not_an_event_value_is_a_named_error() -> None:
+    good = codec.encode_event_value("a", "h", "c", ev(EventType.PUB, 5, "g", "t", "m"))
+    for bad in (b"", b"\x94", good[:-1], good + b"\x00", msgpack.packb([1, 2, 3, 4, 5, 6, 7]),
+                msgpack.packb(["a", "h", "c", [1, 5, "g", "t", "m", 1.5]])):
+        with pytest.raises(StoredValueError, match="message 'm'"):
+            codec.decode_event_value("m", bad)
 
 
 @given(st.lists(st.text(max_size=20), max_size=20))
