@@ -63,7 +63,7 @@ APP = "tracehook-replay"
 """The app name REPLAY events (and ``--handler`` consumes) are recorded under."""
 NO_PLACE = "no partition or offset in the trace (a send traced without them, or through OTLP)"
 RABBITMQ = ("a consumed RabbitMQ message cannot be read again from the broker: replay it from its kept body "
-            "with --from-trace --amqp URL (docs/backtracking.md)")
+            "with --from-trace --amqp URL, or see docs/backtracking.md for the dead-letter-queue route")
 __all__ = ["Pacer", "add_replay_arguments", "apply_command", "deliver", "header", "make_plan", "run_replay"]
 
 
