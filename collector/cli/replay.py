@@ -29,7 +29,7 @@ import os
 import pathlib
 import shlex
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +53,7 @@ from collector.cli.replay_kafka import (
 from collector.cli.replay_run import Pacer, deliver
 from collector.cli.replay_run import age as _age
 from collector.cli.replay_run import iso as _iso
-from collector.cli.replay_trace import destination_table, read_kept, trace_counts
+from collector.cli.replay_trace import destination_table, read_kept, survey, trace_counts
 from collector.query.backtrack import REPLAYED
 from collector.query.params import time_param, time_window
 from collector.query.timeparse import current_ms
@@ -279,17 +279,19 @@ def _from_trace(args: argparse.Namespace, source: Any, items: list[dict[str, Any
                 begin: int, end: int, now: int) -> int:
     """The replay with records rebuilt from the kept bodies (read once, before the first delivery)."""
     plan = make_plan(items, journal.delivered(), placed=False)
-    found = read_kept(source, args.topic, plan.todo, amqp=bool(args.amqp), exchange=args.exchange,
-                      routing_key=args.routing_key)
-    problems = [(w, p) for w, _, p in found if p]
+
+    def records() -> Iterator[tuple[Wanted, Any, str]]:
+        return read_kept(source, args.topic, plan.todo, amqp=bool(args.amqp), exchange=args.exchange,
+                         routing_key=args.routing_key)
 
     def counts(listed: list[tuple[Wanted, str]]) -> str:
         return trace_counts(len(plan.already), listed)
 
+    problems, places = survey(records())  # --apply reads them again, as the broker path does
     if args.apply:
-        return _apply(args, plan, journal, begin, end, len(items), iter(found), problems, counts)
+        return _apply(args, plan, journal, begin, end, len(items), records(), problems, counts)
     print(header(args, begin, end, len(items), plan, problems, counts(problems)))
-    print(destination_table(found, now) if plan.todo else "nothing to replay")
+    print(destination_table(places, now) if plan.todo else "nothing to replay")
     _details(plan, problems)
     if args.amqp and args.exchange is None:
         print("note: a message published to its recorded exchange reaches every queue bound to it with that "

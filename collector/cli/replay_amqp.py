@@ -37,7 +37,8 @@ def safe_url(url: str) -> str:
 def journal_name(url: str) -> str:
     """What names the broker in the journal's path: scheme, host, port and vhost (no credentials)."""
     parts = urllib.parse.urlsplit(url)
-    return f"amqp:{parts.hostname}:{parts.port or 5672}{parts.path or '/'}"
+    port = parts.port or (5671 if parts.scheme == "amqps" else 5672)
+    return f"amqp:{parts.hostname}:{port}{parts.path or '/'}"
 
 
 class AmqpDelivery:

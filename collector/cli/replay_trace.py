@@ -16,6 +16,7 @@ RabbitMQ (:class:`collector.cli.replay_amqp.AmqpDelivery`).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,17 +116,32 @@ def kept_record(doc: dict[str, Any] | None, topic: str, wanted: Wanted, amqp: bo
 
 
 def read_kept(source: Any, topic: str, wanted: list[Wanted], *, amqp: bool = False, exchange: str | None = None,
-              routing_key: str | None = None) -> list[tuple[Wanted, TraceRecord | None, str]]:
-    """``(wanted, record or None, problem)`` for every wanted message, in the list's order.  With
-    ``amqp`` a message needs somewhere to go: the ``exchange``/``routing_key`` named, else the recorded ones."""
-    out: list[tuple[Wanted, TraceRecord | None, str]] = []
+              routing_key: str | None = None) -> Iterator[tuple[Wanted, TraceRecord | None, str]]:
+    """``(wanted, record or None, problem)`` for every wanted message, in the list's order, read one by one
+    (a run holds one body at a time).  With ``amqp`` a message needs somewhere to go: the ``exchange`` /
+    ``routing_key`` named, else the recorded ones."""
     for w in wanted:
         record, problem = kept_record(message_document(source, w.msg_id), topic, w, amqp)
         if record is not None and amqp and None in (exchange if exchange is not None else record.exchange,
                                                     routing_key if routing_key is not None else record.routing_key):
             record, problem = None, NO_DESTINATION
-        out.append((w, record, problem))
-    return out
+        yield w, record, problem
+
+
+def survey(found: Iterable[tuple[Wanted, TraceRecord | None, str]]
+           ) -> tuple[list[tuple[Wanted, str]], dict[str, list[Wanted]]]:
+    """The problems of ``found``, and its replayable messages by recorded place (a Kafka partition, or a
+    RabbitMQ exchange / routing key), without keeping the bodies."""
+    problems: list[tuple[Wanted, str]] = []
+    places: dict[str, list[Wanted]] = {}
+    for w, record, problem in found:
+        if record is None:
+            problems.append((w, problem))
+        elif record.exchange is None and record.routing_key is None:
+            places.setdefault(f"partition {w.partition}" if w.partition >= 0 else "-", []).append(w)
+        else:
+            places.setdefault(f"{record.exchange or '(default exchange)'} / {record.routing_key}", []).append(w)
+    return problems, places
 
 
 def trace_counts(already: int, problems: list[tuple[Wanted, str]]) -> str:
@@ -136,17 +152,7 @@ def trace_counts(already: int, problems: list[tuple[Wanted, str]]) -> str:
             + f"; already replayed: {already}")
 
 
-def destination_table(found: list[tuple[Wanted, TraceRecord | None, str]], now_ms: int) -> str:
-    """The replayable messages per recorded place (Kafka partition, or RabbitMQ exchange / routing key)."""
-    groups: dict[str, list[Wanted]] = {}
-    for w, record, _ in found:
-        if record is None:
-            continue
-        if record.exchange is None and record.routing_key is None:
-            place = f"partition {w.partition}" if w.partition >= 0 else "-"
-        else:
-            place = f"{record.exchange or '(default exchange)'} / {record.routing_key}"
-        groups.setdefault(place, []).append(w)
-    rows = [[place, len(ws), age(min(w.time_ms for w in ws), now_ms)] for place, ws in sorted(groups.items())]
+def destination_table(places: dict[str, list[Wanted]], now_ms: int) -> str:
+    """The replayable messages per recorded place (:func:`survey`): how many, the oldest age."""
+    rows = [[place, len(ws), age(min(w.time_ms for w in ws), now_ms)] for place, ws in sorted(places.items())]
     return table(["recorded at", "messages", "oldest age"], rows) if rows else "nothing replayable"
-

@@ -90,6 +90,9 @@ def test_each_message_is_rebuilt_exactly_or_refused_with_its_reason(store_url: s
         plan = make_plan(items, {}, placed=False)
         assert sorted(w.msg_id for w in plan.todo) == sorted(CASES)
         found = {w.msg_id: (w, record, problem) for w, record, problem in read_kept(source, TOPIC, plan.todo)}
+        unplaced = {**items[0], "queue": -1, "offset": -1}  # a RabbitMQ message: no place, a body all the same
+        assert [w.msg_id for w in make_plan([unplaced], {}, placed=False).todo] == [items[0]["msg_id"]]
+        assert make_plan([unplaced], {}).unplaceable
     finally:
         source.close()
     for msg_id, (_, expected) in CASES.items():
