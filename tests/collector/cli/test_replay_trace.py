@@ -20,6 +20,7 @@ from collector.cli.replay_trace import (
     NO_DESTINATION,
     NO_HEADERS,
     NOT_KEPT,
+    WITHHELD,
     kept_record,
     read_kept,
     trace_counts,
@@ -176,3 +177,33 @@ def test_dry_run_lists_what_cannot_be_replayed_and_exits_4(store_url: str, tmp_p
 def test_the_journal_names_no_credentials() -> None:
     url = "amqp://guest:s3cret@rabbit:5673/prod"
     assert journal_name(url) == "amqp:rabbit:5673/prod" and "s3cret" not in safe_url(url)
+
+
+async def test_through_a_collector_the_token_needs_the_body_scope(aiohttp_client, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from collector.server.app import create_app
+    from collector.server.config import CollectorConfig
+
+    tokens = [{"name": "ui", "scopes": ["query"], "token": "reader-query-0123456789"},
+              {"name": "ops", "scopes": ["query", "body"], "token": "reader-body-0123456789"}]
+    config = CollectorConfig(data_dir=str(tmp_path), durability="os", tokens=tokens, body_topics=(TOPIC,))
+    client = await aiohttp_client(create_app(config))
+    store = open_store(config.store_url)
+    index_records(store, [r for i, m in enumerate(("k-whole", "k-cut")) for r in
+                          (_pub(m, i, **CASES[m][0]), *_failed(m, i))])
+    finish_batch(store)
+    store.close()
+
+    def run(token: str) -> int:
+        return cli_main(["replay", TOPIC, "--group", GROUP, f"--begin={T - 1000}", f"--end={T + 1000}",
+                         "--from-trace", "--handler", "x:y", "--collector", str(client.make_url("")).rstrip("/"),
+                         "--token", token, "--journal", str(tmp_path / "j.jsonl")])
+
+    loop = asyncio.get_running_loop()
+    assert await loop.run_in_executor(None, run, "reader-body-0123456789") == 4
+    out = capsys.readouterr().out
+    assert "2 message(s) in the replay list, 1 to replay" in out and f"k-cut (partition 1 offset 1): {truncated(3, 5)}" in out
+    assert await loop.run_in_executor(None, run, "reader-query-0123456789") == 2
+    out, err = capsys.readouterr()
+    assert err == f"error: {WITHHELD}\n" and "to replay" not in out
