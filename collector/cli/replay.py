@@ -38,6 +38,7 @@ from collector.cli.errors import ReplayError, report
 from collector.cli.kafka_reset import ENV_BOOTSTRAP, _kafka_errors, check_reachable
 from collector.cli.query import add_source_arguments, table
 from collector.cli.replay_amqp import AmqpDelivery, journal_name
+from collector.cli.replay_amqp import check_reachable as amqp_reachable
 from collector.cli.replay_journal import Journal, default_path
 from collector.cli.replay_kafka import (
     GONE,
@@ -230,6 +231,8 @@ def run_replay(args: argparse.Namespace) -> int:
         begin, end = time_window(begin, time_param("--end", args.end, now_ms=now), now_ms=now)
         if args.bootstrap and (args.to_topic or not args.from_trace):
             check_reachable(args.bootstrap)
+        if args.amqp:
+            amqp_reachable(args.amqp)
         source = open_source(args)
         try:
             items = list(source.replay(args.topic, {"group": args.group, "begin": begin, "end": end,

@@ -41,6 +41,22 @@ def journal_name(url: str) -> str:
     return f"amqp:{parts.hostname}:{port}{parts.path or '/'}"
 
 
+def connect(url: str) -> Any:
+    """A blocking pika connection to ``url``; :class:`ReplayError` (one line, no password) when there is none."""
+    import pika
+    import pika.exceptions
+
+    try:
+        return pika.BlockingConnection(pika.URLParameters(url))
+    except (pika.exceptions.AMQPError, ValueError, OSError) as exc:
+        raise ReplayError(f"cannot reach RabbitMQ at {safe_url(url)}: {type(exc).__name__}: {exc}") from None
+
+
+def check_reachable(url: str) -> None:
+    """Connect and close (the dry run's check, as for Kafka)."""
+    connect(url).close()
+
+
 class AmqpDelivery:
     """Publish each record to RabbitMQ (a blocking pika connection, publisher confirms)."""
 
@@ -48,17 +64,11 @@ class AmqpDelivery:
 
     def __init__(self, url: str, source_topic: str, exchange: str | None = None,
                  routing_key: str | None = None) -> None:
-        import pika
-        import pika.exceptions
-
         self.source_topic = source_topic
         self._exchange, self._routing_key = exchange, routing_key
         shown = ["(recorded)" if v is None else v or "(default)" for v in (exchange, routing_key)]
         self.target = f"amqp:{shown[0]}/{shown[1]}"
-        try:
-            self._connection = pika.BlockingConnection(pika.URLParameters(url))
-        except (pika.exceptions.AMQPError, ValueError, OSError) as exc:
-            raise ReplayError(f"cannot reach RabbitMQ at {safe_url(url)}: {type(exc).__name__}: {exc}") from None
+        self._connection = connect(url)
         self._channel = self._open_channel()
         self._done: list[tuple[Wanted, str]] = []
 

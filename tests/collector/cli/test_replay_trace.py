@@ -207,3 +207,11 @@ async def test_through_a_collector_the_token_needs_the_body_scope(aiohttp_client
     assert await loop.run_in_executor(None, run, "reader-query-0123456789") == 2
     out, err = capsys.readouterr()
     assert err == f"error: {WITHHELD}\n" and "to replay" not in out
+
+
+def test_an_unreachable_rabbitmq_is_one_line_without_the_password(store_url: str, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    code = cli_main(["replay", TOPIC, "--group", GROUP, "--from-trace", "--amqp", "amqp://u:s3cret@127.0.0.1:1/%2F",
+                     "--store", store_url, "--journal", str(tmp_path / "j.jsonl")])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and len(err.splitlines()) == 1
+    assert err.startswith("error: cannot reach RabbitMQ at amqp://u:***@127.0.0.1:1/%2F") and "s3cret" not in err
