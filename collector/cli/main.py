@@ -26,7 +26,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "replay-list": ("collector.cli.backtrack", "messages a group never consumed successfully"),
     "kafka-reset": ("collector.cli.kafka_reset", "commit a reset plan's offsets on a real Kafka"),
     "kafka-topic": ("collector.cli.kafka_topic", "create the Kafka trace topic with a chosen partition count"),
-    "replay": ("collector.cli.replay", "re-deliver to one group exactly the Kafka records it missed"),
+    "replay": ("collector.cli.replay", "re-deliver to one group exactly the Kafka records it missed "
+                                       "(--from-trace: from the kept bodies, Kafka or RabbitMQ)"),
     "bodies": ("collector.cli.bodies", "erase kept message bodies by topic and time, or by message id"),
     "migrate-store": ("collector.cli.migrate", "copy an index of layout 1 or 2 into a store of this layout"),
     "upgrade-store": ("collector.cli.upgrade", "upgrade an index of layout 2 in place (seconds; snapshot first)"),
@@ -74,7 +75,8 @@ exit status (every command; docs/exit-codes.md):
   3   bad input to the index job (not a trace log, a checkpoint of another log or
       store, records deleted before they were indexed): a retry does not help
   4   replay: done, but some records could not be replayed (gone from the
-      broker, no partition/offset in the trace, a different message id there);
+      broker, no partition/offset in the trace, a different message id there;
+      --from-trace: no whole body kept, erased);
       set-aside reindex: done, but some events still cannot be indexed
   5   the index store is in another layout (made by another release): the
       line names `tracehook upgrade-store` (layout 2, in place) or

@@ -178,6 +178,18 @@ def _read_range(consumer: Any, tp: Any, first: int, last: int, mine: dict[int, W
 
 # -- deliveries ---------------------------------------------------------------------------------
 
+REPLAY_HEADERS = frozenset((HEADER_REPLAY_OF, HEADER_REPLAY_RETRY, HEADER_ORIGINAL_TIMESTAMP))
+"""The headers that mark a re-published record (a record's own are replaced, never doubled)."""
+
+
+def replay_marks(source_topic: str, wanted: Wanted, record: Any) -> list[tuple[str, bytes]]:
+    """The headers that mark ``record`` re-published as the replay of the original (its place, the
+    attempt number its consume continues with, its timestamp), which the adapters read."""
+    return [(HEADER_REPLAY_OF, f"{source_topic}/{record.partition}/{record.offset}".encode()),
+            (HEADER_REPLAY_RETRY, str(wanted.retry).encode()),
+            (HEADER_ORIGINAL_TIMESTAMP, str(record.timestamp).encode())]
+
+
 class TopicDelivery:
     """Re-publish records to ``target`` with a plain (untraced) producer: the message already has its send."""
 
@@ -193,11 +205,8 @@ class TopicDelivery:
         self._pending: list[tuple[Wanted, Any]] = []
 
     def deliver(self, wanted: Wanted, record: Any) -> None:
-        headers = [(k, v) for k, v in (record.headers or [])
-                   if k not in (HEADER_REPLAY_OF, HEADER_REPLAY_RETRY, HEADER_ORIGINAL_TIMESTAMP)]
-        headers += [(HEADER_REPLAY_OF, f"{self.source_topic}/{record.partition}/{record.offset}".encode()),
-                    (HEADER_REPLAY_RETRY, str(wanted.retry).encode()),
-                    (HEADER_ORIGINAL_TIMESTAMP, str(record.timestamp).encode())]
+        headers = [(k, v) for k, v in (record.headers or []) if k not in REPLAY_HEADERS]
+        headers += replay_marks(self.source_topic, wanted, record)
         future = self._producer.send(self._topic, value=record.value, key=record.key, headers=headers)
         self._pending.append((wanted, future))
 
