@@ -132,10 +132,16 @@ class StoreSource:
         return not_found_hint(pending(log_dir, self.store_url))
 
     def trace(self, msg_id: str) -> dict[str, Any] | None:
-        from collector.query.documents import trace_document
+        """The document ``GET /v1/messages/{id}`` answers, kept body included: reading the store
+        directly is reading everything, as a token with the body scope does."""
+        from collector.query.documents import body_document, trace_document
 
         trace = self.query.get_trace(msg_id)
-        return None if trace is None else trace_document(trace)
+        if trace is None:
+            return None
+        doc = trace_document(trace)
+        doc.update(body_document(self.query.get_body(msg_id), True))
+        return doc
 
     def page(self, kind: str, topic: str, params: dict[str, Any]) -> dict[str, Any]:
         from collector.query.documents import page_dict
