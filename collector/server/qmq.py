@@ -13,7 +13,8 @@ server does, so JavaScript clients keep every digit.
 
 ``isDelay`` and ``len`` are required, as QMQ documents them.  tracehook records
 no delayed messages (the wire format has no delay field), so ``isDelay: true``
-lists nothing.  The window (``msgCreateTimeBegin``/``End``) filters on the time
+lists nothing.  The detail carries the kept body among its ``attrs`` (:data:`BODY_ATTRS`), only
+to a token with the ``body`` scope; the lists never do.  The window (``msgCreateTimeBegin``/``End``) filters on the time
 the index files messages under: the broker's store time, not the create time.
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from collector.query.documents import as_dict
+from collector.query.documents import as_dict, body_document
 from collector.query.params import (
     ParamError,
     field_bool,
@@ -33,6 +34,8 @@ from collector.query.params import (
     parse_json_object,
     request_window,
 )
+from collector.server.auth import may_read_bodies
+from collector.server.native import log_body_read
 from collector.server.responses import json_error
 from collector.server.routes import query_route, run_query
 from tracehook.wire import MAX_INT
@@ -126,6 +129,24 @@ async def _find(request: web.Request, query: dict[str, Any]) -> dict[str, Any] |
     return await _trace_of(request, subject, ids.pop()) if ids else None
 
 
+BODY_ATTRS = {"body": "qmq_body", "body_len": "qmq_bodyLen", "body_truncated": "qmq_bodyTruncated",
+              "body_erased": "qmq_bodyErased", "body_corrupt": "qmq_bodyCorrupt"}
+"""The detail's ``attrs`` holding the kept body (to a token with the body scope), by the native
+document's field: reserved, so a property of one of these names is left out of ``attrs``."""
+
+
+def body_attrs(found: Any) -> dict[str, str]:
+    """The kept body of a :class:`collector.store.bodies.BodyLookup` as QMQ attrs (strings, as QMQ's
+    are): the native API's body fields (:func:`collector.query.documents.body_document`) renamed by
+    :data:`BODY_ATTRS`, the ones that are null left out; the raw key and headers (for replay) stay out."""
+    doc = body_document(found, True)
+    return {attr: _attr_text(doc[field]) for field, attr in BODY_ATTRS.items() if doc.get(field) is not None}
+
+
+def _attr_text(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
 def _tags(tags: str) -> list[str]:
     return [t for t in tags.replace("||", " ").split() if t]
 
@@ -144,14 +165,21 @@ async def dead_list(request: web.Request) -> web.Response:
 
 @query_route
 async def message_detail(request: web.Request) -> web.Response:
-    """GET /api/message/detail: one message's ids, tags and properties."""
+    """GET /api/message/detail: one message's ids, tags and properties, and its kept body
+    (:data:`BODY_ATTRS`) to a token with the body scope."""
     doc = await _find(request, _backup_query(request))
     if doc is None:
         return json_error("not_found", "no such message", status=404)
     send = doc.get("send") or {}
-    attrs = {str(k): str(v) for k, v in (doc.get("props") or {}).items()}
+    reserved = set(BODY_ATTRS.values())
+    attrs = {str(k): str(v) for k, v in (doc.get("props") or {}).items() if str(k) not in reserved}
     if doc.get("keys"):
         attrs.setdefault("keys", str(doc["keys"]))
+    if may_read_bodies(request):
+        kept = body_attrs(await run_query(request, "get_body", doc["msg_id"]))
+        attrs.update(kept)
+        if "qmq_body" in kept:
+            log_body_read(request, doc["msg_id"])
     return web.json_response({
         "subject": str(doc.get("topic") or ""),
         "messageId": str(doc.get("msg_id") or ""),

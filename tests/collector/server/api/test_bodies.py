@@ -27,7 +27,7 @@ BODY = b"card=4111-1111-secret"
 NO_BODY, WITH_BODY = "reader-no-body-0123456789", "reader-body-0123456789"
 TOKENS = [{"name": "ui", "scopes": ["query"], "token": NO_BODY},
           {"name": "billing-ui", "scopes": ["query", "body"], "token": WITH_BODY}]
-BODY_ROUTES = {"/v1/messages/{msg_id}"}
+BODY_ROUTES = {"/v1/messages/{msg_id}", "/api/message/detail"}
 """The routes whose answer carries bodies (to a reader with the body scope)."""
 
 
@@ -77,7 +77,8 @@ def _fill(store_url: str) -> None:
     """One message whose send, consumes and dead letter all carry a captured body."""
     t = int(time.time() * 1000) - 60_000
     m = {**_message(MSG, t, 0, 10, "order-b"), "body": BODY, "body_len": len(BODY)}
-    records = [send(MSG, t, m, trace_id=TRACE)]
+    # A property named like the QMQ detail's body attribute: a sender cannot pose as a kept body.
+    records = [send(MSG, t, m, trace_id=TRACE, props={"region": "eu", "qmq_body": "666f72676564"})]
     records += consume(BILLING_HEADER, "billing", MSG, t + 20, m)
     records += consume(SHIPPING_HEADER, "shipping", MSG, t + 30, m, status=Status.FAILED)
     records.append((SHIPPING_HEADER, _event(EventType.DEAD, t + 90, "shipping", MSG, retry=1, error="gave up", **m)))
@@ -143,3 +144,15 @@ async def test_open_queries_and_the_legacy_query_token_see_bodies_as_before(
     assert doc["body"] == BODY.hex()
     reads = [r.getMessage() for r in caplog.records if r.getMessage().startswith("body read:")]
     assert reads == ([f"body read: token 'query' msg_id '{MSG}'"] if query_token else [])
+
+
+async def test_the_qmq_detail_carries_the_body_in_attrs_only_with_the_body_scope(body_client) -> None:  # type: ignore[no-untyped-def]
+    url = ROUTES["/api/message/detail"][0]
+    attrs = {}
+    for token in (NO_BODY, WITH_BODY):
+        response = await body_client.get(url, headers={"Authorization": f"Bearer {token}"})
+        attrs[token] = (await response.json())["attrs"]
+    shared = {"region": "eu", "keys": "order-b"}  # the properties; the one named qmq_body is left out
+    assert attrs[NO_BODY] == shared  # nothing of the body: no flag, no length
+    assert attrs[WITH_BODY] == {**shared, "qmq_body": BODY.hex(), "qmq_bodyLen": str(len(BODY)),
+                                "qmq_bodyTruncated": "false"}

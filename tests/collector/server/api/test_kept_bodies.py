@@ -5,6 +5,7 @@ is ever logged."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import zlib
@@ -165,6 +166,29 @@ async def test_erase_route_takes_the_admin_scope_only(bodies_client, caplog) -> 
     for msg_id in ("plain", "zipped", "cut", "old-sms"):
         assert (await _get(bodies_client, msg_id, BODY))["body_erased"] is True
     assert "bodies erased: token 'ops' erased 2" in caplog.text
+    _nothing_logged(caplog)
+
+
+async def _qmq_attrs(client, msg_id: str, token: str) -> dict:  # type: ignore[no-untyped-def]
+    query = json.dumps({"subject": "sms", "messageId": msg_id})
+    r = await client.get("/api/message/detail", params={"backupQuery": query},
+                         headers={"Authorization": f"Bearer {token}"})
+    assert r.status == 200, await r.text()
+    return (await r.json())["attrs"]
+
+
+async def test_the_qmq_detail_gives_the_native_body_fields_as_attrs(bodies_client, caplog) -> None:  # type: ignore[no-untyped-def]
+    assert await _qmq_attrs(bodies_client, "zipped", BODY) == {  # inflated, as the native route does
+        "qmq_body": PLAIN.hex(), "qmq_bodyLen": str(len(PLAIN)), "qmq_bodyTruncated": "false"}
+    assert await _qmq_attrs(bodies_client, "cut", BODY) == {
+        "qmq_body": LONG[:1024].hex(), "qmq_bodyLen": str(len(LONG)), "qmq_bodyTruncated": "true"}
+    assert await _qmq_attrs(bodies_client, "no-body", BODY) == {}
+    assert tracehook_main(["bodies", "erase", "--store", bodies_client.config.store_url, "--msg-id", "plain"]) == 0
+    assert await _qmq_attrs(bodies_client, "plain", BODY) == {"qmq_bodyErased": "true"}
+    for msg_id in ("zipped", "cut", "plain"):
+        assert await _qmq_attrs(bodies_client, msg_id, QUERY) == {}
+    reads = [r.getMessage() for r in caplog.records if r.getMessage().startswith("body read:")]
+    assert reads == [f"body read: token 'billing-ui' msg_id '{m}'" for m in ("zipped", "cut")]
     _nothing_logged(caplog)
 
 
