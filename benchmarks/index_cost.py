@@ -28,7 +28,10 @@ one or two groups' consume start/end, some failures, retries and dead letters; o
 topics; a fixed seed); ``sends``, only sends, each a new message, 50,000 per second (benchmarks/freshness.py's
 load; not in the default run); ``props``, the simple mix with two indexed properties on every send
 (``orderId``, one value per message, and ``tenant``, one of 50), and ``props-off``, the same events
-with no property indexed (the difference is what indexing them costs).  Trace-log records of 100 events each, from one client each::
+with no property indexed (the difference is what indexing them costs); ``props-as-keys``, the same
+events with those two values as each message's keys and no property indexed, so that a key's index row
+and a property's with the same strings compare (each run prints bytes per indexed value of propidx
+and keyidx: a table's bytes over its rows).  Trace-log records of 100 events each, from one client each::
 
     python benchmarks/index_cost.py --events 100000 --rows a,d --mix simple     # a quick look
     scripts/hbase start
@@ -52,7 +55,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -65,6 +68,7 @@ from benchmarks.index_cost_support import (
     INDEXED_PROPS,
     MICRO_BATCH_EVENTS,
     MIXES,
+    PER_VALUE_TABLES,
     HBase,
     LogRow,
     Payload,
@@ -75,10 +79,13 @@ from benchmarks.index_cost_support import (
     floor,
     floor_rows,
     micro_batches,
+    per_value,
+    per_value_text,
     rows_and_cells,
     sqlite_bytes,
     sqlite_table_bytes,
     table_bytes,
+    table_rows,
     write_log,
 )
 from collector.store import BadStoreUrlError, StoreUnavailableError, check_store_url, open_store, props
@@ -122,6 +129,8 @@ class Result:
     rows: int
     cells: int
     server_cpu_s: float | None = None  # HBase JVM + Thrift server
+    per_value: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """Bytes per indexed value (per row) and rows of :data:`PER_VALUE_TABLES` (propidx, keyidx)."""
 
 
 @dataclass(frozen=True)
@@ -236,9 +245,10 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
     def add(path: str, cost: Cost, url: str) -> None:
         if url.startswith("local:"):
             size = sqlite_bytes(url.removeprefix("local:"))
+            tables = sqlite_table_bytes(url.removeprefix("local:"))
             print(f"  {path}: bytes per event by table: " + ", ".join(
-                f"{name} {b / n:.1f}" for name, b in sorted(sqlite_table_bytes(url.removeprefix("local:")).items(),
-                                                           key=lambda t: -t[1])), file=sys.stderr, flush=True)
+                f"{name} {b / n:.1f}" for name, b in sorted(tables.items(), key=lambda t: -t[1])),
+                file=sys.stderr, flush=True)
         else:
             assert hbase is not None
             server0 = hbase.cpu_seconds()
@@ -251,7 +261,10 @@ def measure(n: int, mix: str, rows: set[str], args: argparse.Namespace, hbase: H
                 f"{name} {b / n:.1f}" for name, b in sorted(tables.items(), key=lambda t: -t[1])),
                 file=sys.stderr, flush=True)
         n_rows, n_cells = rows_and_cells(url)
-        results.append(Result(n, mix, path, cost.cpu_s, cost.seconds, size, n_rows, n_cells, cost.server_cpu_s))
+        figures = per_value(tables, table_rows(url, PER_VALUE_TABLES))
+        print(f"  {path}: bytes per indexed value: {per_value_text(figures)}", file=sys.stderr, flush=True)
+        results.append(Result(n, mix, path, cost.cpu_s, cost.seconds, size, n_rows, n_cells, cost.server_cpu_s,
+                              figures))
         drop(url)
         print(f"  {n:,} {mix}: {path} done", file=sys.stderr, flush=True)
 
@@ -377,6 +390,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\nindex cost per event ({os.cpu_count()} cores; trace-log records of 100 events; "
           f"micro-batches of ~{args.micro_batch:,} events in process)")
     print(table(results))
+    print("\nbytes per indexed value (an index table's bytes over its rows)")
+    for r in results:
+        if r.per_value:
+            print(f"  {r.events:,} {r.mix}, {r.path}: {per_value_text(r.per_value)}")
     return 0
 
 

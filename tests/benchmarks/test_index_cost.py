@@ -8,6 +8,7 @@ as the layout changes under it.
 from __future__ import annotations
 
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -56,6 +57,21 @@ def test_puts_gives_a_row_a_per_write_path_storing_the_same_rows_and_cells() -> 
     assert [row[2] for row in body] == ["a in-process -> SQLite (c puts)", "a in-process -> SQLite (python puts)"]
     assert body[0][7:] == body[1][7:]  # rows and cells per event
     assert all(_number(c) > 0 for row in body for c in row[3:4] + row[5:]), body
+
+
+@pytest.mark.slow  # two in-process runs: about 8 s
+def test_props_as_keys_files_the_props_values_in_keyidx_and_bytes_per_value_are_printed() -> None:
+    """The control mix: the props mix's two values per message as keys, none as a property; each row's
+    bytes per indexed value (propidx, keyidx) in the summary under the table, over those rows."""
+    done = _run("--events", "1500", "--rows", "a", "--mix", "props,props-as-keys")
+    assert done.returncode == 0, done.stderr
+    summary = done.stdout.split("bytes per indexed value", 1)[1].strip().splitlines()[1:]
+    messages = 1500 // 3  # the simple mix: a send, a consume start and end per message
+    counts = [{name: int(values.replace(",", "")) for name, values in
+               re.findall(r"(propidx|keyidx) [0-9.]+ B \(([0-9,]+) values\)", line)} for line in summary]
+    assert [line.strip().split(": ")[0] for line in summary] == [
+        "1,500 props, a in-process -> SQLite", "1,500 props-as-keys, a in-process -> SQLite"]
+    assert counts == [{"propidx": 2 * messages, "keyidx": messages}, {"keyidx": 2 * messages}]
 
 
 def test_hbase_rows_without_hbase_say_so_in_one_line(tmp_path: pathlib.Path) -> None:
