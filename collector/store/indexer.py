@@ -232,7 +232,7 @@ def index_records(
         counted = _Counted(records, _unfinished(store), spill=lambda ids: _write_markers(store, ids))
     else:
         counted = _Counted(records, touched)
-    writers = min(writers, getattr(store, "max_writers", writers))
+    writers = min(writers, store.max_writers)
     pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index")
     in_flight: deque[tuple[str, Future[None]]] = deque()
     # The rows of a batch are many small containers and form no cycles: a collector pass every
@@ -240,8 +240,8 @@ def index_records(
     with wire.no_gc():
         try:
             # The count recorded with the store's tables: the one its queries scan.
-            buckets = getattr(store, "salt_buckets", schema.DEFAULT_SALT_BUCKETS)
-            per_put = max(batch_size, getattr(store, "preferred_put_rows", batch_size))
+            buckets = store.salt_buckets
+            per_put = max(batch_size, store.preferred_put_rows)
             # The indexed property names: read with the store, re-read every few seconds (a long-running job).
             props = indexed_props.current(store)
             for table, rows in batched_rows(counted, per_put, dropped=dropped, salt_buckets=buckets,

@@ -221,9 +221,7 @@ class _Dated:
         self._store, self._ts = store, ts
         self.url, self.options, self.concurrent_reads = store.url, store.options, store.concurrent_reads
         self.salt_buckets, self.layout_version = store.salt_buckets, store.layout_version
-        for hint in ("preferred_put_rows", "max_writers"):  # how the indexer writes to this store
-            if hasattr(store, hint):
-                setattr(self, hint, getattr(store, hint))
+        self.max_writers, self.preferred_put_rows = store.max_writers, store.preferred_put_rows
 
     def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
         self._store.put_rows(table, rows, ts=None if table == schema.ROLLUPS else self._ts if ts is None else ts)

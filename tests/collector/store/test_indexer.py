@@ -59,7 +59,7 @@ def test_reindexing_and_duplicates_change_nothing(store, dump_store, monkeypatch
         records += consumed(topic, f"m{i}", 1000 + i, "g1", status=Status.OK if i % 4 else Status.EXCEPTION)
     records.append((CONSUMER, ev(EventType.DEAD, 9000, "g1", topic, "m4", store_ms=1004, error="gave up")))
     # Puts of 7 rows on either store (the embedded one gathers bigger puts otherwise).
-    monkeypatch.setattr(store, "preferred_put_rows", 1, raising=False)
+    monkeypatch.setattr(store, "preferred_put_rows", 1)
     assert index_records(store, records, batch_size=7) == len(records)
     monkeypatch.undo()
     first = dump_store(store)
