@@ -1,9 +1,11 @@
-"""The trace index: row-key layout, the indexer and the queries, over SQLite or HBase.
+"""The trace index store: row-key layout, the two adapters and the queries, over SQLite or HBase.
+
+The indexer that writes it is :mod:`collector.index`, a package above this one.
 
 Example::
 
     from collector.store import open_store
-    from collector.store.indexer import index_records
+    from collector.index.indexer import index_records
     from collector.store.reader import TraceQuery
 
     store = open_store("local:/tmp/index.sqlite3")          # or "hbase://127.0.0.1:9090?namespace=trace"

@@ -108,7 +108,7 @@ class Store(Protocol):
         """Record a setting with the store's tables (overwriting it)."""
 
     def end_batch(self) -> bool:
-        """An index batch is written and finished (:func:`collector.store.indexer.finish_batch`): the
+        """An index batch is written and finished (:func:`collector.index.indexer.finish_batch`): the
         store's moment for housekeeping that should not run inside its writes (the embedded store
         checkpoints its WAL).  False when that was put off to the next call."""
 

@@ -1,6 +1,6 @@
 """The C row builder (collector.store._rowbuild) gives exactly the Python path's rows.
 
-For any records, :func:`collector.store.indexer.batched_rows` must hand out the same batches
+For any records, :func:`collector.index.indexer.batched_rows` must hand out the same batches
 through both paths: the same tables in the same order, the same row keys and cells byte for
 byte, the same shared cell objects, the same count of rows left out for an over-long key, and
 for input neither path can index, the same error after the same batches. The Python path
@@ -23,8 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_helpers import CONSUMER, PRODUCER, consumed, message
 
-from collector.store import indexer, rowbuild, schema
-from collector.store.indexer import batched_rows
+from collector.index import indexer, rowbuild
+from collector.index.indexer import batched_rows
+from collector.store import schema
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event, EventType, Status, TxState
 
@@ -60,7 +61,7 @@ def test_batched_rows_uses_the_extension(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_environment_variable_forces_the_python_path() -> None:
-    code = "from collector.store import rowbuild; print(rowbuild.FAST_PATH)"
+    code = "from collector.index import rowbuild; print(rowbuild.FAST_PATH)"
     env = dict(os.environ, **{rowbuild.ENV_PYTHON_ROWS: "1"})
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

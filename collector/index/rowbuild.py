@@ -1,6 +1,6 @@
 """Index rows built by the optional C extension ``collector.store._rowbuild``, when it is built.
 
-:func:`collector.store.indexer.batched_rows` spends most of its time making small objects:
+:func:`collector.index.indexer.batched_rows` spends most of its time making small objects:
 the row keys, cells and stored value of every event. ``collector/store/_rowbuild.c`` builds
 the same rows in C, byte for byte, merged and batched the same way; events it does not
 model go through the Python row builder, which stays the definition of the layout
@@ -118,11 +118,11 @@ def _load() -> Any:
 
 _rowbuild = _load()
 FAST_PATH = _rowbuild is not None
-"""True when :func:`collector.store.indexer.batched_rows` builds rows with the C extension."""
+"""True when :func:`collector.index.indexer.batched_rows` builds rows with the C extension."""
 
 
 def new_builder(event_rows: EventRows, *, batch_size: int, salt_buckets: int, mark: Cells | None) -> Any:
-    """A ``_rowbuild.RowBuilder`` for one :func:`collector.store.indexer.batched_rows` run, or None
+    """A ``_rowbuild.RowBuilder`` for one :func:`collector.index.indexer.batched_rows` run, or None
     when the extension is not in use or cannot take these arguments (the Python path then runs).
     After :func:`feed`, its ``too_long`` counts the rows left out for a key over
     :data:`collector.store.schema.MAX_ROW_KEY_BYTES` and the rest comes from :func:`drain`."""

@@ -7,7 +7,7 @@ again, or a duplicate of an event, rewrites identical cells.
 Example::
 
     from collector.store import open_store
-    from collector.store.indexer import index_payloads
+    from collector.index.indexer import index_payloads
     index_payloads(open_store("local:index.sqlite3"), [payload])   # trace-log records (batch bytes)
 """
 
@@ -22,13 +22,14 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from collector.store import bodies, codec, keys, rowbuild, schema
+from collector.index import rowbuild
+from collector.index.rollup import MessageParts, refresh_rollups
+from collector.index.rollup_parts import part_of
+from collector.store import bodies, codec, keys, schema
 from collector.store import props as indexed_props
 from collector.store.base import Columns, Row, Store
 from collector.store.errors import InjectedFault
 from collector.store.model import could_place
-from collector.store.rollup import MessageParts, refresh_rollups
-from collector.store.rollup_parts import part_of
 from tracehook import wire
 from tracehook.context import trace_id_for
 from tracehook.wire import BatchHeader, Event, EventType
@@ -106,7 +107,7 @@ def _event_rows(header: BatchHeader, event: Event, salt_buckets: int, mark: bool
                 rows.append((_SEQIDX, schema.seq_row(k, event.broker, event.offset, event.queue), cells))
         if placing:
             rows.append((_TIMEIDX, schema.time_row(k, schema.salt(msg_id, salt_buckets)), cells))
-    if mark:  # after this batch the message's part of its minute's rollup is rebuilt (collector.store.rollup)
+    if mark:  # after this batch the message's part of its minute's rollup is rebuilt (collector.index.rollup)
         rows.append((schema.ROLLUPS, schema.rollup_dirty_msg_row(msg_id), _MARK))
     if bodies.has_kept_body(event):  # apart from the trace (the message cell above left it out)
         rows.append((schema.BODIES, *bodies.body_row(event)))
@@ -205,7 +206,7 @@ def index_records(
     replays an uncommitted batch; past :data:`MAX_UNFINISHED` ids they go to marker rows).
     With ``touched`` given the msg ids go there instead: the
     caller reads their parts back itself (the index job's tasks do, on their own connections,
-    :func:`collector.store.rollup.read_parts`) and hands them to :func:`finish_batch`.
+    :func:`collector.index.rollup.read_parts`) and hands them to :func:`finish_batch`.
     Each writer thread uses one store connection at a time, so ``writers=1`` writes over
     a single connection while the calling thread builds the next batch.
 
@@ -278,7 +279,7 @@ def _failing_at(records: Iterable[tuple[BatchHeader, Event]], msg_id: str) -> It
 
 
 READ_BACK_TABLES = frozenset((schema.MESSAGES, schema.PENDING, schema.DEAD, schema.TIMEIDX))
-"""The tables the read-back (:func:`collector.store.rollup.read_parts`) and :func:`finish_batch` read or
+"""The tables the read-back (:func:`collector.index.rollup.read_parts`) and :func:`finish_batch` read or
 change (a minute's rollup rebuilt whole scans the time index): with ``deferred``, :func:`index_records`
 returns once every put of theirs is written."""
 DEFERRED_PUTS = 4
@@ -357,7 +358,7 @@ def finish_batch(
     indexed (by another partition, or a later batch), and removes the rows it had under its
     own time.  Dead letters whose send is still unknown stay pending up to
     :data:`PENDING_MAX_AGE_MS`.  Then it recomputes the rollups of the minutes the batch
-    touched (:func:`collector.store.rollup.refresh_rollups`): those of the messages
+    touched (:func:`collector.index.rollup.refresh_rollups`): those of the messages
     :func:`index_records` wrote through this ``store`` object since the last call, and of
     ``parts``, the parts the batch's writers read back (``index_records(touched=...)``).
     Last, once the puts in ``written`` (:func:`index_records`' ``deferred`` ones) are done too,
