@@ -13,8 +13,8 @@ Example::
     finish_batch(store)                     # the rollups of the messages just indexed
     store.close()
 
-Modules: :mod:`~collector.index.indexer` (rows written, batches finished), :mod:`~collector.index.rowbuild`
-(the C row builder's loader), :mod:`~collector.index.rollup` with ``rollup_parts`` / ``rollup_buckets`` /
+Modules: :mod:`~collector.index.indexer` (rows written, batches finished), :mod:`~collector.index.rows`
+(one event's rows, in Python), :mod:`~collector.index.rowbuild` (the C row builder, the same rows), :mod:`~collector.index.rollup` with ``rollup_parts`` / ``rollup_buckets`` /
 ``rollup_delta`` / ``rollup_hours`` (per-minute and hourly rollups), :mod:`~collector.index.readback`
 (the rollups' read of messages), :mod:`~collector.index.isolate` (a failing event set aside),
 :mod:`~collector.index.backfill` (property rows for events already indexed) and
@@ -23,6 +23,7 @@ Modules: :mod:`~collector.index.indexer` (rows written, batches finished), :mod:
 
 from __future__ import annotations
 
-from collector.index.indexer import batched_rows, finish_batch, index_payloads, index_records, rows_for
+from collector.index.indexer import batched_rows, finish_batch, index_payloads, index_records
+from collector.index.rows import rows_for
 
 __all__ = ["batched_rows", "finish_batch", "index_payloads", "index_records", "rows_for"]

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from index_helpers import CONSUMER, PRODUCER, consumed, ev, message
 
-from collector.index.indexer import rows_for
+from collector.index.rows import rows_for
 from collector.store import codec, keys, schema
 from collector.store.errors import StoredValueError
 from tracehook.wire import (

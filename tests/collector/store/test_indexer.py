@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from index_helpers import CONSUMER, consumed, ev, message, unique
 
-from collector.index.indexer import index_records, rows_for
+from collector.index.indexer import index_records
+from collector.index.rows import rows_for
 from collector.store import keys, schema
 from collector.store.reader import TraceQuery
 from tracehook.context import trace_id_for
