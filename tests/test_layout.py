@@ -130,8 +130,8 @@ def test_the_store_imports_nothing_of_the_indexer() -> None:
             if any(d.split(".")[:2] == ["collector", "index"] for d in GRAPH[m])} == {}
 
 
-@pytest.mark.parametrize("package", ["tracehook", "collector.log", "collector.store", "collector.query",
-                                     "collector.server", "collector.cli", "spark_jobs"])
+@pytest.mark.parametrize("package", ["tracehook", "collector.log", "collector.store", "collector.index",
+                                     "collector.query", "collector.server", "collector.cli", "spark_jobs"])
 def test_one_error_module_per_package(package: str) -> None:
     assert f"{package}.errors" in MODULES
     elsewhere = []

@@ -23,13 +23,13 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 from collector.index import rowbuild
 from collector.index import rows as index_rows
+from collector.index.errors import InjectedFault
 from collector.index.rollup import MessageParts, refresh_rollups
 from collector.index.rollup_parts import part_of
 from collector.index.rows import MARK, ROW_KEY_TOO_LONG
 from collector.store import codec, keys, schema
 from collector.store import props as indexed_props
 from collector.store.base import Columns, Row, Store
-from collector.store.errors import InjectedFault
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event
 

@@ -40,6 +40,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import msgpack
 
+from collector.index.errors import MigrationError
 from collector.index.indexer import finish_batch, index_records
 from collector.store import (
     absolute_store_url,
@@ -52,7 +53,6 @@ from collector.store import (
     schema,
 )
 from collector.store.base import Columns, Row, Store
-from collector.store.errors import MigrationError
 from tracehook.wire import BatchHeader, Event
 
 FROZEN_LAYOUTS: dict[int, Callable[[bytes], layout_v1.StoredEvent]] = {
