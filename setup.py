@@ -3,8 +3,8 @@
 All four are optional: without a compiler the install still succeeds and the Python paths run.
 ``collector.wirecheck._wirecheck`` validates batches (else :mod:`collector.wirecheck.validate` validates
 in Python: ``validate.FAST_PATH`` is False); ``collector.store._rowbuild`` builds index rows (else
-:func:`collector.store.indexer.batched_rows` builds them in Python: ``rowbuild.FAST_PATH`` is False);
-``collector.store._readback`` decodes the rollup read-back's events (else :mod:`collector.store.readback`
+:func:`collector.index.indexer.batched_rows` builds them in Python: ``rowbuild.FAST_PATH`` is False);
+``collector.store._readback`` decodes the rollup read-back's events (else :mod:`collector.index.readback`
 does it with msgspec: ``readback.FAST_PATH`` is False); ``collector.store._sqlput`` runs the embedded store's puts
 and multi-row reads with the GIL released (it also needs sqlite3.h; else Python's ``executemany`` and
 ``IN`` lookups do: ``local.SQLPUT`` is False).

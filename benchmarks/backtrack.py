@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterator
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root: tests.fixtures
 
+from collector.index.indexer import index_records
 from collector.query import backtrack
 from collector.store import keys, open_store, schema
-from collector.store.indexer import index_records
 from collector.store.reader import MAX_LIMIT, TraceQuery
 from tests.fixtures.sample import BILLING_HEADER, Record, consume, send
 from tracehook.wire import Event, EventType, Status, make_event

@@ -28,10 +28,10 @@ from collections.abc import Callable
 
 from backtrack import GROUP, SPAN_MS, TOPIC, records
 
+from collector.index.indexer import index_records
 from collector.query.outcome_filter import FILTER_SCAN_ROWS, parse_filter
 from collector.query.params import MAX_PAGE_SIZE
 from collector.store import open_store
-from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
 
 OUTCOMES = ("dead", "failed", "not_consumed")

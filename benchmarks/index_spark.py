@@ -27,9 +27,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from index_throughput import events
 
+from collector.index.indexer import index_records
 from collector.log.file import TraceLog, read_segment, sealed_segments
 from collector.store import open_store
-from collector.store.indexer import index_records
 from spark_jobs import index_once, spark_session
 from tracehook.wire import decode_batch, encode_batch
 

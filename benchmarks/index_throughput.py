@@ -5,7 +5,7 @@ Prints one table, every row measured in the same run on the same events:
 * ``raw happybase puts``: the exact rows the indexer writes (same batches, same merged
   rows), precomputed and sent over one connection with happybase batched puts: the
   ceiling for an indexer that must also compute them;
-* ``indexer -> HBase``: ``collector.store.indexer.index_records`` from decoded events,
+* ``indexer -> HBase``: ``collector.index.indexer.index_records`` from decoded events,
   with one writer thread and with the default pipelined writers;
 * ``indexer -> local``: the same into the embedded SQLite store (for comparison).
 
@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from collector.index.indexer import DEFAULT_BATCH_SIZE, DEFAULT_WRITERS, batched_rows, index_records
 from collector.store.hbase import HBaseStore
-from collector.store.indexer import DEFAULT_BATCH_SIZE, DEFAULT_WRITERS, batched_rows, index_records
 from collector.store.local import LocalStore
 from tracehook.wire import BatchHeader, Event, EventType, make_event
 

@@ -5,7 +5,7 @@ instrumentation reports them, half process spans), which map to 1,500 trace even
 native batch is exactly those 1,500 events in tracehook's msgpack format. Each format goes to
 its own real collector (``python -m collector``, fsync group commit, no index store) from 1
 and 4 concurrent clients; then each collector's log is indexed in process into a local
-store (``collector.store.indexer.index_records``, what the Spark job runs per partition).::
+store (``collector.index.indexer.index_records``, what the Spark job runs per partition).::
 
     python benchmarks/otlp_ingest.py [--seconds 5] [--clients 1,4] [--index-events 150000]
 
@@ -36,10 +36,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa: E402
 from opentelemetry.proto.trace.v1.trace_pb2 import Span  # noqa: E402
 
+from collector.index.indexer import index_records  # noqa: E402
 from collector.log import file as tracelog  # noqa: E402
 from collector.server import otlp  # noqa: E402
 from collector.store import open_store  # noqa: E402
-from collector.store.indexer import index_records  # noqa: E402
 from tracehook import wire  # noqa: E402
 
 SPANS_PER_REQUEST = 1000

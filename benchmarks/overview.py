@@ -4,7 +4,7 @@ Loads ``--messages`` synthetic messages (default 10^6) over the last 24 hours in
 store through the indexer API (no Spark): 4 topics, 2 consumer groups each, a mix of outcomes
 (consumed, retried, failed, dead, pending, never received).  Every chunk of
 ``LOAD_CHUNK`` messages is indexed and then finished as the index job finishes a batch
-(:func:`collector.store.indexer.finish_batch`, which recomputes the rollups), and both are timed.
+(:func:`collector.index.indexer.finish_batch`, which recomputes the rollups), and both are timed.
 
 Then, against a warm collector subprocess on that store, for windows W ending where the data ends
 (``begin=end-W&end=...``, the custom-window path; a re-run reuses the loaded store):
@@ -41,11 +41,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from benchmarks import overview_fleet
 from collector.cli.demo import free_port, start_collector, stop_collector
+from collector.index.indexer import finish_batch, index_records
+from collector.index.rollup import topics
 from collector.query.timeparse import parse_duration
 from collector.store import open_store
-from collector.store.indexer import finish_batch, index_records
 from collector.store.reader import TraceQuery
-from collector.store.rollup import topics
 from tests.fixtures.sample import BILLING_HEADER, PRODUCER, PRODUCER_HEADER, SHIPPING_HEADER, _event
 from tracehook.wire import BatchHeader, Event, EventType, Status
 

@@ -28,10 +28,11 @@ import time
 from collections.abc import Callable, Iterator
 from unittest import mock
 
+from collector.index import rollup_hours
+from collector.index.indexer import finish_batch, index_records
+from collector.index.rollup import MinuteBucket, read_minutes, topics
 from collector.query import overview as ov
-from collector.store import Store, open_store, rollup_hours
-from collector.store.indexer import finish_batch, index_records
-from collector.store.rollup import MinuteBucket, read_minutes, topics
+from collector.store import Store, open_store
 from tests.fixtures.sample import BILLING_HEADER, PRODUCER, PRODUCER_HEADER, _event
 from tracehook.wire import BatchHeader, Event, EventType, Status
 
@@ -122,7 +123,7 @@ def _median_ms(run: Callable[[], object], repeats: int) -> float:
 
 def _minute_rows_only(store: Store, begin_ms: int, end_ms: int, *, topic: str | None = None, **_: object,
                       ) -> dict[str, list[MinuteBucket]]:
-    """What :func:`collector.store.rollup_hours.read_window` answers, from every topic's minute rows only."""
+    """What :func:`collector.index.rollup_hours.read_window` answers, from every topic's minute rows only."""
     names = topics(store) if topic is None else [topic]
     return {name: found for name in names if (found := read_minutes(store, name, begin_ms, end_ms - 1))}
 

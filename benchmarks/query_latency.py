@@ -33,8 +33,8 @@ from collections.abc import Callable
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repo root: tests.fixtures
 
 from collector.cli.demo import free_port, start_collector, stop_collector
+from collector.index.indexer import index_records
 from collector.store import open_store
-from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
 from tests.fixtures.sample import bulk
 

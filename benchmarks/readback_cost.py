@@ -9,7 +9,7 @@ reads the last batch's messages back (best CPU time of ``--repeat`` runs), with 
     python benchmarks/readback_cost.py --events 400000 --mix realistic --micro-batch 200000
 
 The parts read are the same both ways (a digest of them is printed). A checkout without
-collector/store/readback.py (before the extension) runs the first row only.
+collector/index/readback.py (before the extension) runs the first row only.
 Exit codes: 0 done; 2 bad arguments.
 """
 
@@ -29,9 +29,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.index_cost_support import MIXES, encode, micro_batches
-from collector.store import open_store, rollup, schema
+from collector.index import rollup
+from collector.index.indexer import index_payloads
+from collector.store import open_store, schema
 from collector.store.base import Store
-from collector.store.indexer import index_payloads
 from tracehook import wire
 
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         store = open_store(f"local:{tmp}/index.sqlite3")
         ids = last_batch(store, args.mix, args.events, args.micro_batch)
         try:
-            from collector.store import readback
+            from collector.index import readback
         except ImportError:
             readback = None
         paths: list[tuple[str, Any]] = [("C extension" if readback and readback.FAST_PATH else "this checkout", None)]

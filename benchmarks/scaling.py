@@ -262,8 +262,8 @@ def _produce_topic(bootstrap: str, topic: str, n: int) -> None:
 
 def part_b(args: argparse.Namespace, bootstrap: str, hbase_port: int) -> list[tuple[str, float]]:
     """Rows (path, events/s)."""
+    from collector.index.indexer import DEFAULT_BATCH_SIZE, batched_rows
     from collector.store.hbase import HBaseStore
-    from collector.store.indexer import DEFAULT_BATCH_SIZE, batched_rows
 
     topic = f"bench-index-{uuid.uuid4().hex[:8]}"
     _produce_topic(bootstrap, topic, args.index_events)

@@ -42,8 +42,8 @@ from collections.abc import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from collector.index.indexer import index_records
 from collector.store import Store, StoreError, open_store
-from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
 from tests.fixtures.sample import bulk
 

@@ -29,9 +29,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.index_cost_support import MIXES, sqlite_bytes  # noqa: E402
+from collector.index.indexer import finish_batch, index_records  # noqa: E402
+from collector.index.migrate import migrate_store  # noqa: E402
 from collector.store import open_store  # noqa: E402
-from collector.store.indexer import finish_batch, index_records  # noqa: E402
-from collector.store.migrate import migrate_store  # noqa: E402
 from collector.store.upgrade import upgrade_store  # noqa: E402
 from tests.collector.store import v2_store  # noqa: E402
 

@@ -37,8 +37,8 @@ ENV_PYTHON_PUTS = "TRACEHOOK_PYTHON_PUTS"
 
 EXTENSIONS = (
     "collector.wirecheck._wirecheck",  # the batch validator: collector.wirecheck.validate
-    "collector.store._rowbuild",  # index rows: collector.store.rowbuild
-    "collector.store._readback",  # the rollups' read-back: collector.store.readback
+    "collector.store._rowbuild",  # index rows: collector.index.rowbuild
+    "collector.store._readback",  # the rollups' read-back: collector.index.readback
     "collector.store._sqlput",  # the embedded store's puts and reads: collector.store.local
 )
 """Every compiled module ``setup.py`` builds (tests/collector/test_extensions.py checks the two lists agree)."""

@@ -21,8 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from collector.cli.demo import free_port, start_collector, stop_collector  # noqa: E402
+from collector.index.indexer import index_records  # noqa: E402
 from collector.store import open_store  # noqa: E402
-from collector.store.indexer import index_records  # noqa: E402
 from tests.fixtures.sample import SHARED_KEY, TOPIC, scenario  # noqa: E402
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]

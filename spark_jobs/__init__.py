@@ -4,8 +4,8 @@ The source is :class:`spark_jobs.datasource.TraceLogSource` read as a stream: of
 trace-log record offsets, each micro-batch reads up to the collector's durable end (the
 active segment included), one partition per segment slice.  ``foreachBatch`` runs
 ``mapPartitions`` over the batch: each partition decodes its batches and writes every index
-row with :func:`collector.store.indexer.index_records` over one store connection; then the
-driver runs :func:`collector.store.indexer.finish_batch`.  Spark's checkpoint (one per
+row with :func:`collector.index.indexer.index_records` over one store connection; then the
+driver runs :func:`collector.index.indexer.finish_batch`.  Spark's checkpoint (one per
 (log, store): ``<log-dir>/index-checkpoints/<hash of the store URL>/`` unless ``--checkpoint``)
 holds the offsets; a batch that failed or was killed is run again with the same offsets and
 rewrites identical cells.  Each commit is also recorded in ``<log-dir>/index-commits/`` for

@@ -21,7 +21,7 @@ from spark_jobs.errors import IndexJobError
 from spark_jobs.partition import DEFAULT_WRITERS, PartitionResult, index_partition, one_task
 
 if TYPE_CHECKING:
-    from collector.store.rollup import MessageParts
+    from collector.index.rollup import MessageParts
 
 log = logging.getLogger(__name__)
 
@@ -99,12 +99,12 @@ def index_batch(rdd: Any, store_url: str, batch_size: int, writers: int = DEFAUL
 
 
 def finish_partitions(store_url: str, results: list[PartitionResult]) -> None:
-    """Run :func:`collector.store.indexer.finish_batch` on the driver once every partition of the
+    """Run :func:`collector.index.indexer.finish_batch` on the driver once every partition of the
     batch is written, with the rollup parts the partitions read back (merged: the read that saw
-    the most events of a message wins, :func:`collector.store.rollup.merge_parts`)."""
+    the most events of a message wins, :func:`collector.index.rollup.merge_parts`)."""
+    from collector.index.indexer import finish_batch
+    from collector.index.rollup import merge_parts
     from collector.store import StoreError
-    from collector.store.indexer import finish_batch
-    from collector.store.rollup import merge_parts
     from spark_jobs.store_cache import job_store
 
     parts: MessageParts = {}

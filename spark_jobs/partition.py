@@ -18,11 +18,11 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import wait
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from collector.index.isolate import MAX_REASON_CHARS, Item
 from collector.log.setaside import SetAside
-from collector.store.isolate import MAX_REASON_CHARS, Item
 
 if TYPE_CHECKING:
-    from collector.store.rollup import MessageParts
+    from collector.index.rollup import MessageParts
 
 DEFAULT_BATCH_SIZE = 1000
 DEFAULT_WRITERS = 1
@@ -44,7 +44,7 @@ class PartitionResult(NamedTuple):
     parts: MessageParts
     """The rollup parts of its messages read back after its writes (empty when the task finished the batch)."""
     set_aside: list[SetAside]
-    """Events the indexer could not store (:mod:`collector.store.isolate`), for the driver to record."""
+    """Events the indexer could not store (:mod:`collector.index.isolate`), for the driver to record."""
 
 
 def index_partition(store_url: str, batch_size: int, writers: int = DEFAULT_WRITERS, *,
@@ -54,15 +54,15 @@ def index_partition(store_url: str, batch_size: int, writers: int = DEFAULT_WRIT
     ``finish``: this task holds the whole batch, so it runs the batch's finishing step itself
     (:func:`spark_jobs.driver.finish_partitions`' work, on its own connection) and returns no rollup parts.
     ``isolate`` (with ``finish``): the batch failed once; index it again chunk by chunk, setting aside
-    each event that still fails (:func:`collector.store.isolate.index_isolating`).
+    each event that still fails (:func:`collector.index.isolate.index_isolating`).
     An event of a logged batch that the wire format refuses (a batch logged under older rules) is set
     aside in either mode, and the rest of its batch indexed.
     """
 
     def run(rows: Iterator[Any]) -> Iterator[PartitionResult]:
-        from collector.store.indexer import finish_batch, finish_writes, index_records
-        from collector.store.isolate import index_isolating
-        from collector.store.rollup import read_parts
+        from collector.index.indexer import finish_batch, finish_writes, index_records
+        from collector.index.isolate import index_isolating
+        from collector.index.rollup import read_parts
         from spark_jobs.store_cache import job_store
 
         counts = {"records": 0, "events": 0}
@@ -123,7 +123,7 @@ def index_partition(store_url: str, batch_size: int, writers: int = DEFAULT_WRIT
 
 
 ISOLATE_CHUNK_EVENTS = 2000
-"""Events an isolating task holds and indexes at a time (:func:`collector.store.isolate.index_isolating`)."""
+"""Events an isolating task holds and indexes at a time (:func:`collector.index.isolate.index_isolating`)."""
 
 
 def one_task(store_url: str) -> bool:

@@ -124,8 +124,8 @@ def _pretty(doc: dict[str, Any]) -> str:
 
 
 def _reindex(args: argparse.Namespace, checkpoint: str, chosen: list[tuple[int, SetAside]]) -> int:
+    from collector.index.isolate import Item, index_isolating
     from collector.store import StoreError, open_store
-    from collector.store.isolate import Item, index_isolating
     from tracehook.wire import WireError
 
     items: list[tuple[SetAside, Item]] = []

@@ -2,7 +2,8 @@
 
 - the library (``tracehook/``) imports neither ``collector`` nor ``spark_jobs``;
 - no import circles between modules (function-local imports count: they are how circles hide);
-- only ``collector/store`` builds or parses row keys (imports ``collector.store.keys``);
+- only ``collector/store`` and the indexer above it (``collector/index``) build or parse row keys (import
+  ``collector.store.keys``), and the store imports nothing of the indexer;
 - one error module per package, and only ``collector/server/errors.py`` knows HTTP statuses;
 - ``pip install tracehook`` is the library and msgpack; the extras follow the packages;
 - the five adapters get ``instrument`` / ``uninstrument`` from one helper;
@@ -117,13 +118,20 @@ def test_no_import_circles() -> None:
     assert cycles == []
 
 
-def test_only_the_store_builds_or_parses_row_keys() -> None:
+def test_only_the_store_and_the_indexer_build_or_parse_row_keys() -> None:
     users = sorted(m for m, deps in GRAPH.items() if "collector.store.keys" in deps)
-    assert [m for m in users if not m.startswith("collector.store.")] == []
+    assert [m for m in users if not m.startswith(("collector.store.", "collector.index."))] == []
 
 
-@pytest.mark.parametrize("package", ["tracehook", "collector.log", "collector.store", "collector.query",
-                                     "collector.server", "collector.cli", "spark_jobs"])
+def test_the_store_imports_nothing_of_the_indexer() -> None:
+    """The indexer sits above the store: ``collector.index`` imports ``collector.store``, never the reverse."""
+    store = [m for m in GRAPH if m == "collector.store" or m.startswith("collector.store.")]
+    assert {m: sorted(d for d in GRAPH[m] if d.split(".")[:2] == ["collector", "index"]) for m in store
+            if any(d.split(".")[:2] == ["collector", "index"] for d in GRAPH[m])} == {}
+
+
+@pytest.mark.parametrize("package", ["tracehook", "collector.log", "collector.store", "collector.index",
+                                     "collector.query", "collector.server", "collector.cli", "spark_jobs"])
 def test_one_error_module_per_package(package: str) -> None:
     assert f"{package}.errors" in MODULES
     elsewhere = []

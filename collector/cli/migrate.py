@@ -9,7 +9,7 @@ A layout-2 store is upgraded in place in seconds instead (``tracehook upgrade-st
     tracehook migrate-store --from 'hbase://hb:9090?namespace=trace' --to 'hbase://hb:9090?namespace=trace2'
 
 No trace log needed; resumable (rerun the same command after a failure or Ctrl-C); a rerun
-after it finished says so and exits 0.  See :mod:`collector.store.migrate` and
+after it finished says so and exits 0.  See :mod:`collector.index.migrate` and
 docs/index-store.md (Upgrading from layout 1, Upgrading to layout 3).  Exit status: 0 done, 1 a store failed mid-run
 (rerun to resume), 2 bad arguments or an unreachable store, 5 ``--to`` in an older layout,
 130 interrupted (docs/exit-codes.md).
@@ -30,7 +30,7 @@ PROGRESS_EVERY_S = 5.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from collector.store.migrate import DEFAULT_CHUNK
+    from collector.index.migrate import DEFAULT_CHUNK
 
     parser.add_argument("--from", dest="old", required=True, metavar="OLD_URL",
                         help="the layout-1 or layout-2 store (local:PATH or hbase://HOST:PORT?namespace=NS), only read; "
@@ -43,8 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Migrate, printing a progress line every few seconds and a final line; returns the exit status."""
+    from collector.index.migrate import MigrationError, Progress, migrate_store
     from collector.store import check_store_url
-    from collector.store.migrate import MigrationError, Progress, migrate_store
 
     if args.chunk < 1:
         print(f"error: --chunk must be at least 1, not {args.chunk}", file=sys.stderr)

@@ -34,7 +34,7 @@ PROGRESS_EVERY_S = 5.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from collector.store.backfill import DEFAULT_CHUNK
+    from collector.index.backfill import DEFAULT_CHUNK
 
     store = argparse.ArgumentParser(add_help=False)
     store.add_argument("--store", required=True, help="the index store: local:PATH or hbase://HOST:PORT?namespace=NS")
@@ -98,9 +98,9 @@ def _names(names: tuple[str, ...]) -> str:
 
 
 def _backfill(store: Store, args: argparse.Namespace) -> int:
+    from collector.index.backfill import BackfillProgress, backfill
     from collector.query.params import time_param, time_window
     from collector.query.timeparse import current_ms, parse_duration
-    from collector.store.backfill import BackfillProgress, backfill
 
     if args.chunk < 1:
         print(f"error: --chunk must be at least 1, not {args.chunk}", file=sys.stderr)

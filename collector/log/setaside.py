@@ -1,6 +1,6 @@
 """The events an index checkpoint set aside: ``<checkpoint>/set-aside.jsonl``, beside Spark's own files.
 
-An event the indexer could not store (:mod:`collector.store.isolate`) is recorded here with its
+An event the indexer could not store (:mod:`collector.index.isolate`) is recorded here with its
 place in the trace log and the reason, and the rest of its batch is indexed and committed.  The
 file is outside the index tables (no layout change) and beside the checkpoint whose run set the
 events aside: the collector counts them (``/metrics``, ``/healthz``, the console) through the

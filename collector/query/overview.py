@@ -1,6 +1,6 @@
 """The overview: topics and consumer groups over a window, read from rollups only.
 
-No message is scanned: the rows :mod:`collector.store.rollup` keeps per (topic, minute)
+No message is scanned: the rows :mod:`collector.index.rollup` keeps per (topic, minute)
 hold every count, a latency histogram that merges across minutes, and what a group's
 lag in time needs.  The web console's start page, ``GET /v1/overview`` and the
 Prometheus export on ``/metrics`` all read :func:`overview`.
@@ -29,13 +29,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from collector.index.rollup import LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket, read_minutes
+from collector.index.rollup_hours import read_window
 from collector.query.errors import BadTimeError, ParamError
 from collector.query.overview_rows import DEFAULT_SORT, OverviewRow, RowQuery, select_rows
 from collector.query.params import MAX_PARAM_LEN, request_window, text_param
 from collector.query.timeparse import parse_duration
 from collector.store import Store
-from collector.store.rollup import LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket, read_minutes
-from collector.store.rollup_hours import read_window
 
 DEFAULT_LAG_HORIZON_MS = 24 * 3600 * 1000
 """How far back from the window's end the lag looks for unconsumed messages."""
@@ -190,7 +190,7 @@ def overview(
 
     Every topic's totals and lag come from hourly rollups for the whole hours of the window and of
     the lag's look-back, all topics' in one scan, and minute rollups for the edges
-    (:func:`collector.store.rollup_hours.read_window`).  With ``rows``, only
+    (:func:`collector.index.rollup_hours.read_window`).  With ``rows``, only
     the topics of the page of rows it asks for are kept; ``series`` reads their minutes for the charts.
     """
     step = step_ms_for(begin_ms, end_ms)

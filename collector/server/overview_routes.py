@@ -24,6 +24,7 @@ from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
+from collector.index.rollup import LATENCY_BOUNDS_MS
 from collector.query import overview as ov
 from collector.query.overview_rows import row_query_from_params
 from collector.query.timeparse import current_ms
@@ -32,7 +33,6 @@ from collector.server.auth import require_query_token
 from collector.server.errors import HttpError
 from collector.server.routes import query_route
 from collector.store import Store, StoreError
-from collector.store.rollup import LATENCY_BOUNDS_MS
 
 log = logging.getLogger(__name__)
 

@@ -64,6 +64,12 @@ class Store(Protocol):
     """The salt bucket count recorded with the store's tables (what the indexer and queries use)."""
     layout_version: int
     """The layout recorded with the store's tables (:mod:`collector.store.layout`)."""
+    max_writers: int
+    """Writer threads the indexer runs for this store at most (it takes the fewer of this and its
+    ``writers``): more would only wait for the store's connections."""
+    preferred_put_rows: int
+    """Rows per :meth:`put_rows` the indexer gathers at least (it takes the more of this and its
+    ``batch_size``); 1 when the caller's batch size is the store's best (a put is one round trip)."""
 
     def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
         """Write the given columns of each row (other columns of the row stay).
@@ -102,7 +108,7 @@ class Store(Protocol):
         """Record a setting with the store's tables (overwriting it)."""
 
     def end_batch(self) -> bool:
-        """An index batch is written and finished (:func:`collector.store.indexer.finish_batch`): the
+        """An index batch is written and finished (:func:`collector.index.indexer.finish_batch`): the
         store's moment for housekeeping that should not run inside its writes (the embedded store
         checkpoints its WAL).  False when that was put off to the next call."""
 

@@ -88,22 +88,11 @@ class OldLayoutError(LayoutVersionError):
     reason = "old_layout"
 
 
-class MigrationError(StoreError):
-    """A migration that cannot run as asked: its old store is in no layout it reads, or is the new store."""
-
-    reason = "bad_migration"
-
-
 class UpgradeError(StoreError):
     """An in-place upgrade that cannot run as asked: no room for its snapshot, an HBase store without
     ``--no-snapshot``, a rollback from a file that is no snapshot of this store."""
 
     reason = "bad_upgrade"
-
-
-class InjectedFault(RuntimeError):
-    """Tests only: the failure ``TRACEHOOK_INDEX_FAULT_MSG_ID`` asks of the indexer (not a StoreError:
-    an event's failure, which the index job sets aside)."""
 
 
 class BadPropertyError(QueryError):

@@ -87,6 +87,8 @@ class HBaseStore:
     """:class:`~collector.store.base.Store` on HBase Thrift1; safe to share between threads."""
 
     concurrent_reads = True
+    preferred_put_rows = 1
+    """No minimum put: each put is one Thrift round trip, whose size the caller's ``batch_size`` sets."""
 
     def __init__(
         self, host: str, port: int, namespace: str = DEFAULT_NAMESPACE, options: StoreOptions = DEFAULT_OPTIONS,
@@ -103,6 +105,7 @@ class HBaseStore:
         )
         self._idle: queue.LifoQueue[happybase.Connection] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(pool_size)
+        self.max_writers = pool_size  # each writer holds a pooled connection through its put
         self._closed = False
         self._thrift2 = thrift2
         self.storage = storage or hbase_admin.family_storage({}, thrift2=thrift2 is not None)

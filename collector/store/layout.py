@@ -6,7 +6,7 @@ tables exist without the record was made by an older release: layout 1.  Opening
 another layout is refused (:func:`check_layout`, from :func:`collector.store.open_store`) with
 one line naming the command that brings it to this layout: ``tracehook upgrade-store`` for a
 layout this release reads in place (:data:`IN_PLACE_FROM`, :mod:`collector.store.upgrade`),
-``tracehook migrate-store`` for an older one (:mod:`collector.store.migrate`), so nothing is
+``tracehook migrate-store`` for an older one (:mod:`collector.index.migrate`), so nothing is
 ever answered from rows read the wrong way.
 
 The time index starts every row with ``salt(msg_id) % buckets``; readers scan every

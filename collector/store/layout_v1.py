@@ -15,7 +15,7 @@ and may change; only the row-key encoding (:mod:`collector.store.keys`) is share
 
 Each cell comes with its write time, which its TTL counts from: the migration writes its
 copies no later, so they expire no later than the originals
-(:mod:`collector.store.migrate`).  A ``local:`` store is read with SQLite directly, read-only
+(:mod:`collector.index.migrate`).  A ``local:`` store is read with SQLite directly, read-only
 (its file layout, a ``(row, col, ts, value)`` table per table, is frozen here too); an HBase
 store through :meth:`collector.store.hbase.HBaseStore.scan_cells`.
 """

@@ -149,6 +149,14 @@ class StoreLink:
         """The open store's recorded count; ``StoreUnavailableError`` while it is down."""
         return self._current().salt_buckets
 
+    @property
+    def max_writers(self) -> int:  # type: ignore[override]
+        return self._current().max_writers
+
+    @property
+    def preferred_put_rows(self) -> int:  # type: ignore[override]
+        return self._current().preferred_put_rows
+
     def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
         self._call("put_rows", table, rows, ts=ts)
 

@@ -149,7 +149,7 @@ class LocalStore:
 
         Not the writing one: a put holds that one (and its lock) for its whole statement, and the
         indexer reads the rollups' messages back while its writer thread still writes the batch's
-        index rows (:func:`collector.store.indexer.index_records`, ``deferred``).  Every write is
+        index rows (:func:`collector.index.indexer.index_records`, ``deferred``).  Every write is
         committed when its call returns, so a read after it sees it."""
         if self._reader is None:
             reader = sqlite3.connect(self._path, timeout=DEFAULT_BUSY_TIMEOUT_S, check_same_thread=False,
@@ -187,7 +187,7 @@ class LocalStore:
             self._db.execute("COMMIT")
 
     def end_batch(self) -> bool:
-        """Now that an index batch is written (:func:`collector.store.indexer.finish_batch` calls it), a
+        """Now that an index batch is written (:func:`collector.index.indexer.finish_batch` calls it), a
         WAL bigger than :data:`WAL_KEEP_BYTES` is checkpointed into the file and cut to 0 bytes (a
         smaller one is left to the auto-checkpoints: cutting it after every small batch cost more than
         it gave back).  Never waits: a query still reading a snapshot the WAL holds keeps it, the call

@@ -86,7 +86,7 @@ class TraceQuery:
         """Time-index buckets scanned: the count recorded with the store's tables unless given."""
         if self._salt_buckets is not None:
             return self._salt_buckets
-        return getattr(self.store, "salt_buckets", schema.DEFAULT_SALT_BUCKETS)
+        return self.store.salt_buckets
 
     # --- one message ---------------------------------------------------------
 
@@ -222,8 +222,8 @@ class TraceQuery:
             return [_time_candidate(row[prefix_len:]) for row, _ in rows]
 
         # The bucket scans are independent round trips: side by side where the store overlaps them.
-        parallel = getattr(self.store, "concurrent_reads", False)
-        scans = list(_scan_pool().map(scan_bucket, ranges) if parallel else map(scan_bucket, ranges))
+        scans = list(_scan_pool().map(scan_bucket, ranges) if self.store.concurrent_reads
+                     else map(scan_bucket, ranges))
         merged = heapq.merge(*scans, key=lambda item: item[0], reverse=newest_first)
         return list(itertools.islice(merged, n))
 

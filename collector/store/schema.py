@@ -49,11 +49,11 @@ event's own time (:func:`message_time`).  Only a message's send places it (the
 message model, collector/store/model.py): the time, queue and position indexes are
 written by PUB events, and by consume events only when they carry the broker's store
 time.  A dead letter cannot know its message's placement, so it is filed under its own
-time and parked in ``pending``; :func:`collector.store.indexer.finish_batch` moves it
+time and parked in ``pending``; :func:`collector.index.indexer.finish_batch` moves it
 to the placement time once the send is indexed.  Queries keep an index row only when
 its time is the message's listing time (:class:`collector.store.model.MessageTrace`),
 so a stray row never lists a message twice or in the wrong window.
-Rollup rows are recomputed by :mod:`collector.store.rollup` after every batch: each
+Rollup rows are recomputed by :mod:`collector.index.rollup` after every batch: each
 marked message's part is rebuilt from its message row, then each touched minute from its parts.
 A message cell's qualifier and value are :mod:`collector.store.codec`'s: the value leaves out the
 msg_id the row key holds, and a duplicate event overwrites itself.

@@ -21,7 +21,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # Each loader's own report of whether its extension is in use, read in a fresh interpreter.
 REPORT = """
 import json
-from collector.store import local, readback, rowbuild
+from collector.index import readback, rowbuild
+from collector.store import local
 from collector.wirecheck import validate
 print(json.dumps({
     "collector.wirecheck._wirecheck": validate.FAST_PATH,

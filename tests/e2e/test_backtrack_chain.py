@@ -21,9 +21,9 @@ from fixtures.collector_process import CollectorProcess
 
 import tracehook
 from collector.cli.main import main as cli_main
+from collector.index.indexer import index_records
 from collector.log.file import read_segment, sealed_segments
 from collector.store import open_store
-from collector.store.indexer import index_records
 from tests.fixtures.indexing import seal_log
 from tracehook.wire import decode_batch
 

@@ -11,8 +11,8 @@ import pytest
 import requests
 from fixtures.collector_process import CollectorProcess
 
+from collector.index.indexer import finish_batch, index_records
 from collector.store import open_store
-from collector.store.indexer import finish_batch, index_records
 from tests.fixtures.chromium import chromium_page
 from tests.fixtures.sample import BILLING_HEADER, DEAD_GROUP, TOPIC, Record, _message, consume, scenario, send
 

@@ -22,8 +22,8 @@ import pytest
 from fixtures.spark_cluster import ROOT, driver_env
 from kafka_log_helpers import dump, index_command, post, start_collector, traffic_batch
 
+from collector.index.indexer import finish_batch, index_payloads
 from collector.store import open_store
-from collector.store.indexer import finish_batch, index_payloads
 from spark_jobs import APP_NAME
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.hbase, pytest.mark.kafka]

@@ -8,8 +8,8 @@ import time
 import pytest
 from fixtures.collector_process import CollectorProcess
 
+from collector.index.indexer import index_records
 from collector.store import open_store
-from collector.store.indexer import index_records
 from tests.fixtures.chromium import chromium_page
 from tests.fixtures.sample import SHARED_KEY, SHIPPING_HEADER, TOPIC, scenario, send
 from tracehook.wire import Event, EventType, Status, make_event

@@ -16,8 +16,8 @@ import pytest
 from fixtures.collector_process import CollectorProcess
 from fixtures.pages import CursorPages
 
+from collector.index.indexer import index_records
 from collector.store import open_store, props
-from collector.store.indexer import index_records
 from tests.fixtures.chromium import chromium_page
 from tests.fixtures.props_model import Msg, events
 from tests.fixtures.sample import SHARED_KEY, TOPIC, scenario

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from fixtures import extremes
 
+from collector.index.indexer import ROW_KEY_TOO_LONG
 from collector.log.file import TraceLog
 from collector.log.state import committed_offset, readable_end
 from collector.store import open_store
-from collector.store.indexer import ROW_KEY_TOO_LONG
 from collector.wirecheck import validate
 from spark_jobs import index_once
 from tracehook import wire

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from collector.index.rollup import read_minutes
 from collector.log.file import TraceLog, sealed_segments
 from collector.log.state import committed_offset, readable_end
 from collector.store import open_store
 from collector.store.reader import TraceQuery
-from collector.store.rollup import read_minutes
 from spark_jobs import add_arguments, index_once, run
 from spark_jobs.checkpoint import default_checkpoint, spark_committed
 from spark_jobs.errors import IndexJobError
@@ -271,7 +271,7 @@ def _sample_payloads() -> tuple[int, list[bytes]]:
 
 def _reference_rows(tmp_path: Any, payloads: list[bytes]) -> list[Any]:
     """Every cell the in-process indexer writes for ``payloads`` (one batch, then finish_batch)."""
-    from collector.store.indexer import finish_batch, index_payloads
+    from collector.index.indexer import finish_batch, index_payloads
 
     reference = open_store(f"local:{tmp_path / 'reference.sqlite3'}")
     try:

@@ -16,11 +16,11 @@ from typing import Any
 import msgpack
 import pytest
 
+from collector.index.errors import InjectedFault
+from collector.index.indexer import FAULT_MSG_ID_ENV
+from collector.index.isolate import Item, index_isolating
 from collector.log import setaside
 from collector.store import StoreUnavailableError, open_store
-from collector.store.errors import InjectedFault
-from collector.store.indexer import FAULT_MSG_ID_ENV
-from collector.store.isolate import Item, index_isolating
 from collector.store.reader import TraceQuery
 from spark_jobs.partition import index_partition
 from tests.fixtures.sample import LogRow

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
+from collector.index.indexer import index_records
 from collector.store import open_store
-from collector.store.indexer import index_records
 from tests.fixtures.sample import scenario
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]

@@ -6,8 +6,8 @@ import json
 
 from collector.cli import props as props_cli
 from collector.cli.main import OneLineParser, main
+from collector.index.indexer import index_records
 from collector.store import open_store
-from collector.store.indexer import index_records
 from tests.fixtures.props_model import Msg, events
 
 _PARSER = OneLineParser(prog="tracehook props")

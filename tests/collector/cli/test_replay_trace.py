@@ -26,8 +26,8 @@ from collector.cli.replay_trace import (
     trace_counts,
     truncated,
 )
+from collector.index.indexer import finish_batch, index_records
 from collector.store import bodies, open_store
-from collector.store.indexer import finish_batch, index_records
 from tracehook import Status, wire
 from tracehook.wire import BODY_TRUNCATED, BODY_ZLIB, BatchHeader, EventType
 

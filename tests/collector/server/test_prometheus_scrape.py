@@ -15,10 +15,10 @@ import requests
 import yaml
 from collector_service_helpers import make_batch
 
+from collector.index.indexer import finish_batch, index_records
 from collector.log import setaside
 from collector.log import state as logstate
 from collector.store import open_store
-from collector.store.indexer import finish_batch, index_records
 from tests.fixtures.prometheus import Prometheus, check_metrics, samples, value
 from tests.fixtures.sample import DEAD_GROUP, TOPIC, scenario
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from index_helpers import CONSUMER, consumed, ev, message
 
+from collector.index.indexer import finish_batch, index_records
 from collector.query.documents import page_dict, trace_document
 from collector.query.overview import overview
 from collector.store import Store, open_store
-from collector.store.indexer import finish_batch, index_records
 from collector.store.reader import TraceQuery
 from tracehook.wire import BatchHeader, Event, EventType, Status, trace_id_of
 

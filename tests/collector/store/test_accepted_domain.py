@@ -14,10 +14,11 @@ from fixtures import extremes
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from collector.store import local, open_store, readback, rowbuild, schema
+from collector.index import readback, rowbuild
+from collector.index.indexer import ROW_KEY_TOO_LONG, finish_batch, index_payloads
+from collector.index.rollup_buckets import GroupBucket
+from collector.store import local, open_store, schema
 from collector.store.hbase import scan_bound
-from collector.store.indexer import ROW_KEY_TOO_LONG, finish_batch, index_payloads
-from collector.store.rollup_buckets import GroupBucket
 from collector.wirecheck import validate
 from tracehook import wire
 

@@ -228,8 +228,8 @@ def test_hbase_bodies_family_has_its_own_ttl(make_hbase_url) -> None:
 @pytest.mark.slow
 def test_hbase_erased_bodies_are_gone_and_marked(make_hbase_url) -> None:
     # The erased marker is written a millisecond after the row delete, which HBase's delete does not hide.
+    from collector.index.indexer import index_records
     from collector.store import bodies, schema
-    from collector.store.indexer import index_records
     from tracehook import wire
 
     store = open_store(make_hbase_url())

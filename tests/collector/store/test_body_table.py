@@ -7,8 +7,9 @@ import zlib
 
 import pytest
 
+from collector.index.indexer import index_records
+from collector.index.rows import rows_for
 from collector.store import bodies, codec, open_store, schema
-from collector.store.indexer import index_records, rows_for
 from tracehook import wire
 from tracehook.wire import BODY_TRUNCATED, BODY_ZLIB, BatchHeader, EventType
 

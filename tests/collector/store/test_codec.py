@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from index_helpers import CONSUMER, PRODUCER, consumed, ev, message
 
+from collector.index.rows import rows_for
 from collector.store import codec, keys, schema
 from collector.store.errors import StoredValueError
-from collector.store.indexer import rows_for
 from tracehook.wire import (
     FIELD_COUNT,
     INT_RANGES,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from collector.index.indexer import READ_BACK_TABLES, finish_batch, finish_writes, index_records
 from collector.store import schema
-from collector.store.indexer import READ_BACK_TABLES, finish_batch, finish_writes, index_records
 from collector.store.local import LocalStore
 from tests.fixtures.sample import bulk, scenario
 

@@ -12,9 +12,9 @@ import pytest
 from fixtures.relay import Relay
 from index_helpers import consumed, message, unique
 
+from collector.index.indexer import index_records
 from collector.store import open_store
 from collector.store.errors import StoreUnavailableError
-from collector.store.indexer import index_records
 
 pytestmark = [pytest.mark.hbase, pytest.mark.slow]
 

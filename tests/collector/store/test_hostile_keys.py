@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_helpers import PRODUCER, backend_of, consumed, ev
 
+from collector.index.indexer import index_records
+from collector.index.rows import KEY_SEPARATOR
 from collector.store import Store
-from collector.store.indexer import KEY_SEPARATOR, index_records
 from collector.store.reader import TraceQuery
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event, EventType

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from index_helpers import CONSUMER, consumed, ev, message, unique
 
+from collector.index.indexer import index_records
+from collector.index.rows import rows_for
 from collector.store import keys, schema
-from collector.store.indexer import index_records, rows_for
 from collector.store.reader import TraceQuery
 from tracehook.context import trace_id_for
 from tracehook.wire import EventType, Status
@@ -59,7 +60,7 @@ def test_reindexing_and_duplicates_change_nothing(store, dump_store, monkeypatch
         records += consumed(topic, f"m{i}", 1000 + i, "g1", status=Status.OK if i % 4 else Status.EXCEPTION)
     records.append((CONSUMER, ev(EventType.DEAD, 9000, "g1", topic, "m4", store_ms=1004, error="gave up")))
     # Puts of 7 rows on either store (the embedded one gathers bigger puts otherwise).
-    monkeypatch.setattr(store, "preferred_put_rows", 1, raising=False)
+    monkeypatch.setattr(store, "preferred_put_rows", 1)
     assert index_records(store, records, batch_size=7) == len(records)
     monkeypatch.undo()
     first = dump_store(store)

@@ -10,10 +10,11 @@ from typing import Any
 from index_helpers import ev
 from test_rollup import T0, events, observed, rollup_rows
 
-from collector.store import Store, codec, keys, open_store, readback, schema
-from collector.store.indexer import finish_batch, index_records
+from collector.index import readback
+from collector.index.indexer import finish_batch, index_records
+from collector.index.rollup import read_parts
+from collector.store import Store, codec, keys, open_store, schema
 from collector.store.reader import TraceQuery
-from collector.store.rollup import read_parts
 from tracehook.wire import EventType
 
 # An event as the layout 2 indexer (main before layout 3) stored it: value and qualifier, byte for byte.

@@ -9,8 +9,8 @@ import sqlite3
 import pytest
 from index_helpers import message, unique
 
+from collector.index.indexer import finish_batch, index_records
 from collector.store import local, schema
-from collector.store.indexer import finish_batch, index_records
 from collector.store.local import LocalStore
 
 pytestmark = pytest.mark.fallback

@@ -17,9 +17,9 @@ import v1_store
 from index_helpers import message, unique
 from layout_helpers import HOUR, NOW, ROOT, Record, answers, fresh, scenario, with_write_times
 
+from collector.index.migrate import TIMESTAMP_STEP_MS, MigrationError, migrate_store, recorded_progress
 from collector.store import OldLayoutError, layout, open_store, schema
 from collector.store.local import LocalStore
-from collector.store.migrate import TIMESTAMP_STEP_MS, MigrationError, migrate_store, recorded_progress
 from collector.store.reader import TraceQuery
 from tracehook.wire import EventType
 

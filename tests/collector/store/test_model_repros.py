@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from index_helpers import CONSUMER, PRODUCER, consumed, ev, message, page_ids, unique
 
+from collector.index.indexer import finish_batch, index_records
 from collector.query import backtrack
 from collector.store import Store
-from collector.store.indexer import finish_batch, index_records
 from collector.store.reader import TraceQuery
 from tracehook.wire import EventType, Status
 

@@ -15,10 +15,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from index_helpers import ev
 
-from collector.store import codec, readback
-from collector.store.rollup import _part_values
-from collector.store.rollup_buckets import _VERSION as V
-from collector.store.rollup_parts import MOVED
+from collector.index import readback
+from collector.index.rollup import _part_values
+from collector.index.rollup_buckets import _VERSION as V
+from collector.index.rollup_parts import MOVED
+from collector.store import codec
 from tracehook.wire import Event, EventType, Status
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000

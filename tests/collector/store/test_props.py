@@ -6,10 +6,11 @@ from collections import Counter
 
 import pytest
 
-from collector.store import open_store, props, rowbuild, schema
-from collector.store.backfill import backfill
+from collector.index import rowbuild
+from collector.index.backfill import backfill
+from collector.index.indexer import batched_rows, index_payloads, index_records
+from collector.store import open_store, props, schema
 from collector.store.errors import BadPropertyError
-from collector.store.indexer import batched_rows, index_payloads, index_records
 from collector.store.reader import TraceQuery
 from tests.fixtures.props_model import Msg, events
 from tracehook import wire

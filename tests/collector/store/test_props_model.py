@@ -16,9 +16,9 @@ from index_helpers import backend_of, page_ids
 
 from collector.cli import query as query_cli
 from collector.cli.main import OneLineParser
+from collector.index.backfill import backfill
+from collector.index.indexer import finish_batch, index_records
 from collector.store import Store, props
-from collector.store.backfill import backfill
-from collector.store.indexer import finish_batch, index_records
 from collector.store.reader import TraceQuery
 from tests.fixtures.props_model import OTHER_NAMES, SETTABLE_NAMES, VALUES, Indexed, Msg, events, expected, queries
 

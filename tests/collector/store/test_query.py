@@ -8,9 +8,9 @@ import pytest
 from fixtures.stores import BACKENDS
 from index_helpers import CONSUMER, PRODUCER, all_pages, consumed, ev, message, unique
 
+from collector.index.indexer import index_records
 from collector.store import Store, open_store
 from collector.store.errors import BadCursorError, BadRangeError
-from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
 from tracehook.wire import EventType, Status, TxState
 

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_helpers import backend_of, message, page_ids
 
+from collector.index.indexer import index_records
 from collector.store import Store
-from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
 
 pytestmark = pytest.mark.fallback

@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 from index_helpers import consumed, ev, message
 from test_codec import _valid_event
 
-from collector.store import codec, keys, open_store, readback, schema
-from collector.store.indexer import index_records
+from collector.index import readback
+from collector.index.indexer import index_records
+from collector.index.readback import PartEvent
+from collector.index.rollup import Part, _part_values, read_parts
+from collector.store import codec, keys, open_store, schema
 from collector.store.model import build_trace
-from collector.store.readback import PartEvent
-from collector.store.rollup import Part, _part_values, read_parts
 from tracehook.wire import Event, EventType, Status
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 60_000

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.store import codec, keys, rollup_parts, schema
+from collector.index import rollup_parts
+from collector.index.readback import PartEvent
+from collector.store import codec, keys, schema
 from collector.store.model import CONSUMED, DEAD, FAILED, PENDING, RETRYING
-from collector.store.readback import PartEvent
 from tracehook import wire
 from tracehook.wire import Event, EventType, Status
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from index_helpers import CONSUMER, PRODUCER, ev, unique
 
+from collector.index.indexer import finish_batch, index_records
+from collector.index.rollup import read_minutes
 from collector.query.overview import overview
 from collector.store import Store, keys, schema
-from collector.store.indexer import finish_batch, index_records
-from collector.store.rollup import read_minutes
 from tracehook.wire import EventType, Status
 
 pytestmark = pytest.mark.fallback
@@ -161,7 +161,7 @@ def test_group_lag_in_time_from_rollups_only(store: Store) -> None:
 def test_ids_past_the_in_memory_bound_are_kept_as_markers(store: Store, monkeypatch: Any) -> None:
     """An in-process indexer keeps the msg ids it wrote in memory for finish_batch, up to a bound;
     past it they go to marker rows, and finish_batch rolls both up (then no marker is left)."""
-    from collector.store import indexer
+    from collector.index import indexer
 
     monkeypatch.setattr(indexer, "MAX_UNFINISHED", 3)
     topic = unique("spill")

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from index_helpers import CONSUMER, PRODUCER, ev
 from rollup_reference import expected_minutes, observed_minutes
 
+from collector.index.indexer import finish_batch, index_records
+from collector.index.rollup import MessageParts, Part, compute_minute, merge_parts, read_minutes, read_parts, rows_of
 from collector.store import Store, open_store, schema
-from collector.store.indexer import finish_batch, index_records
-from collector.store.rollup import MessageParts, Part, compute_minute, merge_parts, read_minutes, read_parts, rows_of
 from tracehook.wire import EventType, Status
 
 pytestmark = pytest.mark.fallback

@@ -1,4 +1,4 @@
-"""A touched minute's rollup kept from batch to batch (collector.store.rollup_delta) equals a whole aggregation.
+"""A touched minute's rollup kept from batch to batch (collector.index.rollup_delta) equals a whole aggregation.
 
 The reference is the aggregation of the whole parts row (tests/collector/store/test_rollup_parts.py checks
 that against the definitions), and ``expected_groups`` again, on the parts as the test's own model holds them.
@@ -14,12 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_rollup_parts import expected_groups
 
+from collector.index.rollup import MOVED, MessageParts, Part, aggregate_cells, write_parts
+from collector.index.rollup_delta import MinuteState, apply_changes
+from collector.index.rollup_parts import aggregate_entries, cell_entries
 from collector.store import schema
 from collector.store.base import StoreOptions
 from collector.store.local import LocalStore
-from collector.store.rollup import MOVED, MessageParts, Part, aggregate_cells, write_parts
-from collector.store.rollup_delta import MinuteState, apply_changes
-from collector.store.rollup_parts import aggregate_entries, cell_entries
 
 T0 = 1_700_000_040_000  # a minute's start
 TOPIC = "t"

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from index_helpers import consumed, message, unique
 from rollup_reference import expected_minutes
 
+from collector.index.indexer import finish_batch, index_records
+from collector.index.rollup_hours import cover, read_buckets
 from collector.query.overview import overview
 from collector.store import Store, keys, schema
-from collector.store.indexer import finish_batch, index_records
-from collector.store.rollup_hours import cover, read_buckets
 from tracehook.wire import Status
 
 pytestmark = pytest.mark.fallback

@@ -12,10 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from index_helpers import ev
 
-from collector.store import codec, readback, schema
+from collector.index import readback
+from collector.store import codec, schema
 from collector.store.model import build_trace, could_place
-from collector.store.rollup import _part_values
-from collector.store.rollup_parts import (
+from collector.index.rollup import _part_values
+from collector.index.rollup_parts import (
     MOVED,
     Part,
     aggregate,

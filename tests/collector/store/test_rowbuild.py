@@ -1,6 +1,6 @@
 """The C row builder (collector.store._rowbuild) gives exactly the Python path's rows.
 
-For any records, :func:`collector.store.indexer.batched_rows` must hand out the same batches
+For any records, :func:`collector.index.indexer.batched_rows` must hand out the same batches
 through both paths: the same tables in the same order, the same row keys and cells byte for
 byte, the same shared cell objects, the same count of rows left out for an over-long key, and
 for input neither path can index, the same error after the same batches. The Python path
@@ -23,8 +23,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from index_helpers import CONSUMER, PRODUCER, consumed, message
 
-from collector.store import indexer, rowbuild, schema
-from collector.store.indexer import batched_rows
+from collector.index import rowbuild
+from collector.index import rows as index_rows
+from collector.index.indexer import batched_rows
+from collector.store import schema
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event, EventType, Status, TxState
 
@@ -52,7 +54,7 @@ def test_batched_rows_uses_the_extension(monkeypatch: pytest.MonkeyPatch) -> Non
     def no_python(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the Python row builder ran")
 
-    monkeypatch.setattr(indexer, "_event_rows", no_python)
+    monkeypatch.setattr(index_rows, "event_rows", no_python)
     records = message("orders", "a" * 32, 1_790_000_000_000, keys="k1 k2") + consumed("orders", "a" * 32,
                                                                                        1_790_000_000_000, "g")
     batches = list(batched_rows(records, 1000))
@@ -60,7 +62,7 @@ def test_batched_rows_uses_the_extension(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_environment_variable_forces_the_python_path() -> None:
-    code = "from collector.store import rowbuild; print(rowbuild.FAST_PATH)"
+    code = "from collector.index import rowbuild; print(rowbuild.FAST_PATH)"
     env = dict(os.environ, **{rowbuild.ENV_PYTHON_ROWS: "1"})
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
@@ -190,7 +192,7 @@ def record_lists(draw: st.DrawFn) -> list[tuple[BatchHeader, Event]]:
 def run(records: list[tuple[BatchHeader, Event]], batch_size: int, salt_buckets: int, mark: bool) -> Any:
     """What batched_rows hands out, cells tagged by kind (so shared cell objects must match too),
     then the dropped counts and the error it ended with, if any."""
-    shared = {id(schema.INDEX_CELLS): "index", id(schema.RECEIVED_CELLS): "received", id(indexer._MARK): "mark"}
+    shared = {id(schema.INDEX_CELLS): "index", id(schema.RECEIVED_CELLS): "received", id(index_rows.MARK): "mark"}
     out: list[Any] = []
     dropped: Counter[str] = Counter()
     error = None
@@ -249,4 +251,4 @@ def test_over_long_row_keys_are_counted_alike(monkeypatch: pytest.MonkeyPatch) -
     kept = [row for table, rows in reference[0] if table == schema.KEYIDX for _, row, _, _ in rows]
     assert sorted(map(len, kept)) == [schema.MAX_ROW_KEY_BYTES - 1, schema.MAX_ROW_KEY_BYTES]
     # Two key rows, and the long topic's time, queue and sequence rows (its message, trace and marker rows stay).
-    assert reference[1] == {indexer.ROW_KEY_TOO_LONG: 2 + 3} and reference[2] is None
+    assert reference[1] == {index_rows.ROW_KEY_TOO_LONG: 2 + 3} and reference[2] is None

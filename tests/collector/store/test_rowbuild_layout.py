@@ -2,7 +2,7 @@
 
 ``collector/store/_rowbuild.c`` reports every constant compiled into it (``_rowbuild.layout()``:
 field positions and kinds, key tags, hash sizes, event types, table slots, ...);
-:func:`collector.store.rowbuild.python_layout` computes each from schema.py, keys.py and wire.py.
+:func:`collector.index.rowbuild.python_layout` computes each from schema.py, keys.py and wire.py.
 Fails, never skips, when the extension is not built.
 """
 
@@ -12,7 +12,8 @@ import logging
 
 import pytest
 
-from collector.store import codec, rowbuild, schema
+from collector.index import rowbuild
+from collector.store import codec, schema
 
 try:
     from collector.store import _rowbuild

@@ -12,8 +12,8 @@ import pytest
 from fixtures.stores import BACKENDS
 from index_helpers import message, page_ids, unique
 
+from collector.index.indexer import index_records
 from collector.store import SaltBucketsMismatchError, keys, open_store, schema
-from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
 
 pytestmark = pytest.mark.fallback

@@ -23,10 +23,10 @@ from index_helpers import message, unique
 from layout_helpers import HOUR, NOW, ROOT, Record, answers, fresh, scenario
 
 from collector.cli.main import main
+from collector.index.indexer import finish_batch, index_records
+from collector.index.migrate import migrate_store
 from collector.store import LayoutVersionError, OldLayoutError, layout, layout_v2, open_store, schema, upgrade
 from collector.store.errors import UpgradeError
-from collector.store.indexer import finish_batch, index_records
-from collector.store.migrate import migrate_store
 from collector.store.upgrade import hbase_shell_script, roll_back, upgrade_store
 from tracehook.wire import EventType, WireError
 

@@ -21,8 +21,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import msgpack
 
+from collector.index.indexer import finish_batch, index_records
 from collector.store import keys, layout, layout_v2, local_path, open_store
-from collector.store.indexer import finish_batch, index_records
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event, EventType
 

@@ -8,10 +8,10 @@ import pytest
 from backtrack_helpers import BASE_MS, EXPECTED_STATUS, GROUP, Record, dead, message, outcome_records
 from fixtures.pages import CursorPages
 
+from collector.index.indexer import index_records
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig
 from collector.store import open_store
-from collector.store.indexer import index_records
 
 pytestmark = pytest.mark.fallback
 

@@ -12,10 +12,10 @@ import pytest
 from backtrack_helpers import BASE_MS, GROUP, message, outcome_records
 
 from collector.cli.main import main
+from collector.index.indexer import index_records
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig
 from collector.store import open_store
-from collector.store.indexer import index_records
 
 TOPIC = "orders"
 OUTCOMES = ["ok", "timeout", "ok", "pending", "never", "ok"]  # queue i % 2, offset i // 2, stored i seconds in

@@ -24,6 +24,7 @@ from backtrack_helpers import (
 )
 from fixtures.pages import CursorPages
 
+from collector.index.indexer import finish_batch, index_records
 from collector.query import backtrack
 from collector.server import console_routes, native
 from collector.server.app import create_app
@@ -31,7 +32,6 @@ from collector.server.config import CollectorConfig
 from collector.server.errors import CollectorConfigError
 from collector.store import open_store
 from collector.store.errors import StoreUnavailableError
-from collector.store.indexer import finish_batch, index_records
 
 pytestmark = pytest.mark.fallback
 

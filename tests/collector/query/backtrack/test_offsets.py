@@ -6,8 +6,8 @@ from backtrack_helpers import BASE_MS, GROUP, Record, attempt, message, new_topi
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from collector.index.indexer import index_records
 from collector.query import backtrack
-from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
 from tracehook.wire import Status
 

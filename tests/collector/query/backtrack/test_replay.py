@@ -19,9 +19,9 @@ from fixtures.pages import CursorPages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from collector.index.indexer import index_records
 from collector.query import backtrack
 from collector.store.errors import BadRangeError
-from collector.store.indexer import index_records
 from collector.store.reader import TraceQuery
 
 QUEUES = 3

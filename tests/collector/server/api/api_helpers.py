@@ -6,8 +6,8 @@ from typing import Any
 
 from fixtures.pages import CursorPages
 
+from collector.index.indexer import index_records
 from collector.store import open_store
-from collector.store.indexer import index_records
 from tests.fixtures.sample import ScenarioIds, scenario
 
 MAX_PAGES = 100

@@ -13,10 +13,10 @@ from urllib.parse import quote
 
 import pytest
 
+from collector.index.indexer import index_records
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig
 from collector.store import open_store
-from collector.store.indexer import index_records
 from tests.fixtures.sample import BILLING_HEADER, SHIPPING_HEADER, TOPIC, _event, _message, consume, send
 from tracehook.wire import EventType, Status
 

@@ -44,8 +44,8 @@ async def test_queries_over_hbase(hbase_client):
 
 
 async def test_qmq_broker_group_names_one_partition_over_hbase(hbase_client, hbase_url, now_ms):
+    from collector.index.indexer import index_records
     from collector.store import open_store
-    from collector.store.indexer import index_records
     from tests.fixtures.sample import send
 
     client, _ = hbase_client

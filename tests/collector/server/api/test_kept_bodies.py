@@ -13,11 +13,11 @@ import zlib
 import pytest
 
 from collector.cli.main import main as tracehook_main
+from collector.index.indexer import finish_batch, index_payloads
 from collector.log.file import read_segment, sealed_segments
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig
 from collector.store import open_store
-from collector.store.indexer import finish_batch, index_payloads
 from tracehook import wire
 from tracehook.wire import BODY_TRUNCATED, BODY_ZLIB, BatchHeader, EventType
 

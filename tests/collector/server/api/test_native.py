@@ -164,8 +164,8 @@ async def test_web_page_and_assets_are_served(client):
 async def test_ids_and_topics_with_reserved_characters(client, config, now_ms):
     from urllib.parse import quote
 
+    from collector.index.indexer import index_records
     from collector.store import open_store
-    from collector.store.indexer import index_records
     from tests.fixtures.sample import send
 
     msg_id, topic = "a/b c?#中", "odd/topic"
@@ -181,8 +181,8 @@ async def test_ids_and_topics_with_reserved_characters(client, config, now_ms):
 
 
 async def test_by_key_with_more_than_64_results_pages_to_the_end(client, config, now_ms):
+    from collector.index.indexer import index_records
     from collector.store import open_store
-    from collector.store.indexer import index_records
     from tests.fixtures.sample import send
 
     count = 150  # RocketMQ's key query stops at 64

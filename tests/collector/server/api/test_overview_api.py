@@ -8,14 +8,14 @@ import pytest
 from api_helpers import QUERY_TOKEN
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 
+from collector.index.indexer import finish_batch, index_records
+from collector.index.rollup import LATENCY_BOUNDS_MS
 from collector.query import overview as ov
 from collector.query.overview import COUNTS
 from collector.server.app import create_app
 from collector.server.config import CollectorConfig
 from collector.server.overview_routes import ROLLUP_METRICS_KEY, RollupMetrics
 from collector.store import open_store
-from collector.store.indexer import finish_batch, index_records
-from collector.store.rollup import LATENCY_BOUNDS_MS
 from tests.fixtures.prometheus import check_metrics, samples, value
 from tests.fixtures.sample import DEAD_GROUP, TOPIC, scenario
 

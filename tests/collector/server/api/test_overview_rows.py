@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from collector.index.indexer import finish_batch, index_records
 from collector.server.app import create_app
 from collector.store import open_store
-from collector.store.indexer import finish_batch, index_records
 from tests.fixtures.sample import BILLING_HEADER, Record, _event, _message, consume, send
 from tracehook.wire import EventType, Status
 

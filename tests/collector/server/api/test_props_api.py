@@ -12,9 +12,9 @@ import pytest
 from api_helpers import collect_pages
 
 from collector.cli.main import main
+from collector.index.indexer import index_records
 from collector.server.app import create_app
 from collector.store import open_store, props
-from collector.store.indexer import index_records
 from tests.fixtures.props_model import VALUES, Indexed, Msg, events, expected, queries
 
 TOPICS = ["orders", "a:b=c/ü"]

@@ -7,8 +7,8 @@ import json
 import pytest
 from fixtures.pages import CursorPages
 
+from collector.index.indexer import index_records
 from collector.store import open_store
-from collector.store.indexer import index_records
 from tests.fixtures.sample import BILLING_HEADER, SHARED_KEY_COUNT, TOPIC, Record, consume, send
 
 pytestmark = pytest.mark.fallback

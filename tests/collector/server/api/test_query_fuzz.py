@@ -22,9 +22,9 @@ from fixtures.deps import require
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from collector.index.indexer import finish_batch, index_records
 from collector.server.routes import OPENAPI_PATH
 from collector.store import open_store
-from collector.store.indexer import finish_batch, index_records
 from tests.fixtures.sample import TOPIC, send
 
 schemathesis = require("schemathesis")

@@ -1,7 +1,7 @@
 """Index a batch so that an event the indexer cannot store costs that event, never the batch.
 
-The index job indexes a whole batch at once (:func:`collector.store.indexer.index_records`, then
-:func:`~collector.store.indexer.finish_batch`); only when that raises does it index the batch
+The index job indexes a whole batch at once (:func:`collector.index.indexer.index_records`, then
+:func:`~collector.index.indexer.finish_batch`); only when that raises does it index the batch
 again here.  Indexing is idempotent (every cell is computed from its event), so the events are
 written again chunk by chunk, each chunk finished on its own; a chunk that fails is split in two
 until the event that fails is alone.  That event is *set aside*: returned with the reason, for
@@ -70,8 +70,8 @@ IndexChunk = Callable[[Store, Sequence[Item]], None]
 
 def index_chunk(store: Store, items: Sequence[Item]) -> None:
     """Index ``items`` and finish them as one batch (the rows, then the rollups of their messages)."""
-    from collector.store.indexer import finish_batch, index_records
-    from collector.store.rollup import read_parts
+    from collector.index.indexer import finish_batch, index_records
+    from collector.index.rollup import read_parts
 
     touched: set[str] = set()
     index_records(store, [(item.header, item.event) for item in items], touched=touched)

@@ -7,23 +7,23 @@ group's outcome, retried flag and latency), kept as one cell of the minute's par
 After a batch, :func:`refresh_rollups` writes the part of every message the batch touched
 into its minute (and :data:`MOVED` into a minute it was placed in before), aggregates each
 touched minute from its parts row and overwrites the minute's rollup row (then re-merges its
-hour: :mod:`collector.store.rollup_hours`).  The parts come
+hour: :mod:`collector.index.rollup_hours`).  The parts come
 from reading each touched message back (:func:`read_parts`, then :func:`part_of`, which
 computes a part from the stored events without building the whole trace): the index job's
 tasks do that right after their writes and hand the parts over (:func:`merge_parts` picks,
 per message, the read that saw the most events); an in-process indexer hands
-:func:`refresh_rollups` the msg ids it wrote (:func:`collector.store.indexer.index_records`
+:func:`refresh_rollups` the msg ids it wrote (:func:`collector.index.indexer.index_records`
 keeps them with the store object) and it reads them back.  A crash before that leaves an
 uncommitted Spark batch, or an in-process batch to index again, so the work is redone.
 ``rollups`` rows of kind DIRTY_MSG (markers of older indexers) are still read back and
 removed.  A batch costs one read per touched message plus, per touched minute, the old values
 of the cells it changes when the store object refreshed the minute lately and can update its
-rollup from them exactly (:mod:`collector.store.rollup_delta`), else the minute's whole parts
+rollup from them exactly (:mod:`collector.index.rollup_delta`), else the minute's whole parts
 row, aggregated in one pass (:func:`aggregate_cells`); never the touched minutes' other messages.
 
 Example::
 
-    from collector.store.rollup import refresh_rollups, read_minutes
+    from collector.index.rollup import refresh_rollups, read_minutes
     refresh_rollups(store)                                   # after index_records(...)
     for bucket in read_minutes(store, "orders", begin_ms, end_ms):
         print(bucket.minute_ms, bucket.sent, {g: b.consumed for g, b in bucket.groups.items()})
@@ -41,10 +41,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from collector.store import codec, keys, readback, schema
-from collector.store.base import Columns, Row, Store
-from collector.store.model import MessageTrace, build_trace, event_order
-from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the rollups' public names live here
+from collector.index import readback
+from collector.index.rollup_buckets import (  # noqa: F401 -- re-exported: the rollups' public names live here
     _VERSION,
     LATENCY_BOUNDS_MS,
     OPEN_OUTCOMES,
@@ -52,9 +50,9 @@ from collector.store.rollup_buckets import (  # noqa: F401 -- re-exported: the r
     GroupBucket,
     MinuteBucket,
 )
-from collector.store.rollup_delta import MinuteState, apply_changes, kept_minutes
-from collector.store.rollup_hours import hour_of, rewrite_hours
-from collector.store.rollup_parts import (  # noqa: F401 -- re-exported too
+from collector.index.rollup_delta import MinuteState, apply_changes, kept_minutes
+from collector.index.rollup_hours import hour_of, rewrite_hours
+from collector.index.rollup_parts import (  # noqa: F401 -- re-exported too
     MOVED,
     EventOrder,
     Part,
@@ -67,6 +65,9 @@ from collector.store.rollup_parts import (  # noqa: F401 -- re-exported too
     encoded_part_of,
     part_of,
 )
+from collector.store import codec, keys, schema
+from collector.store.base import Columns, Row, Store
+from collector.store.model import MessageTrace, build_trace, event_order
 from tracehook import wire
 
 DEFAULT_CHUNK = 1000
@@ -155,7 +156,7 @@ def merge_parts(into: MessageParts, more: MessageParts) -> None:
 def _part_values(events: Sequence[PlacingEvent], order: EventOrder = event_order) -> dict[Minute, bytes]:
     """The part of a message with these stored events in the minute it is placed in, and
     :data:`MOVED` in every other minute it could have been placed in by an earlier batch
-    (``order``: the key its events are read in, :data:`collector.store.rollup_parts.EventOrder`)."""
+    (``order``: the key its events are read in, :data:`collector.index.rollup_parts.EventOrder`)."""
     values: dict[Minute, bytes] = {}
     placed, places = encoded_part_and_places(events, order)
     here: Minute | None = None
@@ -184,7 +185,7 @@ def refresh_rollups(
 
     Returns the minutes rewritten.  ``read`` holds parts the caller read back already (the
     index job's tasks, :func:`read_parts`); each message of ``touched`` (the in-process indexer's,
-    :func:`collector.store.indexer.index_records`) and each marked one has its :class:`Part`
+    :func:`collector.index.indexer.index_records`) and each marked one has its :class:`Part`
     rebuilt from its message row now, which wins over ``read`` as the later read.  The parts are
     merged into their minutes' parts rows, and each touched minute's rollup is then brought up
     to date from its parts row alone (only from the changed cells where that is exact).
@@ -235,7 +236,7 @@ def _write_minutes(store: Store, minutes: list[Minute], parts: dict[Minute, Colu
     """Merge the new part cells into each minute's parts row and rewrite the minute's rollup (and its hour's).
 
     A minute this store object refreshed lately is updated from the changed cells alone when that is
-    exact (:mod:`collector.store.rollup_delta`); any other is aggregated from its whole parts row."""
+    exact (:mod:`collector.index.rollup_delta`); any other is aggregated from its whole parts row."""
     kept = kept_minutes(store)
     mark = store.change_mark()
     ttl_s = store.options.ttl_s

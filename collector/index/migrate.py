@@ -6,7 +6,7 @@ kept as it is).  No trace log is needed (it is kept 7 days by default, the index
 store's ``messages`` table holds every indexed event (:mod:`collector.store.layout_v1`,
 :mod:`collector.store.layout_v2`: each frozen, with its own cell decoder), and the
 events are indexed into the new store through the normal indexer, chunk by chunk
-(:func:`~collector.store.indexer.index_records`, then :func:`~collector.store.indexer.finish_batch`),
+(:func:`~collector.index.indexer.index_records`, then :func:`~collector.index.indexer.finish_batch`),
 so every index row and rollup is the one a fresh index job writes.
 
 - **Resumable**: after each chunk, the last old message row done is recorded in the new
@@ -40,6 +40,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import msgpack
 
+from collector.index.errors import MigrationError
+from collector.index.indexer import finish_batch, index_records
 from collector.store import (
     absolute_store_url,
     layout,
@@ -51,8 +53,6 @@ from collector.store import (
     schema,
 )
 from collector.store.base import Columns, Row, Store
-from collector.store.errors import MigrationError
-from collector.store.indexer import finish_batch, index_records
 from tracehook.wire import BatchHeader, Event
 
 FROZEN_LAYOUTS: dict[int, Callable[[bytes], layout_v1.StoredEvent]] = {
@@ -221,9 +221,7 @@ class _Dated:
         self._store, self._ts = store, ts
         self.url, self.options, self.concurrent_reads = store.url, store.options, store.concurrent_reads
         self.salt_buckets, self.layout_version = store.salt_buckets, store.layout_version
-        for hint in ("preferred_put_rows", "max_writers"):  # how the indexer writes to this store
-            if hasattr(store, hint):
-                setattr(self, hint, getattr(store, hint))
+        self.max_writers, self.preferred_put_rows = store.max_writers, store.preferred_put_rows
 
     def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
         self._store.put_rows(table, rows, ts=None if table == schema.ROLLUPS else self._ts if ts is None else ts)

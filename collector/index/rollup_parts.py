@@ -1,6 +1,6 @@
 """A message's *part* of its minute's rollup, and a minute's rollup aggregated from its parts (pure: no store).
 
-:mod:`collector.store.rollup` keeps one parts row per (topic, minute), one cell per message
+:mod:`collector.index.rollup` keeps one parts row per (topic, minute), one cell per message
 placed in it, and rewrites the minute's rollup row from that row after every batch that
 touches it.  Both paths here are the hot ones of that refresh, so each has a reference it is
 tested against (tests/collector/store/test_rollup_parts.py): :func:`part_of` against
@@ -8,7 +8,7 @@ tested against (tests/collector/store/test_rollup_parts.py): :func:`part_of` aga
 
 Example::
 
-    from collector.store.rollup_parts import aggregate, part_of
+    from collector.index.rollup_parts import aggregate, part_of
     topic, part = part_of(msg_id, codec.decode_events(msg_id, message_row_cells.values()))
     bucket = aggregate(topic, minute_ms, [part])
 """
@@ -37,8 +37,8 @@ from collector.store.model import (
     outcome_of,
     pair_attempts,
 )
-from collector.store.readback import PartEvent
-from collector.store.rollup_buckets import _VERSION, LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
+from collector.index.readback import PartEvent
+from collector.index.rollup_buckets import _VERSION, LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
 from tracehook.wire import Event, EventType, Status
 
 
@@ -157,7 +157,7 @@ def aggregate_entries(
     topic: str, minute_ms: int, entries: list[_Entry],
 ) -> tuple[MinuteBucket, dict[str, Key], Key | None]:
     """The minute's bucket, each group's first part's :data:`Key` and the last stored part's (None
-    without stored parts): what :mod:`collector.store.rollup_delta` starts from.
+    without stored parts): what :mod:`collector.index.rollup_delta` starts from.
 
     One pass over the minute's parts in (placed ms, msg id) order (UTF-8 bytes of msg ids sort
     as the strings do).  A group a stored message never reached counts as open for that message."""
@@ -245,10 +245,10 @@ def encoded_part_of(events: Sequence[Event]) -> tuple[str, int, bytes] | None:
 
 PlacingEvent = Event | PartEvent
 """What a part is computed from: stored events as :func:`collector.store.codec.decode_events` reads
-them, or cut down to the fields a part reads (:func:`collector.store.readback.part_events`)."""
+them, or cut down to the fields a part reads (:func:`collector.index.readback.part_events`)."""
 EventOrder = Callable[[Any], tuple[int, int, str]]
 """The key a message's events are read in, (time ms, type, request id), for the kind of event given:
-:data:`collector.store.model.event_order` for an :class:`Event`, :data:`collector.store.readback.ORDER`
+:data:`collector.store.model.event_order` for an :class:`Event`, :data:`collector.index.readback.ORDER`
 for a :class:`PartEvent`."""
 Places = set[tuple[str, int]]
 """The (topic, message time) of each event that could place a message (:func:`collector.store.model.could_place`)."""

@@ -1,6 +1,6 @@
 """A touched minute's rollup updated from the batch's changed parts alone, when that is exact.
 
-:func:`collector.store.rollup.write_parts` used to re-aggregate every touched minute from its whole
+:func:`collector.index.rollup.write_parts` used to re-aggregate every touched minute from its whole
 parts row after each batch: at 50,000 sends/s a minute holds 3M parts and every batch touches it,
 so the refresh cost grew with the minute, not the batch.  A store object now keeps, per minute
 it refreshed lately (:class:`KeptMinutes`, at most :data:`MAX_KEPT_MINUTES`, a few KB each: no
@@ -32,9 +32,8 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from collector.store.base import ChangeMark, Columns, Store
-from collector.store.rollup_buckets import LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
-from collector.store.rollup_parts import (
+from collector.index.rollup_buckets import LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
+from collector.index.rollup_parts import (
     _PENDING_CODE,
     _PLACED,
     _RETRYING_CODE,
@@ -44,6 +43,7 @@ from collector.store.rollup_parts import (
     cell_entry,
     sort_entries,
 )
+from collector.store.base import ChangeMark, Columns, Store
 
 MAX_KEPT_MINUTES = 256
 """Minutes a store object keeps at most (the least recently refreshed go first): a bucket and a
@@ -61,7 +61,7 @@ class MinuteState:
     bucket: MinuteBucket
     """The aggregate of the parts row as stored."""
     first_keys: dict[str, Key]
-    """Per group: the :data:`~collector.store.rollup_parts.Key` of the first stored part that has it."""
+    """Per group: the :data:`~collector.index.rollup_parts.Key` of the first stored part that has it."""
     last_key: Key | None
     """The last stored part's key; None without stored parts."""
     rollup: Columns

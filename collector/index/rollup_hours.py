@@ -7,7 +7,7 @@ returns every topic's hours of a window (a per-topic key would take a scan per t
 round trips on HBase).  Each row holds one cell, the hour's bucket (:func:`encode_hour`).
 
 An hour row is a function of the hour's minute rows (never an incremented counter):
-:func:`rewrite_hours` re-merges an hour from its minute rows whenever :mod:`collector.store.rollup`
+:func:`rewrite_hours` re-merges an hour from its minute rows whenever :mod:`collector.index.rollup`
 rewrites one of them (the same code path on every store).  :func:`read_window` covers a range of
 minutes with whole hours from the hour rows and the ragged edges from minute rows.
 
@@ -18,7 +18,7 @@ walking the hour's minutes, so the lag computed over hours and minutes equals th
 
 Example::
 
-    from collector.store.rollup_hours import read_window
+    from collector.index.rollup_hours import read_window
     for topic, buckets in read_window(store, begin_ms, end_ms).items():   # hours, and minutes at the edges
         print(topic, [(b.minute_ms, b.sent) for b in buckets])
 """
@@ -34,9 +34,9 @@ from typing import TypeVar
 
 import msgpack
 
+from collector.index.rollup_buckets import GroupBucket, MinuteBucket
 from collector.store import keys, schema
 from collector.store.base import Columns, Row, Store
-from collector.store.rollup_buckets import GroupBucket, MinuteBucket
 
 HOUR_MS = schema.HOUR_MS
 DECODED_CACHE = 16_384

@@ -1,8 +1,8 @@
 """The rollup read-back's per-message work: each stored event cut down to what a part reads.
 
-:func:`collector.store.rollup.read_parts` reads every message a batch touched back after the
+:func:`collector.index.rollup.read_parts` reads every message a batch touched back after the
 batch's writes and computes its part of its minute's rollup from its stored events
-(:mod:`collector.store.rollup_parts`).  A part reads nine of an event's 25 fields, so the
+(:mod:`collector.index.rollup_parts`).  A part reads nine of an event's 25 fields, so the
 read-back decodes only those (:class:`PartEvent`), computes the part of a message of sends,
 consume attempts paired by request id and dead letters without them (:func:`parts`: most messages), and builds the
 message row keys in key order (:func:`sorted_message_rows`), in C when the optional extension
@@ -14,7 +14,7 @@ Both read layout 3 values and the layout 2 ones a store upgraded in place keeps.
 
 Example::
 
-    from collector.store.readback import part_events
+    from collector.index.readback import part_events
     events = part_events(message_row_cells.values())   # [PartEvent(time_ms, type, ...), ...]
 """
 
@@ -27,8 +27,8 @@ from typing import Any, NamedTuple
 import msgspec
 
 from collector import extensions
+from collector.index.rollup_buckets import _VERSION
 from collector.store import codec, schema
-from collector.store.rollup_buckets import _VERSION
 from tracehook.wire import Event
 
 _NONE = msgspec.Raw()

@@ -1,9 +1,10 @@
 """Index rows built by the optional C extension ``collector.store._rowbuild``, when it is built.
 
-:func:`collector.store.indexer.batched_rows` spends most of its time making small objects:
+:func:`collector.index.indexer.batched_rows` spends most of its time making small objects:
 the row keys, cells and stored value of every event. ``collector/store/_rowbuild.c`` builds
 the same rows in C, byte for byte, merged and batched the same way; events it does not
-model go through the Python row builder, which stays the definition of the layout
+model go through the Python row builder (:func:`collector.index.rows.event_rows`, below this module:
+an event's rows never go back up to the indexer), which stays the definition of the layout
 (tests/collector/store/test_rowbuild.py checks both paths against each other). It is an
 optional extension: without a compiler at install time, or with ``TRACEHOOK_NO_EXTENSIONS=1`` or
 ``TRACEHOOK_PYTHON_ROWS=1`` in the environment (:mod:`collector.extensions`), the Python path does
@@ -14,10 +15,11 @@ from __future__ import annotations
 
 import logging
 from collections import namedtuple
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from collector import extensions
+from collector.index import rows
 from collector.store import codec, keys, schema
 from collector.store.base import Row
 from collector.store.schema import Cells
@@ -27,10 +29,6 @@ from tracehook.wire import BatchHeader, Event, EventType
 
 ENV_PYTHON_ROWS = extensions.ENV_PYTHON_ROWS
 """Set to ``1`` to build index rows in Python even when the C extension is built."""
-
-EventRows = Callable[[BatchHeader, Event], list[tuple[str, bytes, Cells]]]
-"""Builds one event's rows: the Python path, for the events the extension does not model."""
-
 
 MODELLED_FIELDS = wire.Event._fields.index("body_flags")
 """The extension models the fields before ``body_flags`` (the 25 of the wire format it was written for)."""
@@ -118,14 +116,15 @@ def _load() -> Any:
 
 _rowbuild = _load()
 FAST_PATH = _rowbuild is not None
-"""True when :func:`collector.store.indexer.batched_rows` builds rows with the C extension."""
+"""True when :func:`collector.index.indexer.batched_rows` builds rows with the C extension."""
 
 
-def new_builder(event_rows: EventRows, *, batch_size: int, salt_buckets: int, mark: Cells | None) -> Any:
-    """A ``_rowbuild.RowBuilder`` for one :func:`collector.store.indexer.batched_rows` run, or None
+def new_builder(*, batch_size: int, salt_buckets: int, mark: bool) -> Any:
+    """A ``_rowbuild.RowBuilder`` for one :func:`collector.index.indexer.batched_rows` run, or None
     when the extension is not in use or cannot take these arguments (the Python path then runs).
     After :func:`feed`, its ``too_long`` counts the rows left out for a key over
-    :data:`collector.store.schema.MAX_ROW_KEY_BYTES` and the rest comes from :func:`drain`."""
+    :data:`collector.store.schema.MAX_ROW_KEY_BYTES` and the rest comes from :func:`drain`.
+    Events it does not model get their rows from :func:`collector.index.rows.event_rows`."""
     if not FAST_PATH or type(salt_buckets) is not int or not 1 <= salt_buckets <= keys.INT_MAX:
         return None
     if type(batch_size) is not int or not keys.INT_MIN <= batch_size <= keys.INT_MAX:
@@ -133,9 +132,10 @@ def new_builder(event_rows: EventRows, *, batch_size: int, salt_buckets: int, ma
     def fallback(header: BatchHeader, event: Any) -> list[tuple[str, bytes, Cells]]:
         if type(event) is _ModelledEvent:  # one the extension was given but does not model after all
             event = tuple.__new__(Event, event + _NO_BODY_TAIL)
-        return event_rows(header, event)
+        return rows.event_rows(header, event, salt_buckets, mark)  # looked up per call: tests count its calls
 
-    return _rowbuild.RowBuilder(fallback, salt_buckets, mark, batch_size, schema.MAX_ROW_KEY_BYTES)
+    return _rowbuild.RowBuilder(fallback, salt_buckets, rows.MARK if mark else None, batch_size,
+                                schema.MAX_ROW_KEY_BYTES)
 
 
 def feed(builder: Any, records: Iterable[tuple[BatchHeader, Event]]) -> Iterator[tuple[str, list[Row]]]:

@@ -1,6 +1,6 @@
 """The rollup buckets: one topic's counts for one minute (or one hour), as the ``rollups`` table holds them.
 
-:mod:`collector.store.rollup` writes the minutes, :mod:`collector.store.rollup_hours` merges them
+:mod:`collector.index.rollup` writes the minutes, :mod:`collector.index.rollup_hours` merges them
 into hours; the overview (:mod:`collector.query.overview`) reads both.  An hour bucket is a
 :class:`MinuteBucket` whose ``minute_ms`` is the start of its hour.
 """
@@ -26,7 +26,7 @@ OPEN_OUTCOMES = frozenset((RETRYING, PENDING))
 _LATENCY_BUCKETS = len(LATENCY_BOUNDS_MS) + 1
 ROLLUP_FORMAT = 3
 """The rollups' format, the version every part and bucket is encoded with (and recorded in the
-store's meta table): 3 keeps hourly rollups beside the minutes (:mod:`collector.store.rollup_hours`);
+store's meta table): 3 keeps hourly rollups beside the minutes (:mod:`collector.index.rollup_hours`);
 2 tells failed sends apart (a part's ``stored`` flag, a minute's ``failed_sends``); 1 counted them
 as sent and never received."""
 _VERSION = ROLLUP_FORMAT

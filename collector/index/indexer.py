@@ -7,13 +7,12 @@ again, or a duplicate of an event, rewrites identical cells.
 Example::
 
     from collector.store import open_store
-    from collector.store.indexer import index_payloads
+    from collector.index.indexer import index_payloads
     index_payloads(open_store("local:index.sqlite3"), [payload])   # trace-log records (batch bytes)
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 import time
@@ -22,104 +21,27 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from collector.store import bodies, codec, keys, rowbuild, schema
+from collector.index import rowbuild
+from collector.index import rows as index_rows
+from collector.index.errors import InjectedFault
+from collector.index.rollup import MessageParts, refresh_rollups
+from collector.index.rollup_parts import part_of
+from collector.index.rows import MARK, ROW_KEY_TOO_LONG
+from collector.store import codec, keys, schema
 from collector.store import props as indexed_props
 from collector.store.base import Columns, Row, Store
-from collector.store.errors import InjectedFault
-from collector.store.model import could_place
-from collector.store.rollup import MessageParts, refresh_rollups
-from collector.store.rollup_parts import part_of
 from tracehook import wire
-from tracehook.context import trace_id_for
-from tracehook.wire import BatchHeader, Event, EventType
+from tracehook.wire import BatchHeader, Event
 
 DEFAULT_BATCH_SIZE = 1000
 """Rows per put (one round trip), per table, as happybase's ``Table.batch(batch_size=...)``."""
-KEY_SEPARATOR = schema.KEY_SEPARATOR
-""":data:`collector.store.schema.KEY_SEPARATOR`."""
 DEFAULT_WRITERS = 2
 """Threads writing batches while the next one is built (the store's round trips release the GIL)."""
 
-IndexRow = tuple[str, bytes, schema.Cells]
-
-# Events that file the message under its keys (SUB_BEFORE and DEAD too: a message whose send was never
-# traced is still found by the keys its consumers saw; SUB_AFTER repeats SUB_BEFORE).
-_KEY_TYPES = frozenset((EventType.PUB, EventType.SUB_BEFORE, EventType.DEAD))
-_CONSUME_TYPES = frozenset((EventType.SUB_BEFORE, EventType.SUB_AFTER))
 PENDING_MAX_AGE_MS = 24 * 3600 * 1000
 """How long a dead letter waits in ``pending`` for its send; after that it stays filed under its own time."""
 
 
-_MARK: Columns = {schema.ROLLUP_COLUMN: b"1"}
-
-ROW_KEY_TOO_LONG = "row_key_too_long"
-"""The ``dropped`` reason of a row left out because its key is over ``schema.MAX_ROW_KEY_BYTES``."""
-
-
-def rows_for(
-    header: BatchHeader, event: Event, *, salt_buckets: int = schema.DEFAULT_SALT_BUCKETS,
-    dropped: Counter[str] | None = None, mark: bool = True,
-) -> list[IndexRow]:
-    """Every ``(table, row key, columns)`` one event contributes to the index.
-
-    Rows left out are counted in ``dropped`` (by reason, :data:`ROW_KEY_TOO_LONG`) when given.
-    ``mark=False`` leaves out the rollup marker: the caller reads the message's part back itself.
-    Indexed properties' rows are not among them: they depend on the store's lists
-    (:func:`batched_rows`' ``props``, :mod:`collector.store.props`).
-    """
-    rows = _event_rows(header, event, salt_buckets, mark)
-    # HBase refuses a whole put with one over-long row key: leave such a row out of that
-    # index rather than fail every later run on it (wire limits allow 16 KB topics and keys).
-    kept = [r for r in rows if len(r[1]) <= schema.MAX_ROW_KEY_BYTES]
-    if dropped is not None and len(kept) < len(rows):
-        dropped[ROW_KEY_TOO_LONG] += len(rows) - len(kept)
-    return kept
-
-
-def _event_rows(header: BatchHeader, event: Event, salt_buckets: int, mark: bool) -> list[IndexRow]:
-    """:func:`rows_for`, long row keys included."""
-    qualifier, value = codec.encode_event(header.app, header.host, header.client_id, event)
-    msg_id, etype = event.msg_id, event.type
-    event_col = (_CONSUME_PREFIX if etype in _CONSUME_TYPES else _SEND_PREFIX) + qualifier
-    rows: list[IndexRow] = [(_MESSAGES, schema.message_row(msg_id), {event_col: value})]
-    time_ms = schema.message_time(event)
-    k = schema.event_key(event.topic, msg_id, time_ms)  # packed once, shared by every row below
-    if etype in _CONSUME_TYPES:
-        rows.append((_RECORDS, schema.records_row(k, event.group), schema.record_columns(event)))
-    if etype in _KEY_TYPES:
-        cells = _CELLS  # index rows only point at the message row: one empty cell
-        # Split on spaces only (RocketMQ's KEY_SEPARATOR): str.split() would also cut a key at
-        # tabs, \x1c..\x1f or U+00A0, and a message would never be found by its whole key.
-        for key in {s for s in event.keys.split(KEY_SEPARATOR) if s}:
-            rows.append((_KEYIDX, schema.key_row(k, key), cells))
-        # trace_id_of(event), with the message's own trace id computed once per message.
-        rows.append((_TRACEIDX, schema.trace_row(event.trace_id or _own_trace_id(msg_id), k), cells))
-        placing = could_place(event)  # only the send, or an event that knew the store time, files it by time
-        if etype == EventType.DEAD:
-            rows.extend((_DEAD, row, cells) for row in schema.dead_rows_of(k, event.group))
-            # Placed under the send's time later, by finish_batch (the send may be in another partition).
-            rows.append((_PENDING, schema.message_row(msg_id), {event_col: value}))
-        elif event.offset >= 0:
-            if placing and event.queue >= 0:
-                rows.append((_QUEUEIDX, schema.queue_row(k, event.queue, event.offset), cells))
-            if event.broker:
-                rows.append((_SEQIDX, schema.seq_row(k, event.broker, event.offset, event.queue), cells))
-        if placing:
-            rows.append((_TIMEIDX, schema.time_row(k, schema.salt(msg_id, salt_buckets)), cells))
-    if mark:  # after this batch the message's part of its minute's rollup is rebuilt (collector.store.rollup)
-        rows.append((schema.ROLLUPS, schema.rollup_dirty_msg_row(msg_id), _MARK))
-    if bodies.has_kept_body(event):  # apart from the trace (the message cell above left it out)
-        rows.append((schema.BODIES, *bodies.body_row(event)))
-    return rows
-
-
-_MESSAGES, _RECORDS, _KEYIDX, _TRACEIDX, _DEAD, _PENDING, _QUEUEIDX, _SEQIDX, _TIMEIDX = (
-    schema.MESSAGES, schema.RECORDS, schema.KEYIDX, schema.TRACEIDX, schema.DEAD, schema.PENDING,
-    schema.QUEUEIDX, schema.SEQIDX, schema.TIMEIDX)
-_SEND_PREFIX = schema.column(schema.SEND_FAMILY, b"")
-_CONSUME_PREFIX = schema.column(schema.CONSUME_FAMILY, b"")
-_CELLS = schema.INDEX_CELLS
-_own_trace_id = functools.lru_cache(maxsize=4096)(trace_id_for)
 
 
 def batched_rows(
@@ -155,8 +77,7 @@ def _batched_rows(
     salt_buckets: int, mark: bool,
 ) -> Iterator[tuple[str, list[Row]]]:
     """:func:`batched_rows` without the property rows."""
-    builder = rowbuild.new_builder(functools.partial(_event_rows, salt_buckets=salt_buckets, mark=mark),
-                                   batch_size=batch_size, salt_buckets=salt_buckets, mark=_MARK if mark else None)
+    builder = rowbuild.new_builder(batch_size=batch_size, salt_buckets=salt_buckets, mark=mark)
     if builder is not None:  # the C extension: the same rows, merged and batched the same way
         yield from rowbuild.feed(builder, records)
         if dropped is not None and builder.too_long:
@@ -167,8 +88,9 @@ def _batched_rows(
     pending: dict[str, dict[bytes, Columns]] = {}
     too_long = 0
     limit = schema.MAX_ROW_KEY_BYTES
+    event_rows = index_rows.event_rows  # looked up per run: the fallback pass counts its calls
     for header, event in records:
-        for table, row, columns in _event_rows(header, event, salt_buckets, mark):
+        for table, row, columns in event_rows(header, event, salt_buckets, mark):
             rows = pending.get(table)
             if rows is None:
                 rows = pending[table] = {}
@@ -205,7 +127,7 @@ def index_records(
     replays an uncommitted batch; past :data:`MAX_UNFINISHED` ids they go to marker rows).
     With ``touched`` given the msg ids go there instead: the
     caller reads their parts back itself (the index job's tasks do, on their own connections,
-    :func:`collector.store.rollup.read_parts`) and hands them to :func:`finish_batch`.
+    :func:`collector.index.rollup.read_parts`) and hands them to :func:`finish_batch`.
     Each writer thread uses one store connection at a time, so ``writers=1`` writes over
     a single connection while the calling thread builds the next batch.
 
@@ -232,7 +154,7 @@ def index_records(
         counted = _Counted(records, _unfinished(store), spill=lambda ids: _write_markers(store, ids))
     else:
         counted = _Counted(records, touched)
-    writers = min(writers, getattr(store, "max_writers", writers))
+    writers = min(writers, store.max_writers)
     pool = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="tracehook-index")
     in_flight: deque[tuple[str, Future[None]]] = deque()
     # The rows of a batch are many small containers and form no cycles: a collector pass every
@@ -240,8 +162,8 @@ def index_records(
     with wire.no_gc():
         try:
             # The count recorded with the store's tables: the one its queries scan.
-            buckets = getattr(store, "salt_buckets", schema.DEFAULT_SALT_BUCKETS)
-            per_put = max(batch_size, getattr(store, "preferred_put_rows", batch_size))
+            buckets = store.salt_buckets
+            per_put = max(batch_size, store.preferred_put_rows)
             # The indexed property names: read with the store, re-read every few seconds (a long-running job).
             props = indexed_props.current(store)
             for table, rows in batched_rows(counted, per_put, dropped=dropped, salt_buckets=buckets,
@@ -278,7 +200,7 @@ def _failing_at(records: Iterable[tuple[BatchHeader, Event]], msg_id: str) -> It
 
 
 READ_BACK_TABLES = frozenset((schema.MESSAGES, schema.PENDING, schema.DEAD, schema.TIMEIDX))
-"""The tables the read-back (:func:`collector.store.rollup.read_parts`) and :func:`finish_batch` read or
+"""The tables the read-back (:func:`collector.index.rollup.read_parts`) and :func:`finish_batch` read or
 change (a minute's rollup rebuilt whole scans the time index): with ``deferred``, :func:`index_records`
 returns once every put of theirs is written."""
 DEFERRED_PUTS = 4
@@ -318,7 +240,7 @@ def _unfinished(store: Store) -> set[str]:
 def _write_markers(store: Store, msg_ids: set[str]) -> None:
     """Move ``msg_ids`` from memory to marker rows, for :func:`finish_batch` to read (one put per
     :data:`DEFAULT_BATCH_SIZE` rows: one put of all 100,000 made HBase warn of a large batch)."""
-    markers = [(schema.rollup_dirty_msg_row(m), _MARK) for m in msg_ids]
+    markers = [(schema.rollup_dirty_msg_row(m), MARK) for m in msg_ids]
     for i in range(0, len(markers), DEFAULT_BATCH_SIZE):
         store.put_rows(schema.ROLLUPS, markers[i:i + DEFAULT_BATCH_SIZE])
     msg_ids.clear()
@@ -357,7 +279,7 @@ def finish_batch(
     indexed (by another partition, or a later batch), and removes the rows it had under its
     own time.  Dead letters whose send is still unknown stay pending up to
     :data:`PENDING_MAX_AGE_MS`.  Then it recomputes the rollups of the minutes the batch
-    touched (:func:`collector.store.rollup.refresh_rollups`): those of the messages
+    touched (:func:`collector.index.rollup.refresh_rollups`): those of the messages
     :func:`index_records` wrote through this ``store`` object since the last call, and of
     ``parts``, the parts the batch's writers read back (``index_records(touched=...)``).
     Last, once the puts in ``written`` (:func:`index_records`' ``deferred`` ones) are done too,
