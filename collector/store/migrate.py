@@ -57,6 +57,7 @@ from collector.store.base import Row, Store
 from collector.store.errors import MigrationError
 from collector.store.indexer import DEFAULT_BATCH_SIZE, batched_rows, finish_batch
 from collector.store.rollup import read_parts, rewrite_minutes, write_part_cells
+from tracehook import wire
 from tracehook.wire import BatchHeader, Event
 
 Decoder = Callable[[Sequence[bytes]], tuple[list[tuple[BatchHeader, Event]], int]]
@@ -181,18 +182,23 @@ def _run(old: Store, new: Store, old_url: str, decode: Decoder, chunk: int,
     if progress.done:
         return MigrationReport(progress.messages, progress.events, clock() - started, resumed_at, True, progress.bad)
     read = layout_v1.message_reader(old)
+    # The minutes whose rollups the copy leaves to its end: this run's, or every one after a resume.
+    minutes: set[tuple[str, int]] | None = set() if progress.after is None else None
     for _ in itertools.count() if max_chunks is None else range(max_chunks):
         rows = read(progress.after, chunk)
         if rows:
-            batch = _decode(rows, decode)
-            _copy(new, batch)
+            with wire.no_gc():  # a chunk's events and rows: many containers, no cycle
+                batch = _decode(rows, decode)
+                touched = _copy(new, batch)
+            if minutes is not None:
+                minutes |= touched
             progress.after = rows[-1][0]
             progress.messages += len(rows)
             progress.events += batch.events
             progress.bad += batch.bad
         progress.done = len(rows) < chunk
         if progress.done:  # every message's part is in: each touched minute's rollup aggregated once
-            rewrite_minutes(new)
+            rewrite_minutes(new, minutes)
         new.put_meta(column, progress.encode())
         if on_chunk is not None:
             on_chunk(progress, 1.0 if progress.done else layout_v1.row_hash_fraction(rows[-1][0]))
@@ -201,7 +207,7 @@ def _run(old: Store, new: Store, old_url: str, decode: Decoder, chunk: int,
     return MigrationReport(progress.messages, progress.events, clock() - started, resumed_at, False, progress.bad)
 
 
-def _copy(new: Store, batch: _Chunk) -> None:
+def _copy(new: Store, batch: _Chunk) -> set[tuple[str, int]]:
     """Index one chunk's events into ``new``, each message's rows written with its write time.
 
     The rows are built by the indexer's row builder (:func:`~collector.store.indexer.batched_rows`,
@@ -212,7 +218,8 @@ def _copy(new: Store, batch: _Chunk) -> None:
     :func:`~collector.store.indexer.finish_batch` files the dead letters under their sends' times,
     and each message's part of its minute's rollup goes into the minute's parts row only
     (:func:`~collector.store.rollup.write_part_cells`): :func:`migrate_store` aggregates the
-    rollups once, at the end, where every chunk would otherwise rewrite every minute it touches."""
+    rollups once, at the end, where every chunk would otherwise rewrite every minute it touches.
+    Returns the minutes whose parts it wrote."""
     per_put = max(DEFAULT_BATCH_SIZE, getattr(new, "preferred_put_rows", DEFAULT_BATCH_SIZE))
     props = indexed_props.current(new)
     puts: dict[str, list[tuple[int, list[Row]]]] = {}
@@ -228,7 +235,7 @@ def _copy(new: Store, batch: _Chunk) -> None:
             for ts, rows in dated:
                 new.put_rows(table, rows, ts=ts)
     finish_batch(_Dated(new, batch.msg_ts))
-    write_part_cells(new, read_parts(new, batch.msg_ts))
+    return write_part_cells(new, read_parts(new, batch.msg_ts))
 
 
 def _decode(rows: Sequence[layout_v1.MessageRow], decode: Decoder) -> _Chunk:

@@ -237,7 +237,7 @@ def _part_cells(found: MessageParts) -> PartCells:
     return parts
 
 
-def write_part_cells(store: Store, found: MessageParts) -> int:
+def write_part_cells(store: Store, found: MessageParts) -> set[Minute]:
     """:func:`write_parts` without the rollups: only the parts rows get the cells of ``found`` that
     change; the minutes' rollup and hour rows are left for :func:`rewrite_minutes`.  For a bulk
     copy (:mod:`collector.store.migrate`), whose batches each touch a few messages of every
@@ -254,17 +254,21 @@ def write_part_cells(store: Store, found: MessageParts) -> int:
             puts.append((row, new))
     if puts:
         store.put_rows(schema.ROLLUPS, puts)
-    return len(parts)
+    return set(parts)
 
 
-def rewrite_minutes(store: Store, *, chunk: int = DEFAULT_CHUNK) -> int:
-    """Every minute that has a parts row: its rollup row aggregated from the whole parts row and its
-    hour re-merged (after :func:`write_part_cells`).  Returns the minutes rewritten."""
-    start, stop = keys.prefix_range((schema.ROLLUP_PARTS,))
+def rewrite_minutes(store: Store, touched: Iterable[Minute] | None = None, *, chunk: int = DEFAULT_CHUNK) -> int:
+    """Each minute of ``touched`` (None: every minute that has a parts row): its rollup row aggregated
+    from its whole parts row and its hour re-merged (after :func:`write_part_cells`).  Returns the
+    minutes rewritten."""
     minutes: list[Minute] = []
-    for row, _ in store.scan(schema.ROLLUPS, start, stop):
-        _, topic, minute_ms = keys.unpack(row)
-        minutes.append((str(topic), int(minute_ms)))  # type: ignore[arg-type]
+    if touched is None:
+        start, stop = keys.prefix_range((schema.ROLLUP_PARTS,))
+        for row, _ in store.scan(schema.ROLLUPS, start, stop):
+            _, topic, minute_ms = keys.unpack(row)
+            minutes.append((str(topic), int(minute_ms)))  # type: ignore[arg-type]
+    else:
+        minutes = sorted(touched)
     for i in range(0, len(minutes), chunk):
         _write_minutes(store, minutes[i:i + chunk], {}, set())
     return len(minutes)
