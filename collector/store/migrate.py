@@ -5,14 +5,15 @@ copy is for layout 1, and for whoever wants a new store (another backend, compac
 kept as it is).  No trace log is needed (it is kept 7 days by default, the index 30): the old
 store's ``messages`` table holds every indexed event (:mod:`collector.store.layout_v1`,
 :mod:`collector.store.layout_v2`: each frozen, with its own cell decoder), and the
-events are indexed into the new store through the normal indexer, chunk by chunk
-(:func:`~collector.store.indexer.index_records`, then :func:`~collector.store.indexer.finish_batch`),
-so every index row and rollup is the one a fresh index job writes.
+events are indexed into the new store chunk by chunk with the indexer's row builder
+(:func:`~collector.store.indexer.batched_rows`) and :func:`~collector.store.indexer.finish_batch`,
+so every index row and rollup is the one a fresh index job writes (:func:`_copy`: rows built per
+write time, written one table at a time; the rollups aggregated once, at the end).
 
 - **Resumable**: after each chunk, the last old message row done is recorded in the new
   store's ``meta`` table (one record per old store); a rerun continues after it, and a rerun
   after the end changes nothing.  A chunk cut short is redone whole (re-indexing rewrites
-  identical cells).
+  identical cells), and the rollups' final pass covers every minute with parts after a resume.
 - **Retention**: the copies must not outlive the originals.  Each message is written with
   the write time of its oldest cell in the old store, rounded down to
   :data:`TIMESTAMP_STEP_MS` (the events of one step are indexed together), so every copied
