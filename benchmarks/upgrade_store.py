@@ -4,6 +4,7 @@
 
     python benchmarks/upgrade_store.py --events 100000            # realistic mix (3.8 events per message)
     python benchmarks/upgrade_store.py --events 1000000 --work /tmp/up
+    python benchmarks/upgrade_store.py --events 100000 --spread-days 29   # cells written over 29 days
 
 Builds a layout-2 store of N events (today's indexer, then layout 2's own message cells and
 record: tests/collector/store/v2_store.py), then measures, in this order:
@@ -14,7 +15,10 @@ record: tests/collector/store/v2_store.py), then measures, in this order:
 2. ``upgrade_store`` in place with its snapshot (SQLite's online backup API) and, on a second
    copy of the store, without one: wall, CPU, the snapshot's bytes, the store's bytes before and after.
 
-Prints one Markdown table row per measurement.
+With ``--spread-days D`` each message row's cells get write times spread over D days (a hash of
+the row picks the minute), as in a store an index job filled over its TTL; without, every cell has the
+one write time of the build, and a copy's chunk is one write-time group.  Prints one Markdown table
+row per measurement.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sqlite3
 import sys
 import tempfile
 import time
@@ -52,11 +57,26 @@ def _index_fresh(url: str, records: list, chunk: int = 20_000) -> None:  # type:
         store.close()
 
 
+def spread_write_times(path: str, days: int) -> None:
+    """Move each message row's cells' write times back by up to ``days`` days (the row's hash picks the minute)."""
+    db = sqlite3.connect(path)
+    try:
+        minutes = days * 24 * 60
+        db.create_function("back", 1, lambda row: int.from_bytes(row[1:5], "big") % minutes * 60_000,
+                           deterministic=True)
+        db.execute('UPDATE "messages" SET ts = ts - back(row)')
+        db.commit()
+    finally:
+        db.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=100_000)
     parser.add_argument("--mix", choices=sorted(MIXES), default="realistic")
     parser.add_argument("--skip-copy", action="store_true", help="measure the upgrade only (no fresh index, no copy)")
+    parser.add_argument("--spread-days", type=int, default=0,
+                        help="spread the message cells' write times over this many days (0: one write time)")
     parser.add_argument("--work", default=None, help="directory for the stores (default: a temporary one)")
     args = parser.parse_args(argv)
     work = args.work or tempfile.mkdtemp(prefix="upgrade-bench-")
@@ -65,9 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     n = len(records)
     old = os.path.join(work, "v2.sqlite3")
     _, build_s, _ = _timed(lambda: v2_store.write(f"local:{old}", records))
+    if args.spread_days:
+        spread_write_times(old, args.spread_days)
     old_bytes = sqlite_bytes(old)
     print(f"layout-2 store: {n:,} events ({args.mix}), {old_bytes / 2**20:,.1f} MiB ({old_bytes / n:.0f} B/event), "
-          f"built in {build_s:.0f} s")
+          f"built in {build_s:.0f} s" + (f", cells written over {args.spread_days} days" if args.spread_days else ""))
     print("| step | wall s | CPU s | events/CPU-s | bytes written | B/event |")
     print("|---|---:|---:|---:|---:|---:|")
     bare = os.path.join(work, "v2-bare.sqlite3")

@@ -5,14 +5,15 @@ copy is for layout 1, and for whoever wants a new store (another backend, compac
 kept as it is).  No trace log is needed (it is kept 7 days by default, the index 30): the old
 store's ``messages`` table holds every indexed event (:mod:`collector.store.layout_v1`,
 :mod:`collector.store.layout_v2`: each frozen, with its own cell decoder), and the
-events are indexed into the new store through the normal indexer, chunk by chunk
-(:func:`~collector.index.indexer.index_records`, then :func:`~collector.index.indexer.finish_batch`),
-so every index row and rollup is the one a fresh index job writes.
+events are indexed into the new store chunk by chunk with the indexer's row builder
+(:func:`~collector.index.indexer.batched_rows`) and :func:`~collector.index.indexer.finish_batch`,
+so every index row and rollup is the one a fresh index job writes (:func:`_copy`: rows built per
+write time, written one table at a time; the rollups aggregated once, at the end).
 
 - **Resumable**: after each chunk, the last old message row done is recorded in the new
   store's ``meta`` table (one record per old store); a rerun continues after it, and a rerun
   after the end changes nothing.  A chunk cut short is redone whole (re-indexing rewrites
-  identical cells).
+  identical cells), and the rollups' final pass covers every minute with parts after a resume.
 - **Retention**: the copies must not outlive the originals.  Each message is written with
   the write time of its oldest cell in the old store, rounded down to
   :data:`TIMESTAMP_STEP_MS` (the events of one step are indexed together), so every copied
@@ -32,18 +33,21 @@ Example::
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import parse_qs, urlsplit
 
 import msgpack
 
 from collector.index.errors import MigrationError
-from collector.index.indexer import finish_batch, index_records
+from collector.index.indexer import DEFAULT_BATCH_SIZE, batched_rows, finish_batch
+from collector.index.rollup import read_parts, rewrite_minutes, write_part_cells
 from collector.store import (
     absolute_store_url,
+    keys,
     layout,
     layout_v1,
     layout_v2,
@@ -52,11 +56,14 @@ from collector.store import (
     resolve_store_url,
     schema,
 )
-from collector.store.base import Columns, Row, Store
+from collector.store import props as indexed_props
+from collector.store.base import Row, Store
+from tracehook import wire
 from tracehook.wire import BatchHeader, Event
 
-FROZEN_LAYOUTS: dict[int, Callable[[bytes], layout_v1.StoredEvent]] = {
-    layout_v1.VERSION: layout_v1.decode_event, layout_v2.VERSION: layout_v2.decode_event}
+Decoder = Callable[[Sequence[bytes]], tuple[list[tuple[BatchHeader, Event]], int]]
+"""A layout's message-cell decoder: the header and event of each value that decodes, and how many did not."""
+FROZEN_LAYOUTS: dict[int, Decoder] = {layout_v1.VERSION: layout_v1.decode_events, layout_v2.VERSION: layout_v2.decode_events}
 """The layouts a migration reads, each with its frozen message-cell decoder (the rows are read alike)."""
 DEFAULT_CHUNK = 20_000
 """Old message rows per step: indexed, finished and recorded as done together."""
@@ -106,6 +113,8 @@ class _Chunk:
     """One chunk's events, grouped by the timestamp their copies are written with."""
 
     by_ts: dict[int, list[tuple[BatchHeader, Event]]] = field(default_factory=dict)
+    msg_ts: dict[str, int] = field(default_factory=dict)
+    """Each message's write time."""
     events: int = 0
     bad: int = 0
 
@@ -165,7 +174,7 @@ def _identity(url: str) -> tuple[str, ...]:
     return ("hbase", parts.netloc, *parse_qs(parts.query).get("namespace", []))
 
 
-def _run(old: Store, new: Store, old_url: str, decode: Callable[[bytes], layout_v1.StoredEvent], chunk: int,
+def _run(old: Store, new: Store, old_url: str, decode: Decoder, chunk: int,
          on_chunk: Callable[[Progress, float], None] | None, max_chunks: int | None, clock: Callable[[], float],
          started: float) -> MigrationReport:
     column = progress_column(old_url)
@@ -174,19 +183,23 @@ def _run(old: Store, new: Store, old_url: str, decode: Callable[[bytes], layout_
     if progress.done:
         return MigrationReport(progress.messages, progress.events, clock() - started, resumed_at, True, progress.bad)
     read = layout_v1.message_reader(old)
+    # The minutes whose rollups the copy leaves to its end: this run's, or every one after a resume.
+    minutes: set[tuple[str, int]] | None = set() if progress.after is None else None
     for _ in itertools.count() if max_chunks is None else range(max_chunks):
         rows = read(progress.after, chunk)
         if rows:
-            batch = _decode(rows, decode)
-            for ts in sorted(batch.by_ts):
-                dated = _Dated(new, ts)
-                index_records(dated, batch.by_ts[ts])
-                finish_batch(dated)
+            with wire.no_gc():  # a chunk's events and rows: many containers, no cycle
+                batch = _decode(rows, decode)
+                touched = _copy(new, batch)
+            if minutes is not None:
+                minutes |= touched
             progress.after = rows[-1][0]
             progress.messages += len(rows)
             progress.events += batch.events
             progress.bad += batch.bad
         progress.done = len(rows) < chunk
+        if progress.done:  # every message's part is in: each touched minute's rollup aggregated once
+            rewrite_minutes(new, minutes)
         new.put_meta(column, progress.encode())
         if on_chunk is not None:
             on_chunk(progress, 1.0 if progress.done else layout_v1.row_hash_fraction(rows[-1][0]))
@@ -195,61 +208,78 @@ def _run(old: Store, new: Store, old_url: str, decode: Callable[[bytes], layout_
     return MigrationReport(progress.messages, progress.events, clock() - started, resumed_at, False, progress.bad)
 
 
-def _decode(rows: Sequence[layout_v1.MessageRow], decode: Callable[[bytes], layout_v1.StoredEvent]) -> _Chunk:
+def _copy(new: Store, batch: _Chunk) -> set[tuple[str, int]]:
+    """Index one chunk's events into ``new``, each message's rows written with its write time.
+
+    The rows are built by the indexer's row builder (:func:`~collector.index.indexer.batched_rows`,
+    the rows :func:`~collector.index.indexer.index_records` writes) one write time at a time, and
+    each table's rows of every write time are written together (one write transaction per table
+    in the embedded store: a chunk's messages have write times spread over the old store's whole
+    TTL, and a write per time and table dirtied the same pages hundreds of times over).  Then
+    :func:`~collector.index.indexer.finish_batch` files the dead letters under their sends' times,
+    and each message's part of its minute's rollup goes into the minute's parts row only
+    (:func:`~collector.index.rollup.write_part_cells`): :func:`migrate_store` aggregates the
+    rollups once, at the end, where every chunk would otherwise rewrite every minute it touches.
+    Returns the minutes whose parts it wrote."""
+    per_put = max(DEFAULT_BATCH_SIZE, new.preferred_put_rows)
+    props = indexed_props.current(new)
+    puts: dict[str, list[tuple[int, list[Row]]]] = {}
+    for ts in sorted(batch.by_ts):
+        for table, rows in batched_rows(batch.by_ts[ts], per_put, salt_buckets=new.salt_buckets, mark=False,
+                                        props=props):
+            puts.setdefault(table, []).append((ts, rows))
+    put_dated = getattr(new, "put_dated_rows", None)
+    for table, dated in puts.items():
+        if put_dated is not None:
+            put_dated(table, dated)
+        else:
+            for ts, rows in dated:
+                new.put_rows(table, rows, ts=ts)
+    finish_batch(_Dated(new, batch.msg_ts))
+    return write_part_cells(new, read_parts(new, batch.msg_ts))
+
+
+def _decode(rows: Sequence[layout_v1.MessageRow], decode: Decoder) -> _Chunk:
     """The events of ``rows``, each message's under its oldest cell's write time rounded down."""
     out = _Chunk()
+    by_ts, msg_ts, step, write_time = out.by_ts, out.msg_ts, TIMESTAMP_STEP_MS, operator.itemgetter(1)
     for _, cells in rows:
-        events: list[tuple[BatchHeader, Event]] = []
-        for value, _ts in cells:
-            try:
-                stored = decode(value)
-            except Exception:  # noqa: BLE001 - a damaged cell is counted and left out, as the indexer does
-                out.bad += 1
-                continue
-            events.append((stored.header, stored.event))
+        events, bad = decode([value for value, _ in cells])  # a damaged cell is counted and left out
+        out.bad += bad
         if events:
-            oldest = min(ts for _, ts in cells)
-            out.by_ts.setdefault(oldest - oldest % TIMESTAMP_STEP_MS, []).extend(events)
+            oldest = min(map(write_time, cells))
+            oldest -= oldest % step
+            group = by_ts.get(oldest)
+            if group is None:
+                group = by_ts[oldest] = []
+            group += events
+            msg_ts[events[0][1].msg_id] = oldest
             out.events += len(events)
     return out
 
 
 class _Dated:
-    """The new store, writing every cell but the rollups' with write time ``ts``."""
+    """The new store for :func:`~collector.index.indexer.finish_batch` after a chunk: a dead letter it
+    files under its send's time is written with its message's write time (an index row's key holds
+    the msg id); the rollups at migration time, as the index job writes them."""
 
-    def __init__(self, store: Store, ts: int) -> None:
-        self._store, self._ts = store, ts
-        self.url, self.options, self.concurrent_reads = store.url, store.options, store.concurrent_reads
-        self.salt_buckets, self.layout_version = store.salt_buckets, store.layout_version
-        self.max_writers, self.preferred_put_rows = store.max_writers, store.preferred_put_rows
+    def __init__(self, store: Store, msg_ts: dict[str, int]) -> None:
+        self._store, self._msg_ts = store, msg_ts
 
     def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
-        self._store.put_rows(table, rows, ts=None if table == schema.ROLLUPS else self._ts if ts is None else ts)
+        if table == schema.ROLLUPS or ts is not None:
+            self._store.put_rows(table, rows, ts=ts)
+            return
+        by_ts: dict[int | None, list[Row]] = {}
+        for row in rows:
+            by_ts.setdefault(self._ts_of(row[0]), []).append(row)
+        for when, some in by_ts.items():
+            self._store.put_rows(table, some, ts=when)
 
-    def get_row(self, table: str, row: bytes) -> Columns:
-        return self._store.get_row(table, row)
-
-    def get_rows(self, table: str, rows: Sequence[bytes]) -> list[Columns]:
-        return self._store.get_rows(table, rows)
-
-    def scan(self, table: str, start: bytes, stop: bytes, *, limit: int | None = None,
-             reverse: bool = False) -> Iterator[Row]:
-        return self._store.scan(table, start, stop, limit=limit, reverse=reverse)
-
-    def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
-        self._store.delete_rows(table, rows)
-
-    def purge_expired(self) -> int:
-        return self._store.purge_expired()
-
-    def get_meta(self, column: bytes) -> bytes | None:
-        return self._store.get_meta(column)
-
-    def put_meta(self, column: bytes, value: bytes) -> None:
-        self._store.put_meta(column, value)
-
-    def close(self) -> None:
-        """The new store stays open: the migration closes it."""
+    def _ts_of(self, row: bytes) -> int | None:
+        """The write time of the copied message whose id ``row`` holds (None, now: no message copied)."""
+        msg_ts = self._msg_ts
+        return min((msg_ts[e] for e in keys.unpack(row) if type(e) is str and e in msg_ts), default=None)
 
     def __getattr__(self, name: str) -> object:
-        return getattr(self._store, name)  # any other primitive the indexer may use, undated
+        return getattr(self._store, name)  # every other primitive, undated

@@ -216,6 +216,16 @@ def write_parts(store: Store, found: MessageParts, full: Iterable[Minute] = (), 
     The minutes in ``full`` are rebuilt from the messages placed in them (a scan of the time
     index), as is any touched minute with a rollup but no parts row.  Returns the minutes rewritten.
     """
+    parts = _part_cells(found)
+    whole = set(full)
+    minutes = sorted(set(parts) | whole)
+    for i in range(0, len(minutes), chunk):
+        _write_minutes(store, minutes[i:i + chunk], parts, whole)
+    return len(minutes)
+
+
+def _part_cells(found: MessageParts) -> PartCells:
+    """The parts in ``found`` as the cells of their minutes' parts rows."""
     parts: PartCells = {}
     prefix = schema.rollup_part_column("")  # + the msg id's UTF-8: rollup_part_column, inlined (a call per message)
     for msg_id, (_, values) in found.items():
@@ -225,10 +235,43 @@ def write_parts(store: Store, found: MessageParts, full: Iterable[Minute] = (), 
             if cells is None:
                 cells = parts[minute] = {}
             cells[column] = value
-    whole = set(full)
-    minutes = sorted(set(parts) | whole)
+    return parts
+
+
+def write_part_cells(store: Store, found: MessageParts) -> set[Minute]:
+    """:func:`write_parts` without the rollups: only the parts rows get the cells of ``found`` that
+    change; the minutes' rollup and hour rows are left for :func:`rewrite_minutes`.  For a bulk
+    copy (:mod:`collector.index.migrate`), whose batches each touch a few messages of every
+    minute: a minute's rollup is then aggregated once, not once per batch.  Returns the minutes touched."""
+    parts = _part_cells(found)
+    kept = kept_minutes(store)
+    puts: list[Row] = []
+    for (topic, minute_ms), new in sorted(parts.items()):
+        kept.states.pop((topic, minute_ms), None)  # its rollup no longer aggregates its parts row
+        row = schema.rollup_parts_row(topic, minute_ms)
+        old = store.get_cells(schema.ROLLUPS, row, new)
+        new = {c: v for c, v in new.items() if old.get(c, MOVED) != v}  # as _write_minutes: only cells that change
+        if new:
+            puts.append((row, new))
+    if puts:
+        store.put_rows(schema.ROLLUPS, puts)
+    return set(parts)
+
+
+def rewrite_minutes(store: Store, touched: Iterable[Minute] | None = None, *, chunk: int = DEFAULT_CHUNK) -> int:
+    """Each minute of ``touched`` (None: every minute that has a parts row): its rollup row aggregated
+    from its whole parts row and its hour re-merged (after :func:`write_part_cells`).  Returns the
+    minutes rewritten."""
+    minutes: list[Minute] = []
+    if touched is None:
+        start, stop = keys.prefix_range((schema.ROLLUP_PARTS,))
+        for row, _ in store.scan(schema.ROLLUPS, start, stop):
+            _, topic, minute_ms = keys.unpack(row)
+            minutes.append((str(topic), int(minute_ms)))  # type: ignore[arg-type]
+    else:
+        minutes = sorted(touched)
     for i in range(0, len(minutes), chunk):
-        _write_minutes(store, minutes[i:i + chunk], parts, whole)
+        _write_minutes(store, minutes[i:i + chunk], {}, set())
     return len(minutes)
 
 

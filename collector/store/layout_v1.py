@@ -22,9 +22,11 @@ store through :meth:`collector.store.hbase.HBaseStore.scan_cells`.
 
 from __future__ import annotations
 
+import itertools
+import operator
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import msgpack
@@ -60,6 +62,20 @@ def decode_event(value: bytes) -> StoredEvent:
     """A layout-1 message cell's value; ``wire.WireError`` (or msgpack's) when it is not one."""
     app, host, client_id, raw = msgpack.unpackb(value, raw=False, use_list=True)
     return StoredEvent(BatchHeader(client_id, 0, app=app, host=host), wire.validate_event(raw))
+
+
+def decode_events(values: Iterable[bytes]) -> tuple[list[tuple[BatchHeader, Event]], int]:
+    """:func:`decode_event` of each of ``values``: the header and event of each that decodes, and how many did not."""
+    out: list[tuple[BatchHeader, Event]] = []
+    bad = 0
+    for value in values:
+        try:
+            stored = decode_event(value)
+        except Exception:  # noqa: BLE001 - any cell that does not decode is counted and left out
+            bad += 1
+            continue
+        out.append((stored.header, stored.event))
+    return out, bad
 
 
 def row_hash_fraction(row: bytes) -> float:
@@ -108,10 +124,8 @@ class _SqliteReader:
                 db.close()
         except sqlite3.Error as exc:
             raise StoreUnavailableError(f"cannot read {self._path}: {exc}") from exc
-        rows: list[MessageRow] = []
-        for row, value, ts in cells:
-            row = bytes(row)
-            if not rows or rows[-1][0] != row:
-                rows.append((row, []))
-            rows[-1][1].append((bytes(value), int(ts)))
-        return rows
+        # SQLite gives BLOBs as bytes and INTEGERs as int: grouped as they come, without a copy.
+        return [(row, [(value, ts) for _, value, ts in group]) for row, group in itertools.groupby(cells, _first)]
+
+
+_first = operator.itemgetter(0)

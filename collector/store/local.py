@@ -168,19 +168,26 @@ class LocalStore:
         return self._clock() - self.options.ttl_of(table) * 1000
 
     def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
-        ts = self._clock() if ts is None else ts
+        self.put_dated_rows(table, [(ts, rows)])
+
+    def put_dated_rows(self, table: str, dated: Sequence[tuple[int | None, Sequence[Row]]]) -> None:
+        """:meth:`put_rows` of each ``(ts, rows)`` in turn, in one write transaction (a copy of many
+        write times, :mod:`collector.index.migrate`: one transaction per time dirtied the same pages
+        again for each)."""
         sort = table in _SORTED_PUTS
         sql = (f'INSERT INTO "{_name(table)}" (row, col, ts, value) VALUES (?, ?, ?, ?) '
                "ON CONFLICT (row, col) DO UPDATE SET ts = excluded.ts, value = excluded.value")
-        if self._put_in_c:  # one list of its own: the C loop reads it without the GIL
-            rows = rows if type(rows) is list else list(rows)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                if not (self._put_in_c and self._db.upsert(sql, rows, ts, sort)):
-                    if sort:  # stable: of a row put twice, the later columns still win
-                        rows = sorted(rows, key=_row_key)
-                    self._db.executemany(sql, _py_cells(rows, ts))
+                for ts, rows in dated:
+                    ts = self._clock() if ts is None else ts
+                    if self._put_in_c:  # one list of its own: the C loop reads it without the GIL
+                        rows = rows if type(rows) is list else list(rows)
+                    if not (self._put_in_c and self._db.upsert(sql, rows, ts, sort)):
+                        if sort:  # stable: of a row put twice, the later columns still win
+                            rows = sorted(rows, key=_row_key)
+                        self._db.executemany(sql, _py_cells(rows, ts))
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import pytest
 import v1_store
+import v2_store
 from index_helpers import message, unique
 from layout_helpers import HOUR, NOW, ROOT, Record, answers, fresh, scenario, with_write_times
 
@@ -90,6 +91,61 @@ def test_the_migrated_store_answers_as_one_indexed_fresh(old_local, tmp_path: pa
     finally:
         new.close()
         ref.close()
+
+
+def _date_like_an_index_job(path: pathlib.Path, records: list[Record]) -> None:
+    """Give a layout-2 file's message cells the write times :func:`with_write_times` gives (v2_store writes
+    them all at once): a real store's cells were written over its whole TTL."""
+    with sqlite3.connect(path) as db:
+        db.executemany('UPDATE "messages" SET ts = ? WHERE row = ? AND col = ?',
+                       [(ts, v2_store.message_row(e.msg_id), v2_store.cell(h, e)[0])
+                        for h, e, ts in with_write_times(records)])
+
+
+@pytest.mark.parametrize("old_layout", [1, 2])
+def test_the_copy_holds_every_cell_of_a_fresh_index_each_dated_by_its_message(
+        old_layout: int, tmp_path: pathlib.Path, dump_store) -> None:
+    """Cell for cell (values; write times apart) what a fresh index of the same events holds, and every
+    cell but the rollups' written at its message's oldest write time rounded down to the step."""
+    topic = unique("cells")
+    records = scenario(topic)
+    old = tmp_path / "old.sqlite3"
+    if old_layout == 1:
+        v1_store.write_local(str(old), with_write_times(records))
+    else:
+        v2_store.write(f"local:{old}", records)
+        _date_like_an_index_job(old, records)
+    written: dict[str, int] = {}
+    for _, e, ts in with_write_times(records):
+        written[e.msg_id] = min(written.get(e.msg_id, ts), ts)
+    new_path = tmp_path / "new.sqlite3"
+    report = migrate_store(f"local:{old}", f"local:{new_path}", chunk=7)  # chunks of several write times
+    assert (report.messages, report.events, report.bad) == (len(written), len(records), 0)
+    fresh(f"local:{tmp_path / 'ref.sqlite3'}", records)
+    new, ref = open_store(f"local:{new_path}"), open_store(f"local:{tmp_path / 'ref.sqlite3'}")
+    try:
+        got, want = dump_store(new), dump_store(ref)
+    finally:
+        new.close()
+        ref.close()
+    for table in (schema.MESSAGES, schema.RECORDS, schema.KEYIDX, schema.TIMEIDX, schema.DEAD, schema.PENDING,
+                  schema.ROLLUPS):
+        assert want[table], table  # not vacuous
+        assert got[table] == want[table], table
+    assert got == want
+    steps = {m: ts - ts % TIMESTAMP_STEP_MS for m, ts in written.items()}
+    assert len(set(steps.values())) > 10  # many write times, within chunks too
+    longest_first = sorted(written, key=len, reverse=True)
+    with sqlite3.connect(new_path) as db:
+        for table in schema.TABLES:
+            if table.name == schema.ROLLUPS:
+                continue  # aggregates over many messages: written at migration time
+            for row, ts in db.execute(f'SELECT row, ts FROM "{table.name}"'):
+                msg_id = next((m for m in longest_first if m.encode() in row), None)
+                if msg_id is None:  # a key without the msg id (queueidx: topic, queue, offset)
+                    assert ts in steps.values(), (table.name, row)
+                else:
+                    assert ts == steps[msg_id], (table.name, row)
 
 
 def test_an_interrupted_migration_resumes_and_ends_identical(old_local, tmp_path: pathlib.Path, dump_store) -> None:
