@@ -105,19 +105,22 @@ class Table:
     name: str
     families: tuple[str, ...]
     ttl: str = INDEX_TTL
+    key_only: bool = False
+    """Every row holds :data:`INDEX_CELLS` and nothing else (an index table): a store may keep the row
+    key alone (the embedded store does, :mod:`collector.store.sqlite_tables`) and refuse any other cell."""
 
 
 TABLES: tuple[Table, ...] = (
     Table(MESSAGES, (SEND_FAMILY, CONSUME_FAMILY)),
-    Table(KEYIDX, (INDEX_FAMILY,)),
-    Table(TIMEIDX, (INDEX_FAMILY,)),
-    Table(DEAD, (INDEX_FAMILY,)),
+    Table(KEYIDX, (INDEX_FAMILY,), key_only=True),
+    Table(TIMEIDX, (INDEX_FAMILY,), key_only=True),
+    Table(DEAD, (INDEX_FAMILY,), key_only=True),
     Table(RECORDS, (CONSUME_FAMILY,)),
-    Table(QUEUEIDX, (INDEX_FAMILY,)),
-    Table(SEQIDX, (INDEX_FAMILY,)),
+    Table(QUEUEIDX, (INDEX_FAMILY,), key_only=True),
+    Table(SEQIDX, (INDEX_FAMILY,), key_only=True),
     Table(PENDING, (SEND_FAMILY,)),
-    Table(TRACEIDX, (INDEX_FAMILY,)),
-    Table(PROPIDX, (INDEX_FAMILY,)),
+    Table(TRACEIDX, (INDEX_FAMILY,), key_only=True),
+    Table(PROPIDX, (INDEX_FAMILY,), key_only=True),
     Table(ROLLUPS, (ROLLUP_FAMILY,)),
     Table(BODIES, (BODY_FAMILY,), ttl=BODY_TTL),
 )

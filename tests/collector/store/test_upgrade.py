@@ -23,7 +23,7 @@ from index_helpers import message, unique
 from layout_helpers import HOUR, NOW, ROOT, Record, answers, fresh, scenario
 
 from collector.cli.main import main
-from collector.store import LayoutVersionError, OldLayoutError, layout, layout_v2, open_store, schema, upgrade
+from collector.store import LayoutVersionError, OldLayoutError, layout, layout_v2, open_store, schema, sqlite_tables, upgrade
 from collector.store.errors import UpgradeError
 from collector.store.indexer import finish_batch, index_records
 from collector.store.migrate import migrate_store
@@ -51,7 +51,7 @@ def sqlite_dump(path: pathlib.Path) -> dict[str, set[tuple[bytes, bytes, int, by
     """Every cell of every table of a ``local:`` file, as SQLite holds it (write times included)."""
     with sqlite3.connect(path) as db:
         names = [n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return {n: {tuple(r) for r in db.execute(f'SELECT row, col, ts, value FROM "{n}"')} for n in names}
+        return {n: {tuple(r) for r in db.execute(f'SELECT * FROM "{n}"')} for n in names}
 
 
 @pytest.fixture
@@ -98,6 +98,9 @@ def test_upgraded_in_place_it_answers_as_a_store_indexed_fresh(v2_local, tmp_pat
     upgraded, ref = open_store(url), open_store(ref_url)
     try:
         assert upgraded.layout_version == layout.LAYOUT_VERSION
+        shapes = {name: t.column for name, t in upgraded._tables.items()}  # type: ignore[attr-defined]
+        assert {shapes[n] for n in layout_v2.TABLES} == {sqlite_tables.WHOLE}  # layout 2's tables, as they were
+        assert (shapes[schema.BODIES], shapes[schema.PROPIDX]) == (sqlite_tables.QUALIFIER, sqlite_tables.KEY_ONLY)
         want = answers(ref, topic, records)
         assert answers(upgraded, topic, records) == want
         assert want["traces"][f"{topic}-m05"]["outcomes"] and want["overview"]["topics"]  # not vacuous
