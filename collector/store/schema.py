@@ -42,7 +42,9 @@ their own TTL and are erased without touching the trace.
 Index rows only point at the message row, the one place a message's fields live: their
 key holds everything their own query reads (time, msg_id, group, queue, offset) and they
 have one constant empty cell, so the PUB, SUB_BEFORE and DEAD events that file one message
-under the same key write the same cell (and merge within a batch).
+under the same key write the same cell (and merge within a batch).  Their tables are
+:attr:`Table.key_only`: the embedded store keeps such a row as its key alone, and every other
+table's cells without their family (:mod:`collector.store.sqlite_tables`; HBase keeps cells as given).
 
 "msg time" is the broker's store time when known, else the born time, else the
 event's own time (:func:`message_time`).  Only a message's send places it (the

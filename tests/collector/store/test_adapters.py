@@ -7,10 +7,9 @@ import time
 
 import pytest
 
-from collector.store import keys, open_store
+from collector.store import keys, local, open_store, sqlite_tables
 from collector.store.base import StoreOptions
 from collector.store.errors import BadStoreUrlError
-from collector.store import local
 from collector.store.local import LocalStore
 
 pytestmark = pytest.mark.fallback
@@ -297,3 +296,27 @@ def test_cache_mib_sets_the_sqlite_page_cache(tmp_path) -> None:
             assert store._db.execute("PRAGMA cache_size") == [(-kib,)]
         finally:
             store.close()
+
+
+def test_local_layout_2_tables_keep_their_shape(tmp_path) -> None:
+    # A store upgraded in place keeps layout 2's tables: (row, col, ts, value), whole columns, milliseconds.
+    path = str(tmp_path / "i.sqlite3")
+    LocalStore(path).close()
+    with sqlite3.connect(path) as db:
+        for name in ("keyidx", "messages"):
+            db.execute(f'DROP TABLE "{name}"')
+            db.execute(sqlite_tables.whole_table(name).create())
+    now = [1_000_000]
+    store = LocalStore(path, StoreOptions(ttl_s=60), clock=lambda: now[0])
+    assert {n: store._table(n).column for n in ("keyidx", "messages", "records")} == {
+        "keyidx": sqlite_tables.WHOLE, "messages": sqlite_tables.WHOLE, "records": sqlite_tables.QUALIFIER}
+    store.put_rows("keyidx", [(b"k", {b"i:": b""})])
+    store.put_rows("messages", [(b"m", {b"s:a": b"v"})])
+    now[0] += 60_001  # 1 ms past the TTL: milliseconds count here
+    store.put_rows("messages", [(b"n", {b"c:b": b"w"})])
+    assert store.get_rows("keyidx", [b"k"]) == [{}] and store.get_row("messages", b"m") == {}
+    assert list(store.scan("messages", b"", b"\xff")) == [(b"n", {b"c:b": b"w"})]
+    assert store.purge_expired() == 2
+    store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute('SELECT * FROM "messages"').fetchall() == [(b"n", b"c:b", 1_060_001, b"w")]

@@ -23,7 +23,16 @@ from index_helpers import message, unique
 from layout_helpers import HOUR, NOW, ROOT, Record, answers, fresh, scenario
 
 from collector.cli.main import main
-from collector.store import LayoutVersionError, OldLayoutError, layout, layout_v2, open_store, schema, sqlite_tables, upgrade
+from collector.store import (
+    LayoutVersionError,
+    OldLayoutError,
+    layout,
+    layout_v2,
+    open_store,
+    schema,
+    sqlite_tables,
+    upgrade,
+)
 from collector.store.errors import UpgradeError
 from collector.store.indexer import finish_batch, index_records
 from collector.store.migrate import migrate_store
