@@ -1,29 +1,28 @@
 """How the embedded store keeps one logical table in SQLite: its cells' columns, and the SQL on them.
 
 Every table is a ``WITHOUT ROWID`` table keyed by ``(row, column)``, one SQLite row per cell, with
-the cell's write time for its TTL.  What a stored cell keeps depends on the table (its shape, told
-apart by its SQLite column names, :func:`found`):
+the cell's write time for its TTL.  A table keeps no more of a cell than can differ between its
+cells (:class:`collector.store.schema.Table`'s ``qualifiers`` and ``values``), told apart by its
+SQLite column names (:func:`found`):
 
-========================= =========================================== ====================================
-shape                     SQLite columns                              tables (as this release creates them)
-========================= =========================================== ====================================
-:data:`KEY_ONLY`          ``row``, ``ts_s``                           the index tables (``schema.Table.key_only``:
-                                                                      one empty ``i:`` cell a row)
-:data:`QUALIFIER`         ``row``, ``qualifier``, ``ts_s``, ``value`` the other tables of one family: the
-                                                                      column without its family and ``:``
-:data:`FAMILY_QUALIFIER`  ``row``, ``family_qualifier``, ``ts_s``,    ``messages``: the column without its ``:``
-                          ``value``
-:data:`WHOLE`             ``row``, ``col``, ``ts``, ``value``         layout 2's tables, kept by a store upgraded
-                                                                      in place (and ``meta``)
-========================= =========================================== ====================================
+============================================ ===============================================================
+SQLite columns                               tables (as this release creates them)
+============================================ ===============================================================
+``row``, ``ts_s``                            the index tables: one empty ``i:`` cell a row, kept as the key alone
+``row``, ``qualifier``, ``ts_s``             ``records``: values always empty
+``row``, ``qualifier``, ``ts_s``, ``value``  ``rollups``, ``pending``, ``bodies``: one family, left out
+``row``, ``col``, ``ts_s``, ``value``        ``messages`` (two families): the whole column name
+``row``, ``col``, ``ts``, ``value``          layout 2's tables, kept by a store upgraded in place, and ``meta``
+============================================ ===============================================================
 
 ``ts_s`` is the write time in whole seconds (4 bytes in SQLite's record; ``ts``, layout 2's
-milliseconds, takes 6).  Together 2-6 bytes less per cell than layout 2's shape.  The SQL takes
-the family off on the way in and puts it back on the way out (``CAST(x'733a' || qualifier AS
-BLOB)``; a key-only row answers the constant cell), so callers and ``_sqlput`` see whole columns.
-A cell a table's shape cannot keep (a column of another family, a key-only table's cell other
-than ``i:`` = empty) is refused as HBase refuses a put to an unknown family: SQLite's ``NOT NULL
-constraint failed``, nothing of the put written.
+milliseconds, takes 6).  The SQL takes the family off on the way in (``substr``) and puts it back on
+the way out (``CAST(x'633a' || qualifier AS BLOB)``; a key-only row answers its constant cell), so
+callers and ``_sqlput`` see whole cells.  A cell a table cannot keep (a column of another family, a
+value where values are empty, an index cell other than the empty ``i:``) is refused as HBase
+refuses a put to a family a table lacks: SQLite's ``NOT NULL constraint failed``, nothing of the put
+written.  ``messages`` keeps its column names whole: leaving out the ``:`` saved 1 byte per event
+and cost about 1 µs per event in SQL (a concatenation per cell written and read).
 
 TTL in seconds: a cell written at ``t`` ms keeps ``t // 1000`` and is live while that second is
 not before the oldest live time, rounded up (:meth:`SqlTable.oldest`): it expires at most 999 ms
@@ -37,26 +36,33 @@ from dataclasses import dataclass
 
 from collector.store import schema
 
-KEY_ONLY, QUALIFIER, FAMILY_QUALIFIER, WHOLE = "", "qualifier", "family_qualifier", "col"
-"""The shapes, by the SQLite column that keeps a cell's column name (none: the row is the cell)."""
 SECONDS_TS, MS_TS = "ts_s", "ts"
 """The column of a cell's write time: seconds (this release's tables) or milliseconds (layout 2's)."""
+QUALIFIER, WHOLE = "qualifier", "col"
+"""The column of a cell's column name: without the table's one family, or whole."""
 
 
 @dataclass(frozen=True)
 class SqlTable:
-    """One table as SQLite holds it: ``column`` its shape (:data:`KEY_ONLY`, :data:`QUALIFIER`,
-    :data:`FAMILY_QUALIFIER` or :data:`WHOLE`), ``family`` the ``b"i:"`` its stored columns leave
-    out (:data:`KEY_ONLY`, :data:`QUALIFIER`), ``unit_ms`` its write times' unit (1000 or 1)."""
+    """One table as SQLite holds it.  ``family`` (``b"i:"``) is what every stored column name leaves out,
+    ``b""`` for a table that keeps them whole; ``qualifiers`` whether it keeps a qualifier (False: the
+    only cell is ``family`` itself), ``values`` whether it keeps values (False: all empty);
+    ``unit_ms`` its write times' unit (1000 or 1)."""
 
     name: str
-    column: str
     family: bytes
+    qualifiers: bool
+    values: bool
     unit_ms: int
 
     @property
     def ts_column(self) -> str:
         return SECONDS_TS if self.unit_ms == 1000 else MS_TS
+
+    @property
+    def column(self) -> str:
+        """The SQLite column of the stored column name; "" when there is none (key-only)."""
+        return (QUALIFIER if self.family else WHOLE) if self.qualifiers else ""
 
     @property
     def stored_column_sql(self) -> str:
@@ -66,25 +72,19 @@ class SqlTable:
     @property
     def column_sql(self) -> str:
         """The whole column name, as a BLOB (``||`` answers TEXT)."""
-        c, family = self.column, self.family.hex()
-        if c == KEY_ONLY:
-            return f"x'{family}'"
-        if c == QUALIFIER:
-            return f"CAST(x'{family}' || {c} AS BLOB)"
-        if c == FAMILY_QUALIFIER:
-            return f"CAST(substr({c}, 1, 1) || x'3a' || substr({c}, 2) AS BLOB)"
-        return c
+        if not self.qualifiers:
+            return f"x'{self.family.hex()}'"
+        return f"CAST(x'{self.family.hex()}' || {QUALIFIER} AS BLOB)" if self.family else WHOLE
 
     @property
     def value_sql(self) -> str:
-        return "x''" if self.column == KEY_ONLY else "value"
+        return "value" if self.values else "x''"
 
     def create(self) -> str:
-        ts = f"{self.ts_column} INTEGER NOT NULL"
-        if self.column == KEY_ONLY:
-            return f'CREATE TABLE IF NOT EXISTS "{self.name}" (row BLOB NOT NULL PRIMARY KEY, {ts}) WITHOUT ROWID'
-        return (f'CREATE TABLE IF NOT EXISTS "{self.name}" (row BLOB NOT NULL, {self.column} BLOB NOT NULL, {ts}, '
-                f"value BLOB NOT NULL, PRIMARY KEY (row, {self.column})) WITHOUT ROWID")
+        columns = ["row BLOB NOT NULL", *([f"{self.column} BLOB NOT NULL"] if self.column else []),
+                   f"{self.ts_column} INTEGER NOT NULL", *(["value BLOB NOT NULL"] if self.values else [])]
+        key = f"row, {self.column}" if self.column else "row"
+        return f'CREATE TABLE IF NOT EXISTS "{self.name}" ({", ".join(columns)}, PRIMARY KEY ({key})) WITHOUT ROWID'
 
     def stored_ts(self, ts_ms: int) -> int:
         """The write time a cell written at ``ts_ms`` keeps."""
@@ -96,30 +96,33 @@ class SqlTable:
 
     def stored_column(self, column: bytes) -> bytes | None:
         """``column`` as this table stores it; None for a column it cannot hold (never stored)."""
-        c = self.column
-        if c == KEY_ONLY or c == QUALIFIER:
-            if not column.startswith(self.family) or (c == KEY_ONLY and column != self.family):
-                return None
-            return column[len(self.family):]
-        if c == FAMILY_QUALIFIER:
-            return column[:1] + column[2:] if column[1:2] == b":" else None
-        return column
+        if not column.startswith(self.family) or (not self.qualifiers and column != self.family):
+            return None
+        return column[len(self.family):]
 
     @functools.cached_property
     def upsert(self) -> str:
         """Parameters: row, column, stored write time, value (``_sqlput``'s order)."""
-        name, ts, family, n = self.name, self.ts_column, self.family.hex(), len(self.family)
-        if self.column == KEY_ONLY:  # NULL, refused, for any other cell
-            return (f"INSERT INTO \"{name}\" (row, {ts}) VALUES (?1, CASE WHEN ?2 = x'{family}' AND ?4 = x'' THEN ?3 END) "
-                    f"ON CONFLICT (row) DO UPDATE SET {ts} = excluded.{ts}")
-        if self.column == QUALIFIER:
-            col = f"CASE WHEN substr(?2, 1, {n}) = x'{family}' THEN substr(?2, {n + 1}) END"
-        elif self.column == FAMILY_QUALIFIER:
-            col = "CASE WHEN substr(?2, 2, 1) = x'3a' THEN CAST(substr(?2, 1, 1) || substr(?2, 3) AS BLOB) END"
-        else:
-            col = "?2"
-        return (f'INSERT INTO "{name}" (row, {self.column}, {ts}, value) VALUES (?1, {col}, ?3, ?4) '
-                f"ON CONFLICT (row, {self.column}) DO UPDATE SET {ts} = excluded.{ts}, value = excluded.value")
+        name, ts, fam = self.name, self.ts_column, self.family
+        # What the cell must be for this table to keep it (else a NULL, refused): plain comparisons,
+        # cheaper than taking the family out of ?2 to compare it (measured).
+        must = [f"?2 >= x'{fam.hex()}' AND ?2 < x'{_after(fam).hex()}'" if self.qualifiers else f"?2 = x'{fam.hex()}'"
+                ] if fam else []
+        must += [] if self.values else ["?4 = x''"]
+        cols, given = ["row"], ["?1"]
+        if self.column:
+            cols.append(self.column)
+            given.append(f"substr(?2, {len(fam) + 1})" if fam else "?2")
+        cols.append(ts)
+        given.append("?3")
+        if self.values:
+            cols.append("value")
+            given.append("?4")
+        if must:  # NULL, refused, unless the cell is one this table keeps: the stored column, or the write time
+            given[1] = f"CASE WHEN {' AND '.join(must)} THEN {given[1]} END"
+        update = f"{ts} = excluded.{ts}" + (", value = excluded.value" if self.values else "")
+        return (f'INSERT INTO "{name}" ({", ".join(cols)}) VALUES ({", ".join(given)}) '
+                f"ON CONFLICT ({', '.join(cols[:2] if self.column else cols[:1])}) DO UPDATE SET {update}")
 
     @functools.cached_property
     def select_row(self) -> str:
@@ -152,19 +155,19 @@ class SqlTable:
         return f'DELETE FROM "{self.name}" WHERE {self.ts_column} < ?'
 
 
+def _after(prefix: bytes) -> bytes:
+    """The least bytes above every bytes that start with ``prefix`` (a family: its last byte is ``:``)."""
+    return prefix[:-1] + bytes((prefix[-1] + 1,))
+
+
 def _family(table: schema.Table) -> bytes:
     return f"{table.families[0]}:".encode("ascii")
 
 
 def lean(table: schema.Table) -> SqlTable:
     """How this release creates ``table``."""
-    if table.key_only:
-        return SqlTable(table.name, KEY_ONLY, schema.INDEX_COLUMN, 1000)
-    if len(table.families) == 1:
-        return SqlTable(table.name, QUALIFIER, _family(table), 1000)
-    if all(len(f) == 1 for f in table.families):
-        return SqlTable(table.name, FAMILY_QUALIFIER, b"", 1000)
-    return SqlTable(table.name, WHOLE, b"", 1000)
+    family = _family(table) if len(table.families) == 1 else b""
+    return SqlTable(table.name, family, table.qualifiers or not family, table.values, 1000)
 
 
 def found(table: schema.Table, columns: list[str]) -> SqlTable:
@@ -173,11 +176,8 @@ def found(table: schema.Table, columns: list[str]) -> SqlTable:
     if not columns:
         return lean(table)
     unit_ms = 1000 if SECONDS_TS in columns else 1
-    if columns == ["row", SECONDS_TS]:
-        return SqlTable(table.name, KEY_ONLY, schema.INDEX_COLUMN, unit_ms)
-    if QUALIFIER in columns:
-        return SqlTable(table.name, QUALIFIER, _family(table), unit_ms)
-    return SqlTable(table.name, FAMILY_QUALIFIER if FAMILY_QUALIFIER in columns else WHOLE, b"", unit_ms)
+    family = b"" if WHOLE in columns else _family(table)
+    return SqlTable(table.name, family, QUALIFIER in columns or WHOLE in columns, "value" in columns, unit_ms)
 
 
 def table_columns(rows: list[tuple[object, ...]]) -> list[str]:
@@ -187,4 +187,4 @@ def table_columns(rows: list[tuple[object, ...]]) -> list[str]:
 
 def whole_table(name: str) -> SqlTable:
     """Layout 2's shape (the ``meta`` table keeps it: one row, read by older releases too)."""
-    return SqlTable(name, WHOLE, b"", 1)
+    return SqlTable(name, b"", True, True, 1)

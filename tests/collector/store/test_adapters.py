@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from collector.store import keys, local, open_store, sqlite_tables
+from collector.store import keys, local, open_store, schema, sqlite_tables
 from collector.store.base import StoreOptions
 from collector.store.errors import BadStoreUrlError
 from collector.store.local import LocalStore
@@ -173,12 +173,13 @@ def test_local_put_of_one_row_twice_keeps_the_later_columns(tmp_path, table: str
 
 def test_local_cells_are_stored_as_blobs(tmp_path) -> None:
     # The stored cells are what a plain insert of the bytes gives: BLOBs (an empty value too, never NULL or TEXT),
-    # a table of one family without it, messages without the ":", an index row as its key alone, write
-    # times in whole seconds.
+    # a table of one family without it, records without their (empty) values, an index row as its key
+    # alone, write times in whole seconds.
     path = str(tmp_path / "i.sqlite3")
     store = LocalStore(path, clock=lambda: 1_234_999)
     store.put_rows(T, [(b"r\x00", {b"r:a": b"", b"r:\xff": b"\x00v"}), (b"s", {b"r:": b"w"})])
     store.put_rows("messages", [(b"m", {b"s:\x00": b"e", b"c:": b""})])
+    store.put_rows("records", [(b"c", {b"c:": b"", b"c:\x92\x00\x01": b""})])
     store.put_rows("keyidx", [(b"k\x00", {b"i:": b""})])
     assert store.get_rows("keyidx", [b"k\x00", b"k"]) == [{b"i:": b""}, {}]
     assert store.get_cells("keyidx", b"k\x00", [b"i:", b"i:a"]) == {b"i:": b""}
@@ -188,15 +189,17 @@ def test_local_cells_are_stored_as_blobs(tmp_path) -> None:
     try:
         stored = db.execute(f'SELECT row, qualifier, ts_s, value, typeof(row), typeof(qualifier), typeof(value) '
                             f'FROM "{T}" ORDER BY row, qualifier').fetchall()
-        messages = db.execute('SELECT row, family_qualifier, ts_s, value, typeof(family_qualifier), typeof(value) '
-                              'FROM "messages" ORDER BY row, family_qualifier').fetchall()
+        messages = db.execute('SELECT row, col, ts_s, value, typeof(col), typeof(value) '
+                              'FROM "messages" ORDER BY row, col').fetchall()
+        records = db.execute('SELECT * FROM "records"').fetchall()
         index = db.execute('SELECT * FROM "keyidx"').fetchall()
     finally:
         db.close()
     assert stored == [(b"r\x00", b"a", 1234, b"", "blob", "blob", "blob"),
                       (b"r\x00", b"\xff", 1234, b"\x00v", "blob", "blob", "blob"),
                       (b"s", b"", 1234, b"w", "blob", "blob", "blob")]
-    assert messages == [(b"m", b"c", 1234, b"", "blob", "blob"), (b"m", b"s\x00", 1234, b"e", "blob", "blob")]
+    assert messages == [(b"m", b"c:", 1234, b"", "blob", "blob"), (b"m", b"s:\x00", 1234, b"e", "blob", "blob")]
+    assert records == [(b"c", b"", 1234), (b"c", b"\x92\x00\x01", 1234)]
     assert index == [(b"k\x00", 1234)]
 
 
@@ -206,12 +209,12 @@ def test_local_refuses_a_column_of_another_family(tmp_path, monkeypatch, python_
     if python_puts:
         monkeypatch.setattr(local, "_sqlput", None)
     store = LocalStore(str(tmp_path / "i.sqlite3"))
-    cases = ((T, {b"c:a": b""}), (T, {b"r": b""}), ("messages", {b"s": b""}), ("messages", {b"sa": b""}),
-             ("keyidx", {b"i:": b"v"}), ("keyidx", {b"i:a": b""}), ("keyidx", {b"r:": b""}))
+    cases = ((T, {b"c:a": b""}), (T, {b"r": b""}), (T, {b"r;": b""}), ("records", {b"c:": b"v"}),
+             ("records", {b"i:": b""}), ("keyidx", {b"i:": b"v"}), ("keyidx", {b"i:a": b""}), ("keyidx", {b"r:": b""}))
+    fine = {T: {b"r:": b""}, "records": {b"c:a": b""}, "keyidx": {b"i:": b""}}
     for table, cells in cases:
-        fine = {b"s:": b""} if table == "messages" else {b"i:": b""} if table == "keyidx" else {b"r:": b""}
         with pytest.raises(sqlite3.IntegrityError, match="NOT NULL"):
-            store.put_rows(table, [(b"a", fine), (b"b", cells)])
+            store.put_rows(table, [(b"a", fine[table]), (b"b", cells)])
         assert store.get_rows(table, [b"a", b"b"]) == [{}, {}]
         assert store.get_cells(table, b"b", list(cells)) == {}
     store.close()
@@ -308,8 +311,8 @@ def test_local_layout_2_tables_keep_their_shape(tmp_path) -> None:
             db.execute(sqlite_tables.whole_table(name).create())
     now = [1_000_000]
     store = LocalStore(path, StoreOptions(ttl_s=60), clock=lambda: now[0])
-    assert {n: store._table(n).column for n in ("keyidx", "messages", "records")} == {
-        "keyidx": sqlite_tables.WHOLE, "messages": sqlite_tables.WHOLE, "records": sqlite_tables.QUALIFIER}
+    assert [store._table(n) for n in ("keyidx", "messages")] == [sqlite_tables.whole_table(n) for n in ("keyidx", "messages")]
+    assert store._table("records") == sqlite_tables.lean(schema.TABLES_BY_NAME["records"])
     store.put_rows("keyidx", [(b"k", {b"i:": b""})])
     store.put_rows("messages", [(b"m", {b"s:a": b"v"})])
     now[0] += 60_001  # 1 ms past the TTL: milliseconds count here

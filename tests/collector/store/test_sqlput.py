@@ -45,7 +45,7 @@ def _of(table: str, rows: list[tuple[bytes, Any]]) -> list[tuple[bytes, Any]]:
     in an index table (key-only), the one empty ``i:`` cell of each row that has an ``i:`` cell."""
     t = schema.TABLES_BY_NAME[table]
     families = tuple(f"{f}:".encode() for f in t.families)
-    if t.key_only:
+    if not t.qualifiers:
         return [(row, _SHARED if any(c.startswith(families) for c in columns) else {}) for row, columns in rows]
     return [(row, {c: v for c, v in columns.items() if c.startswith(families)}) for row, columns in rows]
 
@@ -78,7 +78,7 @@ def _stores(tmp: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> tuple[local.L
 
 _TABLES = (schema.KEYIDX, schema.MESSAGES, schema.ROLLUPS, schema.TIMEIDX)
 """Tables whose puts are sorted by row key (the first three) and one whose puts are not; of each shape
-(key-only, family and qualifier, qualifier: :mod:`collector.store.sqlite_tables`)."""
+(key-only, whole column names, qualifiers: :mod:`collector.store.sqlite_tables`)."""
 
 
 def test_which_puts_are_sorted() -> None:

@@ -107,9 +107,9 @@ def test_upgraded_in_place_it_answers_as_a_store_indexed_fresh(v2_local, tmp_pat
     upgraded, ref = open_store(url), open_store(ref_url)
     try:
         assert upgraded.layout_version == layout.LAYOUT_VERSION
-        shapes = {name: t.column for name, t in upgraded._tables.items()}  # type: ignore[attr-defined]
-        assert {shapes[n] for n in layout_v2.TABLES} == {sqlite_tables.WHOLE}  # layout 2's tables, as they were
-        assert (shapes[schema.BODIES], shapes[schema.PROPIDX]) == (sqlite_tables.QUALIFIER, sqlite_tables.KEY_ONLY)
+        shapes = upgraded._tables  # type: ignore[attr-defined]
+        assert all(shapes[n] == sqlite_tables.whole_table(n) for n in layout_v2.TABLES)  # layout 2's, as they were
+        assert all(shapes[n] == sqlite_tables.lean(schema.TABLES_BY_NAME[n]) for n in upgrade.added_tables())
         want = answers(ref, topic, records)
         assert answers(upgraded, topic, records) == want
         assert want["traces"][f"{topic}-m05"]["outcomes"] and want["overview"]["topics"]  # not vacuous

@@ -114,7 +114,7 @@ def _whole_tables(db: sqlite3.Connection) -> None:
     for name in layout_v2.TABLES:
         t = sqlite_tables.found(schema.TABLES_BY_NAME[name],
                                 sqlite_tables.table_columns(db.execute(f'PRAGMA table_info("{name}")').fetchall()))
-        if t.column == sqlite_tables.WHOLE:
+        if t == sqlite_tables.whole_table(name):
             continue
         db.execute(f'ALTER TABLE "{name}" RENAME TO "{name}_lean"')
         db.execute(sqlite_tables.whole_table(name).create())
