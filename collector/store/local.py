@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from collector import extensions
-from collector.store import keys, layout, schema
+from collector.store import keys, layout, schema, sqlite_tables
 from collector.store.base import DEFAULT_OPTIONS, DEFAULT_SCAN_BATCH, ChangeMark, Columns, Row, StoreOptions
+from collector.store.sqlite_tables import SqlTable
 from collector.store.sqlite_writer import PyWriter, Writer
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
@@ -106,24 +107,31 @@ class LocalStore:
                 {name for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'", ())})
             # The layout record (same shape as the other tables, HBase's <ns>_meta) is outside
             # schema.TABLES, so no TTL applies to it and purges never touch it.
-            self._create_table(layout.META_TABLE)
+            self._db.execute(sqlite_tables.whole_table(layout.META_TABLE).create())
             self.salt_buckets, self.layout_version = layout.settle_layout(
                 self.url, options.salt_buckets, read=self._read_meta,
                 record_if_absent=self._record_meta_if_absent, had_tables=had_tables)
             if self.layout_version == layout.LAYOUT_VERSION:  # an older store is only read, by the migration
                 for table in schema.TABLES:
-                    self._create_table(table.name)
+                    self._db.execute(sqlite_tables.lean(table).create())
+            self._tables = self._found_tables()
             self._db.execute("COMMIT")
         except BaseException:
             self._db.close()
             raise
 
-    def _create_table(self, name: str) -> None:
-        self._db.execute(
-            f'CREATE TABLE IF NOT EXISTS "{name}" '
-            "(row BLOB NOT NULL, col BLOB NOT NULL, ts INTEGER NOT NULL, value BLOB NOT NULL, "
-            "PRIMARY KEY (row, col)) WITHOUT ROWID"
-        )
+    def _found_tables(self) -> dict[str, SqlTable]:
+        """How each table of the layout is kept: as this release creates it, or as layout 2 did (a store
+        upgraded in place keeps its tables; :mod:`collector.store.sqlite_tables`)."""
+        return {table.name: sqlite_tables.found(table, sqlite_tables.table_columns(
+                    self._db.execute(f'PRAGMA table_info("{table.name}")', ())))
+                for table in schema.TABLES}
+
+    def _table(self, table: str) -> SqlTable:
+        found = self._tables.get(table)
+        if found is None:
+            raise ValueError(f"unknown table: {table!r}")
+        return found
 
     def _read_meta(self, column: bytes) -> bytes | None:
         found = self._db.execute(f'SELECT value FROM "{layout.META_TABLE}" WHERE row = ? AND col = ?',
@@ -163,9 +171,9 @@ class LocalStore:
             self._reader = reader
         return self._reader
 
-    def _oldest_live_ms(self, table: str) -> int:
-        """Cells of ``table`` written before this have expired (its TTL: :meth:`StoreOptions.ttl_of`)."""
-        return self._clock() - self.options.ttl_of(table) * 1000
+    def _oldest_live(self, table: SqlTable) -> int:
+        """The first stored write time of ``table`` still live (its TTL: :meth:`StoreOptions.ttl_of`)."""
+        return table.oldest(self._clock() - self.options.ttl_of(table.name) * 1000)
 
     def put_rows(self, table: str, rows: Sequence[Row], *, ts: int | None = None) -> None:
         self.put_dated_rows(table, [(ts, rows)])
@@ -174,14 +182,14 @@ class LocalStore:
         """:meth:`put_rows` of each ``(ts, rows)`` in turn, in one write transaction (a copy of many
         write times, :mod:`collector.index.migrate`: one transaction per time dirtied the same pages
         again for each)."""
+        t = self._table(table)
         sort = table in _SORTED_PUTS
-        sql = (f'INSERT INTO "{_name(table)}" (row, col, ts, value) VALUES (?, ?, ?, ?) '
-               "ON CONFLICT (row, col) DO UPDATE SET ts = excluded.ts, value = excluded.value")
+        sql = t.upsert
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for ts, rows in dated:
-                    ts = self._clock() if ts is None else ts
+                    ts = t.stored_ts(self._clock() if ts is None else ts)
                     if self._put_in_c:  # one list of its own: the C loop reads it without the GIL
                         rows = rows if type(rows) is list else list(rows)
                     if not (self._put_in_c and self._db.upsert(sql, rows, ts, sort)):
@@ -213,37 +221,34 @@ class LocalStore:
         return busy == 0
 
     def get_row(self, table: str, row: bytes) -> Columns:
+        t = self._table(table)
         with self._read_lock:
-            cur = self._read_db().execute(
-                f'SELECT col, value FROM "{_name(table)}" WHERE row = ? AND ts >= ?', (row, self._oldest_live_ms(table))
-            )
+            cur = self._read_db().execute(t.select_row, (row, self._oldest_live(t)))
             return {bytes(col): bytes(value) for col, value in cur}
 
     def get_rows(self, table: str, rows: Sequence[bytes]) -> list[Columns]:
-        name = _name(table)
+        t = self._table(table)
         if self._put_in_c:  # the same answer, built in C (tests/collector/store/test_sqlput.py)
             with self._read_lock:
                 self._read_db()
-                got = self._c_reader.select_rows(f'SELECT col, value FROM "{name}" WHERE row = ? AND ts >= ?',
-                                                 rows if type(rows) is list else list(rows), self._oldest_live_ms(table))
+                got = self._c_reader.select_rows(t.select_row, rows if type(rows) is list else list(rows),
+                                                 self._oldest_live(t))
             if got is not None:
                 return got  # type: ignore[no-any-return]
-        return self._py_get_rows(name, rows)
+        return self._py_get_rows(t, rows)
 
-    def _py_get_rows(self, name: str, rows: Sequence[bytes]) -> list[Columns]:
-        oldest = self._oldest_live_ms(name)
+    def _py_get_rows(self, t: SqlTable, rows: Sequence[bytes]) -> list[Columns]:
         """:meth:`get_rows` in Python: chunks of ``IN (...)`` lookups, the reference of the C read."""
+        oldest = self._oldest_live(t)
         found: dict[bytes, Columns] = {}
         # In key order: each IN list then covers a narrow key range, and its lookups share pages
         # (measured on hash-keyed message rows: about a sixth less CPU per row).
         unique = sorted(set(rows))
         for i in range(0, len(unique), _IN_CHUNK):
             chunk = unique[i:i + _IN_CHUNK]
-            marks = ",".join("?" * len(chunk))
             with self._read_lock:
                 cur = self._read_db().execute(
-                    f'SELECT row, col, value FROM "{name}" WHERE row IN ({marks}) AND ts >= ?',
-                    (*map(bytearray, chunk), oldest),  # bytearray: see _py_cells
+                    t.select_rows_in(len(chunk)), (*map(bytearray, chunk), oldest),  # bytearray: see _py_cells
                 )
                 for row, col, value in cur:  # BLOBs come back as bytes
                     columns = found.get(row)
@@ -257,15 +262,15 @@ class LocalStore:
         return [pop(row, None) or {} for row in rows]
 
     def get_cells(self, table: str, row: bytes, columns: Iterable[bytes]) -> Columns:
-        wanted = sorted(set(columns))
-        name = _name(table)
+        t = self._table(table)
+        # A column of another family is never stored: nothing to ask for.
+        wanted = sorted({c for c in map(t.stored_column, columns) if c is not None})
         found: Columns = {}
         for i in range(0, len(wanted), _IN_CHUNK):
             chunk = wanted[i:i + _IN_CHUNK]
             with self._read_lock:
                 found.update(self._read_db().execute(
-                    f'SELECT col, value FROM "{name}" WHERE row = ? AND col IN ({",".join("?" * len(chunk))}) '
-                    "AND ts >= ?", (row, *map(bytearray, chunk), self._oldest_live_ms(table))))
+                    t.select_cells(len(chunk)), (row, *map(bytearray, chunk), self._oldest_live(t))))
         return found
 
     def change_mark(self) -> ChangeMark:
@@ -277,11 +282,8 @@ class LocalStore:
     def scan(
         self, table: str, start: bytes, stop: bytes, *, limit: int | None = None, reverse: bool = False
     ) -> Iterator[Row]:
-        order = "DESC" if reverse else "ASC"
-        sql = (
-            f'SELECT row, col, value FROM "{_name(table)}" WHERE row >= ? AND row < ? AND ts >= ? '
-            f"ORDER BY row {order}, col ASC LIMIT ?"
-        )
+        t = self._table(table)
+        sql = t.scan(reverse)
         # A short scan (limit=1 for an offset, 21 for a page) reads a short page: index rows
         # have one or two cells, and a page that turns out too small is simply continued.
         page = DEFAULT_SCAN_BATCH if limit is None else min(DEFAULT_SCAN_BATCH, 2 * limit + 2)
@@ -289,7 +291,7 @@ class LocalStore:
         while True:
             # Cells come in pages so a long scan neither holds the lock nor loads everything.
             with self._read_lock:
-                cells = self._read_db().execute(sql, (lo, hi, self._oldest_live_ms(table), page)).fetchall()
+                cells = self._read_db().execute(sql, (lo, hi, self._oldest_live(t), page)).fetchall()
             rows = _group_cells(cells)
             full = len(cells) == page
             if full and len(rows) == 1:
@@ -312,14 +314,13 @@ class LocalStore:
 
     def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
         with self._lock:
-            self._db.executemany(f'DELETE FROM "{_name(table)}" WHERE row = ?', [(r,) for r in rows])
+            self._db.executemany(self._table(table).delete_row, [(r,) for r in rows])
 
     def purge_expired(self) -> int:
         removed = 0
         with self._lock:
-            for table in schema.TABLES:
-                removed += self._db.executemany(f'DELETE FROM "{table.name}" WHERE ts < ?',
-                                                [(self._oldest_live_ms(table.name),)])
+            for t in self._tables.values():
+                removed += self._db.executemany(t.purge, [(self._oldest_live(t),)])
         return removed
 
     def close(self) -> None:
@@ -399,8 +400,3 @@ def _group_cells(cells: list[tuple[bytes, bytes, bytes]]) -> list[Row]:
 _IN_CHUNK = 500
 """Rows per ``IN (...)`` lookup: below SQLite's default limit of bound parameters."""
 
-
-def _name(table: str) -> str:
-    if table not in schema.TABLES_BY_NAME:
-        raise ValueError(f"unknown table: {table!r}")
-    return table

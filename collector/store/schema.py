@@ -42,7 +42,10 @@ their own TTL and are erased without touching the trace.
 Index rows only point at the message row, the one place a message's fields live: their
 key holds everything their own query reads (time, msg_id, group, queue, offset) and they
 have one constant empty cell, so the PUB, SUB_BEFORE and DEAD events that file one message
-under the same key write the same cell (and merge within a batch).
+under the same key write the same cell (and merge within a batch).  Their tables (and
+``records``, whose values are empty) say so (:attr:`Table.qualifiers`, :attr:`Table.values`): the
+embedded store keeps an index row as its key alone, and a table of one family's cells without it
+(:mod:`collector.store.sqlite_tables`; HBase keeps cells as given).
 
 "msg time" is the broker's store time when known, else the born time, else the
 event's own time (:func:`message_time`).  Only a message's send places it (the
@@ -105,19 +108,24 @@ class Table:
     name: str
     families: tuple[str, ...]
     ttl: str = INDEX_TTL
+    qualifiers: bool = True
+    """False: every row holds one cell, its family's empty qualifier (``i:``), and nothing else."""
+    values: bool = True
+    """False: every cell's value is empty.  A store may keep no more than can differ (the embedded
+    store does, :mod:`collector.store.sqlite_tables`) and refuse any other cell."""
 
 
 TABLES: tuple[Table, ...] = (
     Table(MESSAGES, (SEND_FAMILY, CONSUME_FAMILY)),
-    Table(KEYIDX, (INDEX_FAMILY,)),
-    Table(TIMEIDX, (INDEX_FAMILY,)),
-    Table(DEAD, (INDEX_FAMILY,)),
-    Table(RECORDS, (CONSUME_FAMILY,)),
-    Table(QUEUEIDX, (INDEX_FAMILY,)),
-    Table(SEQIDX, (INDEX_FAMILY,)),
+    Table(KEYIDX, (INDEX_FAMILY,), qualifiers=False, values=False),
+    Table(TIMEIDX, (INDEX_FAMILY,), qualifiers=False, values=False),
+    Table(DEAD, (INDEX_FAMILY,), qualifiers=False, values=False),
+    Table(RECORDS, (CONSUME_FAMILY,), values=False),
+    Table(QUEUEIDX, (INDEX_FAMILY,), qualifiers=False, values=False),
+    Table(SEQIDX, (INDEX_FAMILY,), qualifiers=False, values=False),
     Table(PENDING, (SEND_FAMILY,)),
-    Table(TRACEIDX, (INDEX_FAMILY,)),
-    Table(PROPIDX, (INDEX_FAMILY,)),
+    Table(TRACEIDX, (INDEX_FAMILY,), qualifiers=False, values=False),
+    Table(PROPIDX, (INDEX_FAMILY,), qualifiers=False, values=False),
     Table(ROLLUPS, (ROLLUP_FAMILY,)),
     Table(BODIES, (BODY_FAMILY,), ttl=BODY_TTL),
 )

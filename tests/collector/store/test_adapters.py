@@ -7,28 +7,28 @@ import time
 
 import pytest
 
-from collector.store import keys, open_store
+from collector.store import keys, local, open_store, schema, sqlite_tables
 from collector.store.base import StoreOptions
 from collector.store.errors import BadStoreUrlError
 from collector.store.local import LocalStore
 
 pytestmark = pytest.mark.fallback
 
-T = "timeidx"  # any table: adapters treat them alike
+T = "rollups"  # any table with cells of its own: adapters treat them alike
 
 
 def rows(n: int, topic: str = "t") -> list[tuple[bytes, dict[bytes, bytes]]]:
-    return [(keys.pack((topic, i)), {b"i:a": b"%d" % i, b"i:b": b"x"}) for i in range(n)]
+    return [(keys.pack((topic, i)), {b"r:a": b"%d" % i, b"r:b": b"x"}) for i in range(n)]
 
 
 def test_put_get_merges_columns_and_overwrites(store) -> None:
     row = keys.pack(("t", 1))
-    store.put_rows(T, [(row, {b"i:a": b"1"})])
-    store.put_rows(T, [(row, {b"i:b": b"2"})])
-    store.put_rows(T, [(row, {b"i:a": b"3"})])
-    assert store.get_row(T, row) == {b"i:a": b"3", b"i:b": b"2"}
+    store.put_rows(T, [(row, {b"r:a": b"1"})])
+    store.put_rows(T, [(row, {b"r:b": b"2"})])
+    store.put_rows(T, [(row, {b"r:a": b"3"})])
+    assert store.get_row(T, row) == {b"r:a": b"3", b"r:b": b"2"}
     assert store.get_row(T, keys.pack(("t", 2))) == {}
-    assert store.get_rows(T, [keys.pack(("t", 2)), row]) == [{}, {b"i:a": b"3", b"i:b": b"2"}]
+    assert store.get_rows(T, [keys.pack(("t", 2)), row]) == [{}, {b"r:a": b"3", b"r:b": b"2"}]
 
 
 def test_binary_qualifiers_and_values_survive(store) -> None:
@@ -51,7 +51,7 @@ def test_scan_is_sorted_bounded_and_limited(store) -> None:
 
 @pytest.mark.parametrize("reverse", [False, True])
 def test_short_scans_return_whole_wide_rows(store, reverse: bool) -> None:
-    wide = [(keys.pack(("w", i)), {b"i:%d" % c: b"v%d" % c for c in range(7)}) for i in range(6)]
+    wide = [(keys.pack(("w", i)), {b"r:%d" % c: b"v%d" % c for c in range(7)}) for i in range(6)]
     store.put_rows(T, wide)
     lo, hi = keys.prefix_range(("w",))
     expected = wide[::-1] if reverse else wide
@@ -80,10 +80,10 @@ def test_delete_rows(store) -> None:
 
 def test_get_cells_reads_only_the_columns_asked(store) -> None:
     row = keys.pack(("t", 1))
-    store.put_rows(T, [(row, {b"i:%d" % c: b"v%d" % c for c in range(1200)})])  # more than one IN list
-    wanted = [b"i:%d" % c for c in range(0, 1200, 2)] + [b"i:absent", b"i:0"]
-    assert store.get_cells(T, row, wanted) == {b"i:%d" % c: b"v%d" % c for c in range(0, 1200, 2)}
-    assert store.get_cells(T, keys.pack(("t", 2)), [b"i:0"]) == {}
+    store.put_rows(T, [(row, {b"r:%d" % c: b"v%d" % c for c in range(1200)})])  # more than one IN list
+    wanted = [b"r:%d" % c for c in range(0, 1200, 2)] + [b"r:absent", b"r:0"]
+    assert store.get_cells(T, row, wanted) == {b"r:%d" % c: b"v%d" % c for c in range(0, 1200, 2)}
+    assert store.get_cells(T, keys.pack(("t", 2)), [b"r:0"]) == {}
     assert store.get_cells(T, row, []) == {}
 
 
@@ -104,9 +104,9 @@ def test_local_ttl_hides_then_purges_expired_cells(tmp_path) -> None:
     now = [1_000_000]
     store = LocalStore(str(tmp_path / "i.sqlite3"), StoreOptions(ttl_s=60), clock=lambda: now[0])
     old, new = keys.pack(("t", 1)), keys.pack(("t", 2))
-    store.put_rows(T, [(old, {b"i:a": b"old"})])
+    store.put_rows(T, [(old, {b"r:a": b"old"})])
     now[0] += 30_000
-    store.put_rows(T, [(new, {b"i:a": b"new"})])
+    store.put_rows(T, [(new, {b"r:a": b"new"})])
     now[0] += 45_000  # `old` is 75 s old, `new` 45 s
     assert store.get_row(T, old) == {}
     assert [r for r, _ in store.scan(T, b"", b"\xff")] == [new]
@@ -148,11 +148,11 @@ def test_local_rewriting_identical_cells_restarts_their_ttl(tmp_path) -> None:
     now = [1_000_000]
     store = LocalStore(str(tmp_path / "i.sqlite3"), StoreOptions(ttl_s=60), clock=lambda: now[0])
     row, other = keys.pack(("t", 1)), keys.pack(("t", 2))
-    store.put_rows(T, [(row, {b"i:a": b"v", b"i:b": b""}), (other, {b"i:a": b"w"})])
+    store.put_rows(T, [(row, {b"r:a": b"v", b"r:b": b""}), (other, {b"r:a": b"w"})])
     now[0] += 45_000
-    store.put_rows(T, [(row, {b"i:a": b"v", b"i:b": b""})])
+    store.put_rows(T, [(row, {b"r:a": b"v", b"r:b": b""})])
     now[0] += 30_000  # 75 s after the first write, 30 s after the rewrite of `row`
-    assert store.get_row(T, row) == {b"i:a": b"v", b"i:b": b""}
+    assert store.get_row(T, row) == {b"r:a": b"v", b"r:b": b""}
     assert store.get_row(T, other) == {}
     store.close()
 
@@ -163,30 +163,61 @@ def test_local_put_of_one_row_twice_keeps_the_later_columns(tmp_path, table: str
     # still ends with the later of its two values.
     store = LocalStore(str(tmp_path / "i.sqlite3"))
     row, before, after = keys.pack(("m", 2)), keys.pack(("m", 1)), keys.pack(("m", 3))
-    store.put_rows(table, [(row, {b"c:a": b"first", b"c:b": b"b"}), (after, {b"c:a": b"x"}), (before, {b"c:a": b"y"}),
-                           (row, {b"c:a": b"second"})])
-    assert store.get_row(table, row) == {b"c:a": b"second", b"c:b": b"b"}
+    a, b = (b"c:a", b"c:b") if table == "messages" else (b"r:a", b"r:b")
+    store.put_rows(table, [(row, {a: b"first", b: b"b"}), (after, {a: b"x"}), (before, {a: b"y"}), (row, {a: b"second"})])
+    assert store.get_row(table, row) == {a: b"second", b: b"b"}
     lo, hi = keys.prefix_range(("m",))
     assert [r for r, _ in store.scan(table, lo, hi)] == [before, row, after]
     store.close()
 
 
 def test_local_cells_are_stored_as_blobs(tmp_path) -> None:
-    # The stored cells are what a plain insert of the bytes gives: BLOBs (an empty value too, never NULL or TEXT).
+    # The stored cells are what a plain insert of the bytes gives: BLOBs (an empty value too, never NULL or TEXT),
+    # a table of one family without it, records without their (empty) values, an index row as its key
+    # alone, write times in whole seconds.
     path = str(tmp_path / "i.sqlite3")
-    store = LocalStore(path, clock=lambda: 1234)
-    put = [(b"r\x00", {b"i:a": b"", b"i:\xff": b"\x00v"}), (b"s", {b"i:": b"w"})]
-    store.put_rows(T, put)
+    store = LocalStore(path, clock=lambda: 1_234_999)
+    store.put_rows(T, [(b"r\x00", {b"r:a": b"", b"r:\xff": b"\x00v"}), (b"s", {b"r:": b"w"})])
+    store.put_rows("messages", [(b"m", {b"s:\x00": b"e", b"c:": b""})])
+    store.put_rows("records", [(b"c", {b"c:": b"", b"c:\x92\x00\x01": b""})])
+    store.put_rows("keyidx", [(b"k\x00", {b"i:": b""})])
+    assert store.get_rows("keyidx", [b"k\x00", b"k"]) == [{b"i:": b""}, {}]
+    assert store.get_cells("keyidx", b"k\x00", [b"i:", b"i:a"]) == {b"i:": b""}
+    assert list(store.scan("keyidx", b"", b"\xff")) == [(b"k\x00", {b"i:": b""})]
     store.close()
     db = sqlite3.connect(path)
     try:
-        stored = db.execute(f'SELECT row, col, ts, value, typeof(row), typeof(col), typeof(value) FROM "{T}" '
-                            "ORDER BY row, col").fetchall()
+        stored = db.execute(f'SELECT row, qualifier, ts_s, value, typeof(row), typeof(qualifier), typeof(value) '
+                            f'FROM "{T}" ORDER BY row, qualifier').fetchall()
+        messages = db.execute('SELECT row, col, ts_s, value, typeof(col), typeof(value) '
+                              'FROM "messages" ORDER BY row, col').fetchall()
+        records = db.execute('SELECT * FROM "records"').fetchall()
+        index = db.execute('SELECT * FROM "keyidx"').fetchall()
     finally:
         db.close()
-    assert stored == [(b"r\x00", b"i:a", 1234, b"", "blob", "blob", "blob"),
-                      (b"r\x00", b"i:\xff", 1234, b"\x00v", "blob", "blob", "blob"),
-                      (b"s", b"i:", 1234, b"w", "blob", "blob", "blob")]
+    assert stored == [(b"r\x00", b"a", 1234, b"", "blob", "blob", "blob"),
+                      (b"r\x00", b"\xff", 1234, b"\x00v", "blob", "blob", "blob"),
+                      (b"s", b"", 1234, b"w", "blob", "blob", "blob")]
+    assert messages == [(b"m", b"c:", 1234, b"", "blob", "blob"), (b"m", b"s:\x00", 1234, b"e", "blob", "blob")]
+    assert records == [(b"c", b"", 1234), (b"c", b"\x92\x00\x01", 1234)]
+    assert index == [(b"k\x00", 1234)]
+
+
+@pytest.mark.parametrize("python_puts", [False, True])
+def test_local_refuses_a_column_of_another_family(tmp_path, monkeypatch, python_puts: bool) -> None:
+    # As HBase refuses a put to a family the table does not have: nothing of the put is written.
+    if python_puts:
+        monkeypatch.setattr(local, "_sqlput", None)
+    store = LocalStore(str(tmp_path / "i.sqlite3"))
+    cases = ((T, {b"c:a": b""}), (T, {b"r": b""}), (T, {b"r;": b""}), ("records", {b"c:": b"v"}),
+             ("records", {b"i:": b""}), ("keyidx", {b"i:": b"v"}), ("keyidx", {b"i:a": b""}), ("keyidx", {b"r:": b""}))
+    fine = {T: {b"r:": b""}, "records": {b"c:a": b""}, "keyidx": {b"i:": b""}}
+    for table, cells in cases:
+        with pytest.raises(sqlite3.IntegrityError, match="NOT NULL"):
+            store.put_rows(table, [(b"a", fine[table]), (b"b", cells)])
+        assert store.get_rows(table, [b"a", b"b"]) == [{}, {}]
+        assert store.get_cells(table, b"b", list(cells)) == {}
+    store.close()
 
 
 @pytest.mark.hbase
@@ -197,12 +228,12 @@ def test_hbase_family_ttl_expires_cells(make_hbase_url) -> None:
     try:
         assert store.options.ttl_s == 1
         row = keys.pack(("t", 1))
-        kept.put_rows(T, [(row, {b"i:a": b"v"})])
-        store.put_rows(T, [(row, {b"i:a": b"v"})])
+        kept.put_rows(T, [(row, {b"r:a": b"v"})])
+        store.put_rows(T, [(row, {b"r:a": b"v"})])
         time.sleep(2.5)
         assert store.get_row(T, row) == {}
         assert list(store.scan(T, b"", b"\xff")) == []
-        assert kept.get_row(T, row) == {b"i:a": b"v"}  # the default 30-day TTL keeps it
+        assert kept.get_row(T, row) == {b"r:a": b"v"}  # the default 30-day TTL keeps it
     finally:
         store.close()
         kept.close()
@@ -268,3 +299,27 @@ def test_cache_mib_sets_the_sqlite_page_cache(tmp_path) -> None:
             assert store._db.execute("PRAGMA cache_size") == [(-kib,)]
         finally:
             store.close()
+
+
+def test_local_layout_2_tables_keep_their_shape(tmp_path) -> None:
+    # A store upgraded in place keeps layout 2's tables: (row, col, ts, value), whole columns, milliseconds.
+    path = str(tmp_path / "i.sqlite3")
+    LocalStore(path).close()
+    with sqlite3.connect(path) as db:
+        for name in ("keyidx", "messages"):
+            db.execute(f'DROP TABLE "{name}"')
+            db.execute(sqlite_tables.whole_table(name).create())
+    now = [1_000_000]
+    store = LocalStore(path, StoreOptions(ttl_s=60), clock=lambda: now[0])
+    assert [store._table(n) for n in ("keyidx", "messages")] == [sqlite_tables.whole_table(n) for n in ("keyidx", "messages")]
+    assert store._table("records") == sqlite_tables.lean(schema.TABLES_BY_NAME["records"])
+    store.put_rows("keyidx", [(b"k", {b"i:": b""})])
+    store.put_rows("messages", [(b"m", {b"s:a": b"v"})])
+    now[0] += 60_001  # 1 ms past the TTL: milliseconds count here
+    store.put_rows("messages", [(b"n", {b"c:b": b"w"})])
+    assert store.get_rows("keyidx", [b"k"]) == [{}] and store.get_row("messages", b"m") == {}
+    assert list(store.scan("messages", b"", b"\xff")) == [(b"n", {b"c:b": b"w"})]
+    assert store.purge_expired() == 2
+    store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute('SELECT * FROM "messages"').fetchall() == [(b"n", b"c:b", 1_060_001, b"w")]

@@ -140,7 +140,8 @@ def test_the_copy_holds_every_cell_of_a_fresh_index_each_dated_by_its_message(
         for table in schema.TABLES:
             if table.name == schema.ROLLUPS:
                 continue  # aggregates over many messages: written at migration time
-            for row, ts in db.execute(f'SELECT row, ts FROM "{table.name}"'):
+            for row, ts_s in db.execute(f'SELECT row, ts_s FROM "{table.name}"'):  # whole seconds
+                ts = ts_s * 1000  # the steps are whole hours
                 msg_id = next((m for m in longest_first if m.encode() in row), None)
                 if msg_id is None:  # a key without the msg id (queueidx: topic, queue, offset)
                     assert ts in steps.values(), (table.name, row)
@@ -190,8 +191,8 @@ def test_the_copies_expire_no_later_than_the_originals(old_local, tmp_path: path
     assert not found(new_path, written + ttl_ms + 1)  # the copy is gone by then too
     assert found(new_path, written - written % TIMESTAMP_STEP_MS + ttl_ms)  # at most one step earlier
     with sqlite3.connect(new_path) as db:
-        newest = max(ts for (ts,) in db.execute('SELECT ts FROM "messages"'))
-    assert newest <= max(e.time_ms for _, e in records) + 1_500
+        newest = max(ts_s for (ts_s,) in db.execute('SELECT ts_s FROM "messages"'))  # whole seconds
+    assert newest * 1000 <= max(e.time_ms for _, e in records) + 1_500
 
 
 def test_cells_the_old_store_had_expired_stay_behind(tmp_path: pathlib.Path) -> None:

@@ -34,8 +34,20 @@ except ImportError:  # checked by test_extension_is_built
 
 _blobs = st.binary(max_size=24)
 _SHARED = MappingProxyType({b"i:": b""})
-_rows = st.lists(st.tuples(_blobs, st.one_of(st.just(_SHARED), st.dictionaries(_blobs, _blobs, max_size=3))),
+_columns = st.builds(bytes.__add__, st.sampled_from((b"i:", b"s:", b"c:", b"r:")), _blobs)
+"""Column names of the three families :data:`_TABLES` hold: each table keeps the cells of its own (:func:`_of`)."""
+_rows = st.lists(st.tuples(_blobs, st.one_of(st.just(_SHARED), st.dictionaries(_columns, _blobs, max_size=3))),
                  max_size=30)
+
+
+def _of(table: str, rows: list[tuple[bytes, Any]]) -> list[tuple[bytes, Any]]:
+    """The rows' cells of ``table``'s families (a store refuses a column of another family, as HBase does);
+    in an index table (key-only), the one empty ``i:`` cell of each row that has an ``i:`` cell."""
+    t = schema.TABLES_BY_NAME[table]
+    families = tuple(f"{f}:".encode() for f in t.families)
+    if not t.qualifiers:
+        return [(row, _SHARED if any(c.startswith(families) for c in columns) else {}) for row, columns in rows]
+    return [(row, {c: v for c, v in columns.items() if c.startswith(families)}) for row, columns in rows]
 
 
 def test_extension_is_built() -> None:
@@ -48,8 +60,10 @@ def test_extension_is_built() -> None:
 
 
 def _cells(store: local.LocalStore, table: str) -> list[tuple[Any, ...]]:
-    return store._db.execute(f'SELECT row, col, ts, value, typeof(ts), typeof(value) FROM "{table}" '
-                             "ORDER BY row, col")
+    """Every stored cell of ``table``: (row, column name, write time as stored, value, its types)."""
+    t = store._table(table)
+    return store._db.execute(f'SELECT row, {t.column_sql}, {t.ts_column}, {t.value_sql}, typeof({t.ts_column}), '
+                             f'typeof({t.value_sql}) FROM "{table}" ORDER BY row, {t.stored_column_sql}')
 
 
 def _stores(tmp: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> tuple[local.LocalStore, local.LocalStore]:
@@ -62,8 +76,9 @@ def _stores(tmp: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> tuple[local.L
     return fast, slow
 
 
-_TABLES = (schema.KEYIDX, schema.MESSAGES, schema.TIMEIDX)
-"""Tables whose puts are sorted by row key (the first two) and one whose puts are not."""
+_TABLES = (schema.KEYIDX, schema.MESSAGES, schema.ROLLUPS, schema.TIMEIDX)
+"""Tables whose puts are sorted by row key (the first three) and one whose puts are not; of each shape
+(key-only, whole column names, qualifiers: :mod:`collector.store.sqlite_tables`)."""
 
 
 def test_which_puts_are_sorted() -> None:
@@ -78,14 +93,14 @@ def test_both_paths_store_the_same_cells(tmp_path: pathlib.Path, monkeypatch: py
     d = tmp_path / os.urandom(6).hex()
     fast, slow = _stores(d, monkeypatch)
     try:
-        for ts, rows in enumerate(batches, start=1_790_000_000_000):
+        for ts, rows in enumerate(batches, start=1_790_000_000):
             for table in _TABLES:
-                fast.put_rows(table, rows, ts=ts)
-                slow.put_rows(table, rows, ts=ts)
+                fast.put_rows(table, _of(table, rows), ts=ts * 1000 + 999)  # whole seconds kept
+                slow.put_rows(table, _of(table, rows), ts=ts * 1000 + 999)
         for table in _TABLES:
             expected = {}
-            for ts, rows in enumerate(batches, start=1_790_000_000_000):  # the model: later puts win
-                for row, columns in rows:  # in the order given: sorting a put must not change who wins
+            for ts, rows in enumerate(batches, start=1_790_000_000):  # the model: later puts win
+                for row, columns in _of(table, rows):  # in the order given: sorting a put must not change who wins
                     for col, value in columns.items():
                         expected[(row, col)] = (ts, value)
             want = [(r, c, ts, v, "integer", "blob") for (r, c), (ts, v) in sorted(expected.items())]
@@ -98,20 +113,27 @@ def test_both_paths_store_the_same_cells(tmp_path: pathlib.Path, monkeypatch: py
 
 def test_rows_it_cannot_take_go_through_executemany(tmp_path: pathlib.Path) -> None:
     store = local.LocalStore(str(tmp_path / "x.sqlite3"))
-    rows = [(b"r2", {b"c:": memoryview(b"w")}), (bytearray(b"r1"), {b"c:": b"v"}), (b"r2", {b"c:": b"x"})]
-    for table in _TABLES:
-        store.put_rows(table, rows, ts=5)  # type: ignore[arg-type]
-        assert _cells(store, table) == [(b"r1", b"c:", 5, b"v", "integer", "blob"),
-                                        (b"r2", b"c:", 5, b"x", "integer", "blob")]
+    for table in (schema.MESSAGES, schema.ROLLUPS):
+        c = b"c:" if table == schema.MESSAGES else b"r:"
+        rows = [(b"r2", {c: memoryview(b"w")}), (bytearray(b"r1"), {c: b"v"}), (b"r2", {c: b"x"})]
+        store.put_rows(table, rows, ts=5000)  # type: ignore[arg-type]
+        assert _cells(store, table) == [(b"r1", c, 5, b"v", "integer", "blob"),
+                                        (b"r2", c, 5, b"x", "integer", "blob")]
+    store.put_rows(schema.KEYIDX, [(b"r2", {b"i:": memoryview(b"")}), (bytearray(b"r1"), {b"i:": b""})],  # type: ignore[arg-type]
+                   ts=5000)
+    assert _cells(store, schema.KEYIDX) == [(b"r1", b"i:", 5, b"", "integer", "blob"),
+                                            (b"r2", b"i:", 5, b"", "integer", "blob")]
     store.close()
 
 
 _NOW_MS = 1_790_000_000_000
 _TTL_S = 60
 _keys = st.sampled_from([b"", b"a", b"ab", b"b", b"\x00", b"\xff\x01", b"m" * 20])
-_puts = st.lists(st.tuples(_keys, st.dictionaries(st.binary(max_size=4), _blobs, max_size=3),
+_puts = st.lists(st.tuples(_keys, st.dictionaries(st.builds(bytes.__add__, st.sampled_from((b"s:", b"c:")),
+                                                                   st.binary(max_size=4)), _blobs, max_size=3),
                            st.sampled_from([_NOW_MS, _NOW_MS - 1000, _NOW_MS - _TTL_S * 1000,
                                             _NOW_MS - _TTL_S * 1000 - 1])), max_size=12)
+"""Cells written now, 1 s ago, just in the TTL and 1 ms past it (kept as whole seconds: expired, never late)."""
 
 
 def _model(puts: list[tuple[bytes, dict[bytes, bytes], int]], asked: list[bytes]) -> list[dict[bytes, bytes]]:
@@ -130,7 +152,7 @@ def _read_stores(tmp: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> tuple[lo
     fast = local.LocalStore(str(tmp / "c.sqlite3"), options, clock=lambda: _NOW_MS)
     slow = local.LocalStore(str(tmp / "py.sqlite3"), options, clock=lambda: _NOW_MS)
     monkeypatch.setattr(local, "_IN_CHUNK", 3)
-    monkeypatch.setattr(slow, "get_rows", lambda table, rows: slow._py_get_rows(table, rows))
+    monkeypatch.setattr(slow, "get_rows", lambda table, rows: slow._py_get_rows(slow._table(table), rows))
     return fast, slow
 
 
@@ -160,7 +182,7 @@ def test_both_reads_answer_as_the_model(tmp_path: pathlib.Path, monkeypatch: pyt
 def test_long_reads_answer_as_the_model(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fast, slow = _read_stores(tmp_path, monkeypatch)
     monkeypatch.setattr(local, "_IN_CHUNK", 500)
-    puts = [(b"r%05d" % (i * 7 % 3000), {b"c%d" % (i % 3): b"v%d" % i}, _NOW_MS - (i % 5) * 20_000)
+    puts = [(b"r%05d" % (i * 7 % 3000), {b"c:%d" % (i % 3): b"v%d" % i}, _NOW_MS - (i % 5) * 20_000)
             for i in range(4000)]
     asked = [b"r%05d" % (i * 13 % 3100) for i in range(1700)] + [b"r00000"] * 3
     for store in (fast, slow):
@@ -179,21 +201,21 @@ def test_long_reads_answer_as_the_model(tmp_path: pathlib.Path, monkeypatch: pyt
 
 def test_reads_it_cannot_take_go_through_python(tmp_path: pathlib.Path) -> None:
     store = local.LocalStore(str(tmp_path / "x.sqlite3"))
-    store.put_rows(schema.KEYIDX, [(b"r", {b"c": b"v"})])
-    sql = f'SELECT col, value FROM "{schema.KEYIDX}" WHERE row = ? AND ts >= ?'
+    store.put_rows(schema.ROLLUPS, [(b"r", {b"r:c": b"v"})])
+    sql = store._table(schema.ROLLUPS).select_row
     store._read_db()
     reader = store._c_reader
     assert reader.select_rows(sql, [b"r", "r"], 0) is None  # a key that is not bytes
-    assert reader.select_rows(sql, [b"r", b"r"], 0) == [{b"c": b"v"}, {b"c": b"v"}]
+    assert reader.select_rows(sql, [b"r", b"r"], 0) == [{b"r:c": b"v"}, {b"r:c": b"v"}]
     with pytest.raises(sqlite3.OperationalError, match="no such table"):
         reader.select_rows("SELECT col, value FROM nope WHERE row = ? AND ts >= ?", [b"r"], 0)
     assert not reader.in_transaction  # its own read transaction ended, even after an error
     with pytest.raises(sqlite3.OperationalError, match="readonly"):  # the reader only reads (query_only)
-        reader.execute(f'DELETE FROM "{schema.KEYIDX}"')
+        reader.execute(f'DELETE FROM "{schema.ROLLUPS}"')
     # A value stored as TEXT (never by this store) is answered as Python's sqlite3 reads it.
-    store._db.execute(f'INSERT INTO "{schema.KEYIDX}" VALUES (?, ?, ?, ?)', (b"t", b"c", 2**62, "text"))
+    store._db.execute(f'INSERT INTO "{schema.ROLLUPS}" VALUES (?, ?, ?, ?)', (b"t", b"c", 2**62, "text"))
     assert reader.select_rows(sql, [b"t"], 0) is None
-    assert store.get_rows(schema.KEYIDX, [b"t", b"r"]) == [{b"c": "text"}, {b"c": b"v"}]
+    assert store.get_rows(schema.ROLLUPS, [b"t", b"r"]) == [{b"r:c": "text"}, {b"r:c": b"v"}]
     store.close()
 
 
@@ -253,7 +275,7 @@ def test_two_stores_of_one_file_write_in_turn_without_busy_errors(tmp_path: path
     def write(n: int, store: local.LocalStore) -> None:
         try:
             for i in range(40):
-                store.put_rows(schema.MESSAGES, [(b"%d-%03d-%d" % (n, i, j), {b"c": b"v" * 50}) for j in range(200)])
+                store.put_rows(schema.MESSAGES, [(b"%d-%03d-%d" % (n, i, j), {b"c:": b"v" * 50}) for j in range(200)])
                 store.get_rows(schema.MESSAGES, [b"%d-%03d-0" % (1 - n, i)])
                 store.put_meta(b"m%d" % n, b"%d" % i)
                 store.delete_rows(schema.MESSAGES, [b"%d-%03d-1" % (n, i)])

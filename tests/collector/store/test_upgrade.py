@@ -25,7 +25,16 @@ from layout_helpers import HOUR, NOW, ROOT, Record, answers, fresh, scenario
 from collector.cli.main import main
 from collector.index.indexer import finish_batch, index_records
 from collector.index.migrate import migrate_store
-from collector.store import LayoutVersionError, OldLayoutError, layout, layout_v2, open_store, schema, upgrade
+from collector.store import (
+    LayoutVersionError,
+    OldLayoutError,
+    layout,
+    layout_v2,
+    open_store,
+    schema,
+    sqlite_tables,
+    upgrade,
+)
 from collector.store.errors import UpgradeError
 from collector.store.upgrade import hbase_shell_script, roll_back, upgrade_store
 from tracehook.wire import EventType, WireError
@@ -51,7 +60,7 @@ def sqlite_dump(path: pathlib.Path) -> dict[str, set[tuple[bytes, bytes, int, by
     """Every cell of every table of a ``local:`` file, as SQLite holds it (write times included)."""
     with sqlite3.connect(path) as db:
         names = [n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        return {n: {tuple(r) for r in db.execute(f'SELECT row, col, ts, value FROM "{n}"')} for n in names}
+        return {n: {tuple(r) for r in db.execute(f'SELECT * FROM "{n}"')} for n in names}
 
 
 @pytest.fixture
@@ -98,6 +107,9 @@ def test_upgraded_in_place_it_answers_as_a_store_indexed_fresh(v2_local, tmp_pat
     upgraded, ref = open_store(url), open_store(ref_url)
     try:
         assert upgraded.layout_version == layout.LAYOUT_VERSION
+        shapes = upgraded._tables  # type: ignore[attr-defined]
+        assert all(shapes[n] == sqlite_tables.whole_table(n) for n in layout_v2.TABLES)  # layout 2's, as they were
+        assert all(shapes[n] == sqlite_tables.lean(schema.TABLES_BY_NAME[n]) for n in upgrade.added_tables())
         want = answers(ref, topic, records)
         assert answers(upgraded, topic, records) == want
         assert want["traces"][f"{topic}-m05"]["outcomes"] and want["overview"]["topics"]  # not vacuous

@@ -5,7 +5,9 @@ holds.  So a layout-2 store is built here as: the events indexed by today's inde
 message and pending cell replaced by layout 2's own (frozen below, never taken from today's
 schema module: ``msgpack([app, host, client_id, trimmed event])`` with born/store times as their
 difference from the event's time and hex ids as bytes, under ``s:``/``c:`` + ``blake2b(value, 8)``),
-the tables layout 3 added dropped, and ``m:layout_version`` set to 2.  Until layout 3's cells
+the tables layout 3 added dropped, ``m:layout_version`` set to 2, and (an embedded store) every table
+in layout 2's SQLite shape: ``(row, col, ts, value)``, whole column names, write times in milliseconds
+(:mod:`collector.store.sqlite_tables`).  Until layout 3's cells
 differ from layout 2's, the rewrite changes nothing; the store is a layout-2 store either way.
 """
 
@@ -22,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 import msgpack
 
 from collector.index.indexer import finish_batch, index_records
-from collector.store import keys, layout, layout_v2, local_path, open_store
+from collector.store import keys, layout, layout_v2, local_path, open_store, schema, sqlite_tables
 from tracehook import wire
 from tracehook.wire import BatchHeader, Event, EventType
 
@@ -90,6 +92,7 @@ def _drop_added_tables(url: str) -> None:
             names = {n for (n,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             for name in names - {"meta", *layout_v2.TABLES}:
                 db.execute(f'DROP TABLE "{name}"')
+            _whole_tables(db)
             db.commit()
         finally:
             db.close()
@@ -104,3 +107,17 @@ def _drop_added_tables(url: str) -> None:
             conn.delete_table(name, disable=True)
     finally:
         conn.close()
+
+
+def _whole_tables(db: sqlite3.Connection) -> None:
+    """Every table of ``db`` in layout 2's SQLite shape, its cells as they are."""
+    for name in layout_v2.TABLES:
+        t = sqlite_tables.found(schema.TABLES_BY_NAME[name],
+                                sqlite_tables.table_columns(db.execute(f'PRAGMA table_info("{name}")').fetchall()))
+        if t == sqlite_tables.whole_table(name):
+            continue
+        db.execute(f'ALTER TABLE "{name}" RENAME TO "{name}_lean"')
+        db.execute(sqlite_tables.whole_table(name).create())
+        db.execute(f'INSERT INTO "{name}" SELECT row, {t.column_sql}, {t.ts_column} * {t.unit_ms}, {t.value_sql} '
+                   f'FROM "{name}_lean"')
+        db.execute(f'DROP TABLE "{name}_lean"')
