@@ -62,7 +62,7 @@ static inline int over(uint32_t n, Py_ssize_t limit) { return (size_t)n > (size_
 /* The unpacker's per-item rules: its length limits, valid UTF-8 in every str, and ext data as
    ExtType(code, data), which refuses negative codes (code -1 is a timestamp, never valid within
    max_ext_len < 4: configure). 0 when the item passes. */
-static int item_ok(const MpItem *it)
+static inline int item_ok(const MpItem *it)
 {
     switch (it->kind) {
     case MP_STR:
