@@ -63,7 +63,7 @@ __attribute__((always_inline)) static inline int mp_next(MpReader *r, MpItem *it
     if (!mp_has(r, 1)) return -1;
     unsigned c = *r->p++;
     int width;
-    it->neg = 0, it->ptr = NULL, it->ext_type = 0; /* set for every kind: no reader sees garbage */
+    it->neg = 0;
     if (c <= 0x7f) return it->kind = MP_INT, it->u = c, 0;
     if (c >= 0xe0) return it->kind = MP_INT, it->neg = 1, it->i = (int8_t)c, 0;
     if ((c & 0xf0) == 0x80) return it->kind = MP_MAP, it->len = c & 0x0f, 0;
@@ -133,8 +133,8 @@ static inline int mp_skip(MpReader *r, int depth, int max_open, MpCheck check) {
     uint32_t left[MP_MAX_DEPTH]; /* items still to read in each open container */
     unsigned char is_map[MP_MAX_DEPTH];
     int top = 0;
+    MpItem it = {0};
     for (;;) {
-        MpItem it;
         if (mp_next(r, &it) < 0 || (check && check(&it) != 0)) return -1;
         /* a map's key comes at an even count of items left */
         if (top > 0 && is_map[top - 1] && left[top - 1] % 2 == 0 && it.kind != MP_STR && it.kind != MP_BIN)

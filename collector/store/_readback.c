@@ -156,7 +156,7 @@ typedef struct {
 
 /* What msgpack-python decodes without complaint and this file models: ints up to 64 bits signed, str
    of valid UTF-8, no ext (msgpack-python raises or makes an ExtType). 0 when the item is one. */
-static int modelled(const MpItem *it) {
+static inline int modelled(const MpItem *it) {
     switch (it->kind) {
     case MP_INT: return it->neg || it->u <= INT64_MAX ? 0 : FALLBACK;
     case MP_STR: return mp_utf8_valid(it->ptr, it->len) ? 0 : FALLBACK;
