@@ -38,12 +38,16 @@ class BuildPyWithDeployFiles(build_py):
             self.copy_tree(DEPLOY_DIR, os.path.join(self.build_lib, PACKAGED_DEPLOY_DIR))
 
 
+C_INCLUDE = "collector/_c"  # headers the extensions share: msgpack_rw.h (msgpack read and written)
+MSGPACK_RW = f"{C_INCLUDE}/msgpack_rw.h"
+
 EXTENSIONS = [  # collector.extensions.EXTENSIONS
-    Extension("collector.wirecheck._wirecheck", sources=["collector/wirecheck/_wirecheck.c"], optional=True),
-    Extension("collector.store._rowbuild", sources=["collector/store/_rowbuild.c"],
-              depends=["collector/store/_blake2b.h"], optional=True),
-    Extension("collector.store._readback", sources=["collector/store/_readback.c"],
-              depends=["collector/store/_blake2b.h", "collector/store/_partof.h"], optional=True),
+    Extension("collector.wirecheck._wirecheck", sources=["collector/wirecheck/_wirecheck.c"],
+              include_dirs=[C_INCLUDE], depends=[MSGPACK_RW], optional=True),
+    Extension("collector.store._rowbuild", sources=["collector/store/_rowbuild.c"], include_dirs=[C_INCLUDE],
+              depends=[MSGPACK_RW, "collector/store/_blake2b.h"], optional=True),
+    Extension("collector.store._readback", sources=["collector/store/_readback.c"], include_dirs=[C_INCLUDE],
+              depends=[MSGPACK_RW, "collector/store/_blake2b.h", "collector/store/_partof.h"], optional=True),
     Extension("collector.store._sqlput", sources=["collector/store/_sqlput.c"], libraries=["sqlite3"], optional=True),
 ]
 

@@ -4,12 +4,13 @@
  * the value being collector/store/rollup_parts.py's encoding of its part in the minute it is placed
  * in and MOVED (b"") in every other minute one of its events could have placed it in.
  *
- * Included by _readback.c, after its msgpack reader (it reads that file's Fields). It models
- * rollup_parts._placed_groups for the common shapes only: events of type PUB, SUB_BEFORE, SUB_AFTER
- * and DEAD, every consume with a request id, at most PART_MAX_EVENTS events and request ids of at
- * most PART_MAX_RID characters. Anything else (END_TX, REPLAY, an id-less consume, a latency or
- * minute beyond 64 bits...) answers FALLBACK and the Python path, which stays the definition,
- * computes the part. tests/collector/store/test_partof.py checks both paths against each other.
+ * Included by _readback.c, after its msgpack reader (it reads that file's Fields); it writes with the
+ * mp_put_* of collector/_c/msgpack_rw.h. It models rollup_parts._placed_groups for the common shapes
+ * only: events of type PUB, SUB_BEFORE, SUB_AFTER and DEAD, every consume with a request id, at most
+ * PART_MAX_EVENTS events and request ids of at most PART_MAX_RID characters. Anything else (END_TX,
+ * REPLAY, an id-less consume, a latency or minute beyond 64 bits...) answers FALLBACK and the Python
+ * path, which stays the definition, computes the part. tests/collector/store/test_partof.py checks
+ * both paths against each other.
  */
 #ifndef TRACEHOOK_PARTOF_H
 #define TRACEHOOK_PARTOF_H
@@ -30,33 +31,6 @@ static int partof_layout(PyObject *d) {
     int rc = v ? PyDict_Update(d, v) : -1;
     Py_XDECREF(v);
     return rc;
-}
-
-/* msgpack's encoding of an int (msgpack.packb): the shortest form; returns the bytes written. */
-static int mp_int(unsigned char *o, int64_t v) {
-    int width;
-    unsigned char tag;
-    if (v >= 0 && v < 128) return o[0] = (unsigned char)v, 1;
-    if (v < 0 && v >= -32) return o[0] = (unsigned char)(int8_t)v, 1;
-    if (v >= 0) width = v < 256 ? 1 : v < 65536 ? 2 : v < 4294967296LL ? 4 : 8, tag = 0xcc;
-    else width = v >= -128 ? 1 : v >= -32768 ? 2 : v >= -2147483648LL ? 4 : 8, tag = 0xd0;
-    o[0] = (unsigned char)(tag + (width == 1 ? 0 : width == 2 ? 1 : width == 4 ? 2 : 3));
-    for (int i = 0; i < width; i++) o[1 + i] = (unsigned char)((uint64_t)v >> (8 * (width - 1 - i)));
-    return 1 + width;
-}
-
-/* msgpack's encoding of a str (use_bin_type: str8 for 32..255 bytes); returns the bytes written. */
-static Py_ssize_t mp_str(unsigned char *o, const unsigned char *s, Py_ssize_t n) {
-    Py_ssize_t head;
-    if (n < 32) o[0] = (unsigned char)(0xa0 | n), head = 1;
-    else if (n < 256) o[0] = 0xd9, o[1] = (unsigned char)n, head = 2;
-    else if (n < 65536) o[0] = 0xda, o[1] = (unsigned char)(n >> 8), o[2] = (unsigned char)n, head = 3;
-    else {
-        o[0] = 0xdb, head = 5;
-        for (int i = 0; i < 4; i++) o[1 + i] = (unsigned char)((uint64_t)n >> (8 * (3 - i)));
-    }
-    if (n) memcpy(o + head, s, (size_t)n);
-    return head + n;
 }
 
 /* bytes order (memcmp, shorter first on a tie): how Python orders bytes, and str by their UTF-8. */
@@ -248,10 +222,9 @@ static int part_values(const Fields *evs, int n, int64_t version, int64_t minute
         if (!(value = PyBytes_FromStringAndSize(NULL, size))) goto error;
         unsigned char *start = (unsigned char *)PyBytes_AS_STRING(value), *w = start;
         int length = 3 + 4 * n_groups; /* [version, placed ms, stored, (group, code, retried, latency)...] */
-        if (length < 16) *w++ = (unsigned char)(0x90 | length);
-        else *w++ = 0xdc, *w++ = (unsigned char)(length >> 8), *w++ = (unsigned char)length;
-        w += mp_int(w, version);
-        w += mp_int(w, placed);
+        w += mp_put_array(w, (uint64_t)length);
+        w += mp_put_int(w, version);
+        w += mp_put_int(w, placed);
         *w++ = send && send->ev->status != STATUS_OK && !consumes && !deads ? 0xc2 : 0xc3; /* not never_stored */
         for (int k = 0; k < n_groups; k++) {
             int g = order[k], count = 0, code, retried, has_latency;
@@ -261,10 +234,10 @@ static int part_values(const Fields *evs, int n, int64_t version, int64_t minute
                 if (attempts[a].group == g) mine[count++] = &attempts[a];
             if (group_outcome(mine, count, dead[g], last_dead[g], placed, &code, &retried, &latency, &has_latency) < 0)
                 goto fallback;
-            w += mp_str(w, groups[g]->s, groups[g]->n);
+            w += mp_put_str(w, groups[g]->s, groups[g]->n);
             *w++ = (unsigned char)code;
             *w++ = retried ? 0xc3 : 0xc2;
-            if (has_latency) w += mp_int(w, latency);
+            if (has_latency) w += mp_put_int(w, latency);
             else *w++ = 0xc0;
         }
         if (_PyBytes_Resize(&value, w - start) < 0 || !(key = place_key(&here)) ||

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "_blake2b.h"
+#include "msgpack_rw.h" /* collector/_c/: mp_next, mp_skip, mp_utf8_valid, mp_put_* */
 
 /* keys.py's element tags, schema.msg_hash's size, schema._sender's [app, host, client_id, raw] header */
 enum { KEY_BYTES = 0x01, KEY_STR = 0x02, MSG_HASH_BYTES = 4, VALUE_HEADER = 0x94 };
@@ -139,55 +140,9 @@ done:
 
 /* -- a msgpack reader for what codec.encode_event writes (and layout 2's values) ------------------ */
 
-typedef struct {
-    const unsigned char *p, *end;
-} Reader;
+typedef MpReader Reader;
 
 enum { ERR = -1, FALLBACK = -2 }; /* ERR: a Python exception is set; FALLBACK: not modelled here */
-
-static uint64_t be(const unsigned char *p, int width) {
-    uint64_t v = 0;
-    for (int i = 0; i < width; i++) v = v << 8 | p[i];
-    return v;
-}
-
-/* The next byte and, for lengths and ints, the `width` bytes after it; FALLBACK when truncated. */
-static int take(Reader *r, int width, uint64_t *value) {
-    if (r->end - r->p < width) return FALLBACK;
-    *value = be(r->p, width);
-    r->p += width;
-    return 0;
-}
-
-/* Strict UTF-8 as Python's decoder reads it: no overlong forms, no surrogates, nothing past U+10FFFF. */
-static int utf8_ok(const unsigned char *s, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        int len;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) len = 2;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        } else
-            return 0;
-        if (n - i < len || s[i + 1] < lo || s[i + 1] > hi) return 0;
-        for (int k = 2; k < len; k++)
-            if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
-        i += len;
-    }
-    return 1;
-}
 
 /* The kinds of object read_object tells apart. */
 enum { O_INT, O_STR, O_BIN, O_OTHER };
@@ -199,75 +154,34 @@ typedef struct {
     Py_ssize_t n;
 } Obj;
 
-static int skip_object(Reader *r, int depth);
-
-/* n objects, or n key/value pairs with str or bin keys (msgpack's strict_map_key, its default). */
-static int skip_items(Reader *r, uint64_t n, int map, int depth) {
-    if (depth > 32) return FALLBACK;
-    for (uint64_t k = 0; k < n; k++) {
-        if (map) {
-            unsigned char c;
-            if (r->p >= r->end) return FALLBACK;
-            c = *r->p;
-            if (!((c >= 0xa0 && c <= 0xbf) || (c >= 0xc4 && c <= 0xc6) || (c >= 0xd9 && c <= 0xdb))) return FALLBACK;
-            if (skip_object(r, depth + 1) < 0) return FALLBACK;
-        }
-        if (skip_object(r, depth + 1) < 0) return FALLBACK;
+/* What msgpack-python decodes without complaint and this file models: ints up to 64 bits signed, str
+   of valid UTF-8, no ext (msgpack-python raises or makes an ExtType). 0 when the item is one. */
+static inline int modelled(const MpItem *it) {
+    switch (it->kind) {
+    case MP_INT: return it->neg || it->u <= INT64_MAX ? 0 : FALLBACK;
+    case MP_STR: return mp_utf8_valid(it->ptr, it->len) ? 0 : FALLBACK;
+    case MP_EXT: return FALLBACK;
+    default: return 0;
     }
-    return 0;
 }
 
-/* One object; ints (up to 64 bits signed), str and bin are read, anything else that msgpack-python
-   decodes without complaint (nil, bools, floats, arrays, maps) is skipped; FALLBACK otherwise. */
+/* One object, depth containers open around it; ints, str and bin are read, anything else modelled
+   (nil, bools, floats, arrays and maps of at most 33 levels with str or bin keys) is skipped; FALLBACK
+   otherwise. */
 static int read_object(Reader *r, Obj *o, int depth) {
-    uint64_t v = 0, len;
-    if (r->p >= r->end) return FALLBACK;
-    unsigned char c = *r->p++;
+    const unsigned char *start = r->p;
+    MpItem it;
+    if (mp_next(r, &it) < 0 || modelled(&it) < 0) return FALLBACK;
     o->kind = O_OTHER;
-    if (c <= 0x7f) return o->kind = O_INT, o->i = c, 0;
-    if (c >= 0xe0) return o->kind = O_INT, o->i = (int8_t)c, 0;
-    if (c >= 0xa0 && c <= 0xbf) {
-        len = c & 0x1f;
-        goto str;
+    switch (it.kind) {
+    case MP_INT: return o->kind = O_INT, o->i = it.neg ? it.i : (int64_t)it.u, 0;
+    case MP_STR: case MP_BIN:
+        return o->kind = it.kind == MP_STR ? O_STR : O_BIN, o->s = it.ptr, o->n = it.len, 0;
+    case MP_ARRAY: case MP_MAP:
+        r->p = start;
+        return mp_skip(r, depth, 33, modelled) < 0 ? FALLBACK : 0;
+    default: return 0;
     }
-    if (c >= 0x80 && c <= 0x8f) return skip_items(r, c & 0x0f, 1, depth);
-    if (c >= 0x90 && c <= 0x9f) return skip_items(r, c & 0x0f, 0, depth);
-    switch (c) {
-    case 0xc0: case 0xc2: case 0xc3: return 0;
-    case 0xca: return take(r, 4, &v);
-    case 0xcb: return take(r, 8, &v);
-    case 0xcc: case 0xcd: case 0xce: case 0xcf: {
-        int width = 1 << (c - 0xcc);
-        if (take(r, width, &v) < 0 || v > INT64_MAX) return FALLBACK;
-        return o->kind = O_INT, o->i = (int64_t)v, 0;
-    }
-    case 0xd0: case 0xd1: case 0xd2: case 0xd3: {
-        int width = 1 << (c - 0xd0);
-        if (take(r, width, &v) < 0) return FALLBACK;
-        int shift = 64 - 8 * width; /* sign-extend */
-        o->i = width == 8 ? (int64_t)v : (int64_t)(v << shift) >> shift;
-        return o->kind = O_INT, 0;
-    }
-    case 0xc4: case 0xc5: case 0xc6:
-        if (take(r, 1 << (c - 0xc4), &len) < 0 || (uint64_t)(r->end - r->p) < len) return FALLBACK;
-        o->kind = O_BIN, o->s = r->p, o->n = (Py_ssize_t)len, r->p += len;
-        return 0;
-    case 0xd9: case 0xda: case 0xdb:
-        if (take(r, 1 << (c - 0xd9), &len) < 0) return FALLBACK;
-        goto str;
-    case 0xdc: case 0xdd:
-        if (take(r, 2 << (c - 0xdc), &len) < 0) return FALLBACK;
-        return skip_items(r, len, 0, depth);
-    case 0xde: case 0xdf:
-        if (take(r, 2 << (c - 0xde), &len) < 0) return FALLBACK;
-        return skip_items(r, len, 1, depth);
-    default: /* 0xc1 (never used), ext types: msgpack-python raises or makes an ExtType */
-        return FALLBACK;
-    }
-str:
-    if ((uint64_t)(r->end - r->p) < len || !utf8_ok(r->p, (Py_ssize_t)len)) return FALLBACK;
-    o->kind = O_STR, o->s = r->p, o->n = (Py_ssize_t)len, r->p += len;
-    return 0;
 }
 
 static int skip_object(Reader *r, int depth) {
@@ -277,12 +191,10 @@ static int skip_object(Reader *r, int depth) {
 
 /* An array header: its length; FALLBACK when the next object is not an array. */
 static int read_array(Reader *r, uint64_t *n) {
-    if (r->p >= r->end) return FALLBACK;
-    unsigned char c = *r->p++;
-    if (c >= 0x90 && c <= 0x9f) return *n = c & 0x0f, 0;
-    if (c == 0xdc) return take(r, 2, n);
-    if (c == 0xdd) return take(r, 4, n);
-    return FALLBACK;
+    MpItem it;
+    *n = 0;
+    if (mp_next(r, &it) < 0 || it.kind != MP_ARRAY) return FALLBACK;
+    return *n = it.len, 0;
 }
 
 /* -- part_events ---------------------------------------------------------------------------- */

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "_blake2b.h"
+#include "msgpack_rw.h" /* collector/_c/: MpBuf and mp_buf_*, msgpack.packb's encodings */
 
 /* wire.Event's fields (tracehook/wire.py), the ones the rows read. */
 enum {
@@ -70,51 +71,11 @@ static struct {
     PyObject *send_prefix, *consume_prefix, *received_column, *dead_all, *dead_one, *dirty_msg; /* bytes */
 } cfg;
 
-/* -- a growable byte buffer ------------------------------------------------------------- */
-
-typedef struct {
-    unsigned char *p;
-    Py_ssize_t len, cap;
-    unsigned char small[512];
-} Buf;
-
-static void buf_init(Buf *b) { b->p = b->small, b->len = 0, b->cap = sizeof b->small; }
-static void buf_free(Buf *b) {
-    if (b->p != b->small) PyMem_Free(b->p);
-}
-
-static int buf_grow(Buf *b, Py_ssize_t extra) {
-    if (b->len + extra <= b->cap) return 0;
-    Py_ssize_t cap = b->cap;
-    while (cap < b->len + extra) cap *= 2;
-    unsigned char *p = PyMem_Malloc(cap);
-    if (!p) return PyErr_NoMemory(), -1;
-    memcpy(p, b->p, b->len);
-    buf_free(b);
-    b->p = p, b->cap = cap;
-    return 0;
-}
-
-static int put(Buf *b, const void *data, Py_ssize_t n) {
-    if (buf_grow(b, n) < 0) return -1;
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    return 0;
-}
-
-static int put_byte(Buf *b, unsigned char c) { return put(b, &c, 1); }
-
-static int put_be(Buf *b, uint64_t v, int width) {
-    unsigned char out[8];
-    for (int i = 0; i < width; i++) out[i] = (unsigned char)(v >> (8 * (width - 1 - i)));
-    return put(b, out, width);
-}
-
 /* -- keys.pack_one ------------------------------------------------------------------------ */
 
 /* A str (KEY_STR) or bytes (KEY_BYTES) element: every 0x00 written as 0x00 KEY_ESCAPE, then KEY_END. */
-static int key_escaped(Buf *b, unsigned char tag, const unsigned char *s, Py_ssize_t n) {
-    if (buf_grow(b, 2 * n + 2) < 0) return -1;
+static int key_escaped(MpBuf *b, unsigned char tag, const unsigned char *s, Py_ssize_t n) {
+    if (mp_buf_reserve(b, 2 * n + 2) < 0) return -1;
     unsigned char *o = b->p + b->len;
     *o++ = tag;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -126,7 +87,7 @@ static int key_escaped(Buf *b, unsigned char tag, const unsigned char *s, Py_ssi
     return 0;
 }
 
-static int key_str(Buf *b, const char *s, Py_ssize_t n) { return key_escaped(b, KEY_STR, (const unsigned char *)s, n); }
+static int key_str(MpBuf *b, const char *s, Py_ssize_t n) { return key_escaped(b, KEY_STR, (const unsigned char *)s, n); }
 
 static void key_int_to(unsigned char out[9], int64_t v) { /* KEY_INT, then v + 2**63 big-endian */
     uint64_t u = (uint64_t)v ^ KEY_INT_BIAS;
@@ -134,42 +95,12 @@ static void key_int_to(unsigned char out[9], int64_t v) { /* KEY_INT, then v + 2
     for (int i = 0; i < 8; i++) out[1 + i] = (unsigned char)(u >> (56 - 8 * i));
 }
 
-/* -- msgpack.packb(..., use_bin_type=True), for the types a trimmed event holds ----------- */
+/* -- msgpack.packb(..., use_bin_type=True): collector/_c/msgpack_rw.h, and a str object ----------- */
 
-static int mp_int(Buf *b, int64_t v) {
-    if (v >= 0) {
-        if (v < 128) return put_byte(b, (unsigned char)v);
-        if (v < 256) return put_byte(b, 0xcc) < 0 ? -1 : put_be(b, v, 1);
-        if (v < 65536) return put_byte(b, 0xcd) < 0 ? -1 : put_be(b, v, 2);
-        if (v < 4294967296LL) return put_byte(b, 0xce) < 0 ? -1 : put_be(b, v, 4);
-        return put_byte(b, 0xcf) < 0 ? -1 : put_be(b, v, 8);
-    }
-    if (v >= -32) return put_byte(b, (unsigned char)(int8_t)v);
-    if (v >= -128) return put_byte(b, 0xd0) < 0 ? -1 : put_be(b, (uint64_t)v, 1);
-    if (v >= -32768) return put_byte(b, 0xd1) < 0 ? -1 : put_be(b, (uint64_t)v, 2);
-    if (v >= -2147483648LL) return put_byte(b, 0xd2) < 0 ? -1 : put_be(b, (uint64_t)v, 4);
-    return put_byte(b, 0xd3) < 0 ? -1 : put_be(b, (uint64_t)v, 8);
-}
-
-/* A length header: fix form (fix_tag | n below fix_max), else 8 (when tag8), 16 or 32 bits. */
-static int mp_header(Buf *b, Py_ssize_t n, int fix_tag, Py_ssize_t fix_max, int tag8, int tag16, int tag32) {
-    if (n < fix_max) return put_byte(b, (unsigned char)(fix_tag | n));
-    if (tag8 && n < 256) return put_byte(b, (unsigned char)tag8) < 0 ? -1 : put_be(b, n, 1);
-    if (n < 65536) return put_byte(b, (unsigned char)tag16) < 0 ? -1 : put_be(b, n, 2);
-    if ((uint64_t)n > 0xFFFFFFFFULL) return -1;
-    return put_byte(b, (unsigned char)tag32) < 0 ? -1 : put_be(b, n, 4);
-}
-
-static int mp_str(Buf *b, const char *s, Py_ssize_t n) {
-    return mp_header(b, n, 0xa0, 32, 0xd9, 0xda, 0xdb) < 0 ? -1 : put(b, s, n);
-}
-
-static int mp_bin_header(Buf *b, Py_ssize_t n) { return mp_header(b, n, 0, 0, 0xc4, 0xc5, 0xc6); }
-
-static int mp_pystr(Buf *b, PyObject *o) {
+static int mp_pystr(MpBuf *b, PyObject *o) {
     Py_ssize_t n;
     const char *s = PyUnicode_CheckExact(o) ? PyUnicode_AsUTF8AndSize(o, &n) : NULL;
-    return s ? mp_str(b, s, n) : -1;
+    return s ? mp_buf_str(b, s, n) : -1;
 }
 
 /* -- one event ------------------------------------------------------------------------------ */
@@ -229,8 +160,8 @@ static void unhex(unsigned char *out, const char *s, Py_ssize_t n) {
     for (Py_ssize_t i = 0; i < n; i += 2) *out++ = (unsigned char)(hex_digit(s[i]) << 4 | hex_digit(s[i + 1]));
 }
 
-static int put_unhex(Buf *b, const char *s, Py_ssize_t n) {
-    if (buf_grow(b, n / 2) < 0) return -1;
+static int put_unhex(MpBuf *b, const char *s, Py_ssize_t n) {
+    if (mp_buf_reserve(b, n / 2) < 0) return -1;
     unhex(b->p + b->len, s, n);
     b->len += n / 2;
     return 0;
@@ -244,10 +175,10 @@ typedef struct {
 
 /* msgpack of wire.trim(event) as codec._stored_raw makes it (the event of a layout 2 value): born and
    store times as their difference from time_ms, lower-case hex ids as the bytes they spell. */
-static int encode_raw(Buf *b, const Ev *ev, RawParts *parts) {
+static int encode_raw(MpBuf *b, const Ev *ev, RawParts *parts) {
     int n = N_FIELDS;
     while (n > MIN_FIELDS && is_default(ev, n - 1)) n--;
-    if (mp_header(b, n, 0x90, 16, 0, 0xdc, 0xdd) < 0) return -1;
+    if (mp_buf_array(b, n) < 0) return -1;
     parts->n = n, parts->head_end = b->len;
     for (int f = 0; f < n; f++) {
         PyObject *o = ev->obj[f];
@@ -257,32 +188,31 @@ static int encode_raw(Buf *b, const Ev *ev, RawParts *parts) {
         case K_INT: {
             int64_t v = ev->i[f];
             if ((f == F_BORN || f == F_STORE) && __builtin_sub_overflow(v, ev->i[F_TIME], &v)) return -1;
-            if (mp_int(b, v) < 0) return -1;
+            if (mp_buf_int(b, v) < 0) return -1;
             break;
         }
         case K_STR:
             if (hex_field[f] && is_hex(ev->s[f], ev->n[f])) {
-                if (mp_bin_header(b, ev->n[f] / 2) < 0 || put_unhex(b, ev->s[f], ev->n[f]) < 0) return -1;
-            } else if (mp_str(b, ev->s[f], ev->n[f]) < 0)
+                if (mp_buf_bin_head(b, ev->n[f] / 2) < 0 || put_unhex(b, ev->s[f], ev->n[f]) < 0) return -1;
+            } else if (mp_buf_str(b, ev->s[f], ev->n[f]) < 0)
                 return -1;
             break;
         case K_MAP: {
             PyObject *k, *v;
             Py_ssize_t pos = 0;
             if (o == Py_None) {
-                if (put_byte(b, 0xc0) < 0) return -1;
+                if (mp_buf_byte(b, 0xc0) < 0) return -1;
                 break;
             }
-            if (mp_header(b, PyDict_GET_SIZE(o), 0x80, 16, 0, 0xde, 0xdf) < 0) return -1;
+            if (mp_buf_map(b, PyDict_GET_SIZE(o)) < 0) return -1;
             while (PyDict_Next(o, &pos, &k, &v))
                 if (mp_pystr(b, k) < 0 || mp_pystr(b, v) < 0) return -1;
             break;
         }
         default:
             if (o == Py_None) {
-                if (put_byte(b, 0xc0) < 0) return -1;
-            } else if (mp_bin_header(b, PyBytes_GET_SIZE(o)) < 0 ||
-                       put(b, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o)) < 0)
+                if (mp_buf_byte(b, 0xc0) < 0) return -1;
+            } else if (mp_buf_bin(b, PyBytes_AS_STRING(o), PyBytes_GET_SIZE(o)) < 0)
                 return -1;
         }
     }
@@ -389,11 +319,11 @@ static IdHashes id_hashes(const char *id, Py_ssize_t n) {
 /* indexer._event_rows(header, event): 0, or -1 when the fallback must build them. */
 static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets, PyObject *mark, Rows *out) {
     Ev ev;
-    Buf value, v3, topic, msg_id, msg_row, tmp;
+    MpBuf value, v3, topic, msg_id, msg_row, tmp;
     unsigned char tm[9], rev[9], qk[9], ok[9];
     PyObject *value_b = NULL, *event_col = NULL;
     int rc = -1;
-    buf_init(&value), buf_init(&v3), buf_init(&topic), buf_init(&msg_id), buf_init(&msg_row), buf_init(&tmp);
+    mp_buf_init(&value), mp_buf_init(&v3), mp_buf_init(&topic), mp_buf_init(&msg_id), mp_buf_init(&msg_row), mp_buf_init(&tmp);
     if (read_event(event, &ev) < 0) goto done;
     int64_t type = ev.i[F_TYPE], queue = ev.i[F_QUEUE], offset = ev.i[F_OFFSET], store = ev.i[F_STORE];
     int consume = type == SUB_BEFORE || type == SUB_AFTER;
@@ -403,12 +333,12 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
        its msg_id */
     RawParts raw = {0, 0, 0, 0};
     Py_ssize_t sender_n = PyBytes_GET_SIZE(sender);
-    if (put(&value, PyBytes_AS_STRING(sender), sender_n) < 0 || encode_raw(&value, &ev, &raw) < 0) goto done;
+    if (mp_buf_put(&value, PyBytes_AS_STRING(sender), sender_n) < 0 || encode_raw(&value, &ev, &raw) < 0) goto done;
     unsigned char digest[EVENT_ID_BYTES];
     blake2b(digest, EVENT_ID_BYTES, value.p, value.len);
-    if (mp_header(&v3, raw.n + 2, 0x90, 16, 0, 0xdc, 0xdd) < 0 || put(&v3, value.p + 1, sender_n - 1) < 0 ||
-        put(&v3, value.p + raw.head_end, raw.id_start - raw.head_end) < 0 ||
-        put(&v3, value.p + raw.id_end, value.len - raw.id_end) < 0)
+    if (mp_buf_array(&v3, raw.n + 2) < 0 || mp_buf_put(&v3, value.p + 1, sender_n - 1) < 0 ||
+        mp_buf_put(&v3, value.p + raw.head_end, raw.id_start - raw.head_end) < 0 ||
+        mp_buf_put(&v3, value.p + raw.id_end, value.len - raw.id_end) < 0)
         goto done;
     PyObject *prefix = consume ? cfg.consume_prefix : cfg.send_prefix;
     if (!(value_b = PyBytes_FromStringAndSize((const char *)v3.p, v3.len))) goto done;
@@ -420,11 +350,11 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
     IdHashes hashes = id_hashes(id, id_n);
     const unsigned char *hash4 = hashes.hash4;
     if (key_escaped(&msg_row, KEY_BYTES, hash4, MSG_HASH_BYTES) < 0 || key_str(&msg_id, id, id_n) < 0 ||
-        put(&msg_row, msg_id.p, msg_id.len) < 0 || key_str(&topic, ev.s[F_TOPIC], ev.n[F_TOPIC]) < 0)
+        mp_buf_put(&msg_row, msg_id.p, msg_id.len) < 0 || key_str(&topic, ev.s[F_TOPIC], ev.n[F_TOPIC]) < 0)
         goto done;
     int64_t t = store > 0 ? store : ev.i[F_BORN] > 0 ? ev.i[F_BORN] : ev.i[F_TIME];
     if (t < 0) goto done; /* keys.reverse_int(t) is beyond 64 bits: the Python path raises */
-    Buf *b = &tmp;
+    MpBuf *b = &tmp;
     key_int_to(tm, t), key_int_to(rev, INT64_MAX - t);
     Seg T = SEG(topic), M = SEG(msg_id), TM = {tm, 9}, REV = {rev, 9};
 
@@ -433,7 +363,7 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
         PyObject *cells;
         if (type == SUB_AFTER && queue >= 0 && offset >= 0) { /* msgpack of (queue, offset) */
             b->len = 0;
-            if (put_byte(b, POSITION_HEADER) < 0 || mp_int(b, queue) < 0 || mp_int(b, offset) < 0) goto done;
+            if (mp_buf_byte(b, POSITION_HEADER) < 0 || mp_buf_int(b, queue) < 0 || mp_buf_int(b, offset) < 0) goto done;
             PyObject *col = cat((Seg[]){SEGB(cfg.received_column), SEG(*b)}, 2);
             PyObject *empty = PyBytes_FromStringAndSize(NULL, 0);
             cells = col && empty ? one_cell(col, empty) : NULL;
@@ -483,10 +413,10 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
         const char *tid = ev.s[F_TRACE_ID];
         Py_ssize_t tid_n = ev.n[F_TRACE_ID];
         if (tid_n && is_hex(tid, tid_n)) { /* a bytes element of the bytes the digits spell */
-            Buf raw;
-            buf_init(&raw);
+            MpBuf raw;
+            mp_buf_init(&raw);
             int bad = put_unhex(&raw, tid, tid_n) < 0 || key_escaped(b, KEY_BYTES, raw.p, raw.len) < 0;
-            buf_free(&raw);
+            mp_buf_free(&raw);
             if (bad) goto done;
         } else if (tid_n) {
             if (key_str(b, tid, tid_n) < 0) goto done;
@@ -531,7 +461,7 @@ static int event_rows(PyObject *sender, PyObject *event, long long salt_buckets,
     rc = 0;
 done:
     Py_XDECREF(value_b), Py_XDECREF(event_col);
-    buf_free(&value), buf_free(&v3), buf_free(&topic), buf_free(&msg_id), buf_free(&msg_row), buf_free(&tmp);
+    mp_buf_free(&value), mp_buf_free(&v3), mp_buf_free(&topic), mp_buf_free(&msg_id), mp_buf_free(&msg_row), mp_buf_free(&tmp);
     return rc;
 }
 
@@ -606,17 +536,17 @@ static int merge(Builder *self, PyObject *full, PyObject *table, PyObject *row, 
 
 static PyObject *sender_of(PyObject *header) {
     static const char *const names[3] = {"app", "host", "client_id"};
-    Buf b;
-    buf_init(&b);
-    int bad = put_byte(&b, VALUE_HEADER) < 0;
+    MpBuf b;
+    mp_buf_init(&b);
+    int bad = mp_buf_byte(&b, VALUE_HEADER) < 0;
     for (int i = 0; i < 3 && !bad; i++) {
         PyObject *v = PyObject_GetAttrString(header, names[i]);
-        if (!v) return buf_free(&b), NULL;
+        if (!v) return mp_buf_free(&b), NULL;
         bad = mp_pystr(&b, v) < 0;
         Py_DECREF(v);
     }
     PyObject *out = bad ? (PyErr_Clear(), Py_NewRef(Py_None)) : PyBytes_FromStringAndSize((const char *)b.p, b.len);
-    buf_free(&b);
+    mp_buf_free(&b);
     return out;
 }
 

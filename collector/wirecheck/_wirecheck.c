@@ -23,28 +23,17 @@
 #include <stdint.h>
 #include <string.h>
 
-/* msgpack's C unpacker (MSGPACK_EMBED_STACK_SIZE) keeps at most this many containers
-   open, empty ones included; deeper input is a StackError there, so a rejection here. */
-#define MSGPACK_MAX_DEPTH 1024
+#include "msgpack_rw.h" /* collector/_c/: mp_next, mp_skip, mp_utf8_valid */
+
 #define MAX_COLUMNS 64
 #define BATCH_FIELDS 8 /* version, client_id, seq, app, host, sent_ms, client_stats, events */
 
-enum { K_NIL, K_BOOL, K_INT, K_FLOAT, K_STR, K_BIN, K_EXT, K_ARRAY, K_MAP };
 enum { COL_INT, COL_STR, COL_BIN, COL_MAP, COL_PAIRS };
 
 /* Walk results: a Python exception (memory) is distinct from "not a valid batch". */
 #define OK 0
 #define REJECT (-1)
 #define PYERR (-2)
-
-typedef struct {
-    int kind;
-    int neg;                  /* K_INT: negative, the value is in sval */
-    uint64_t uval;            /* K_INT: the value when not negative */
-    int64_t sval;
-    const unsigned char *ptr; /* K_STR / K_BIN: the payload */
-    uint32_t len;             /* payload length, or element / pair count of a container */
-} Item;
 
 typedef struct {
     int kind;
@@ -65,305 +54,59 @@ static struct {
     Column columns[MAX_COLUMNS];
 } R;
 
-typedef struct {
-    const unsigned char *p, *end;
-    uint32_t bins; /* non-nil values of bin columns seen (captured bodies, raw keys), plus raw header pairs */
-} Reader;
-
 /* -- msgpack items ------------------------------------------------------------------ */
-
-static inline int has(const Reader *r, size_t n) { return (size_t)(r->end - r->p) >= n; }
 
 /* A declared length over a limit (limits are >= 0; compared unsigned on every platform). */
 static inline int over(uint32_t n, Py_ssize_t limit) { return (size_t)n > (size_t)limit; }
 
-/* A big-endian unsigned integer of n = 1, 2, 4 or 8 bytes (the caller checked the bounds). */
-static inline uint64_t be(const unsigned char *s, int n)
+/* The unpacker's per-item rules: its length limits, valid UTF-8 in every str, and ext data as
+   ExtType(code, data), which refuses negative codes (code -1 is a timestamp, never valid within
+   max_ext_len < 4: configure). 0 when the item passes. */
+static inline int item_ok(const MpItem *it)
 {
-    switch (n) {
-    case 1:
-        return s[0];
-    case 2:
-        return (uint64_t)s[0] << 8 | s[1];
-    case 4:
-        return (uint64_t)s[0] << 24 | (uint64_t)s[1] << 16 | (uint64_t)s[2] << 8 | s[3];
-    default:
-        return (uint64_t)s[0] << 56 | (uint64_t)s[1] << 48 | (uint64_t)s[2] << 40 | (uint64_t)s[3] << 32 |
-               (uint64_t)s[4] << 24 | (uint64_t)s[5] << 16 | (uint64_t)s[6] << 8 | s[7];
-    }
-}
-
-/* Most strings on the wire are short ASCII: one OR over the bytes settles them. */
-static inline int ascii_only(const unsigned char *s, size_t n)
-{
-    uint64_t acc = 0, w;
-    if (n >= 8) {
-        for (size_t i = 0; i + 8 <= n; i += 8) {
-            memcpy(&w, s + i, 8);
-            acc |= w;
-        }
-        memcpy(&w, s + n - 8, 8); /* the tail, overlapping what was read */
-        acc |= w;
-    } else if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, s, 4);
-        memcpy(&b, s + n - 4, 4);
-        acc = a | b;
-    } else {
-        for (size_t i = 0; i < n; i++)
-            acc |= s[i];
-    }
-    return !(acc & 0x8080808080808080ULL);
-}
-
-/* Python's strict UTF-8 decoder: no overlong forms, no surrogates, nothing above U+10FFFF. */
-static int utf8_valid(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        while (i + 8 <= n) { /* ASCII runs, a word at a time */
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if (w & 0x8080808080808080ULL)
-                break;
-            i += 8;
-        }
-        if (i >= n)
-            break;
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            i++;
-        } else if (c < 0xC2) {
-            return 0;
-        } else if (c < 0xE0) {
-            if (n - i < 2 || (s[i + 1] & 0xC0) != 0x80)
-                return 0;
-            i += 2;
-        } else if (c < 0xF0) {
-            if (n - i < 3 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80)
-                return 0;
-            if ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] >= 0xA0))
-                return 0; /* overlong, surrogate */
-            i += 3;
-        } else if (c < 0xF5) {
-            if (n - i < 4 || (s[i + 1] & 0xC0) != 0x80 || (s[i + 2] & 0xC0) != 0x80 ||
-                (s[i + 3] & 0xC0) != 0x80)
-                return 0;
-            if ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] >= 0x90))
-                return 0; /* overlong, above U+10FFFF */
-            i += 4;
-        } else {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* Read one item's header, and the payload of a str/bin/ext; apply the unpacker's
-   per-item rules. Containers' contents are left to the caller. */
-static int read_item(Reader *r, Item *it)
-{
-    if (!has(r, 1))
-        return REJECT;
-    unsigned c = *r->p++;
-    int width = 0;
-    it->neg = 0;
-    if (c <= 0x7f) {
-        it->kind = K_INT;
-        it->uval = c;
-        return OK;
-    }
-    if (c >= 0xe0) {
-        it->kind = K_INT;
-        it->neg = 1;
-        it->sval = (int8_t)c;
-        return OK;
-    }
-    if ((c & 0xf0) == 0x80) {
-        it->kind = K_MAP;
-        it->len = c & 0x0f;
-        return OK;
-    }
-    if ((c & 0xf0) == 0x90) {
-        it->kind = K_ARRAY;
-        it->len = c & 0x0f;
-        return OK;
-    }
-    if ((c & 0xe0) == 0xa0) {
-        it->kind = K_STR;
-        it->len = c & 0x1f;
-        goto payload;
-    }
-    switch (c) {
-    case 0xc0:
-        it->kind = K_NIL;
-        return OK;
-    case 0xc2:
-    case 0xc3:
-        it->kind = K_BOOL;
-        return OK;
-    case 0xca:
-    case 0xcb:
-        width = c == 0xca ? 4 : 8;
-        if (!has(r, width))
-            return REJECT;
-        r->p += width;
-        it->kind = K_FLOAT;
-        return OK;
-    case 0xcc:
-    case 0xcd:
-    case 0xce:
-    case 0xcf:
-        width = 1 << (c - 0xcc);
-        if (!has(r, width))
-            return REJECT;
-        it->kind = K_INT;
-        it->uval = be(r->p, width);
-        r->p += width;
-        return OK;
-    case 0xd0:
-    case 0xd1:
-    case 0xd2:
-    case 0xd3: {
-        width = 1 << (c - 0xd0);
-        if (!has(r, width))
-            return REJECT;
-        uint64_t raw = be(r->p, width);
-        r->p += width;
-        int64_t v;
-        if (width < 8 && (raw >> (width * 8 - 1)) & 1)
-            raw |= ~0ULL << (width * 8); /* sign-extend */
-        memcpy(&v, &raw, sizeof v);
-        it->kind = K_INT;
-        if (v < 0) {
-            it->neg = 1;
-            it->sval = v;
-        } else {
-            it->uval = (uint64_t)v;
-        }
-        return OK;
-    }
-    case 0xd9:
-    case 0xda:
-    case 0xdb:
-        it->kind = K_STR;
-        width = 1 << (c - 0xd9);
-        break;
-    case 0xc4:
-    case 0xc5:
-    case 0xc6:
-        it->kind = K_BIN;
-        width = 1 << (c - 0xc4);
-        break;
-    case 0xc7:
-    case 0xc8:
-    case 0xc9:
-        it->kind = K_EXT;
-        width = 1 << (c - 0xc7);
-        break;
-    case 0xd4:
-    case 0xd5:
-    case 0xd6:
-    case 0xd7:
-    case 0xd8:
-        it->kind = K_EXT;
-        it->len = 1u << (c - 0xd4);
-        goto payload;
-    case 0xdc:
-    case 0xdd:
-        it->kind = K_ARRAY;
-        width = c == 0xdc ? 2 : 4;
-        break;
-    case 0xde:
-    case 0xdf:
-        it->kind = K_MAP;
-        width = c == 0xde ? 2 : 4;
-        break;
-    default: /* 0xc1 is never used */
-        return REJECT;
-    }
-    if (!has(r, width))
-        return REJECT;
-    it->len = (uint32_t)be(r->p, width);
-    r->p += width;
-    if (it->kind == K_ARRAY)
-        return over(it->len, R.max_array_len) ? REJECT : OK;
-    if (it->kind == K_MAP)
-        return over(it->len, R.max_map_len) ? REJECT : OK;
-payload:
-    if (it->kind == K_EXT) {
-        /* The unpacker turns ext data into ExtType(code, data), which refuses negative
-           codes; code -1 is a timestamp, never valid within max_ext_len < 4 (configure). */
-        if (!has(r, 1))
-            return REJECT;
-        int8_t code = (int8_t)*r->p++;
-        if (over(it->len, R.max_ext_len) || code < 0 || !has(r, it->len))
-            return REJECT;
-        r->p += it->len;
-        return OK;
-    }
-    if (!has(r, it->len))
-        return REJECT;
-    it->ptr = r->p;
-    r->p += it->len;
-    if (it->kind == K_BIN)
+    switch (it->kind) {
+    case MP_STR:
+        return over(it->len, R.max_str_len) || !mp_utf8_valid(it->ptr, it->len) ? REJECT : OK;
+    case MP_BIN:
         return over(it->len, R.max_bin_len) ? REJECT : OK;
-    if (over(it->len, R.max_str_len) || (!ascii_only(it->ptr, it->len) && !utf8_valid(it->ptr, it->len)))
-        return REJECT;
-    return OK;
+    case MP_EXT:
+        return over(it->len, R.max_ext_len) || it->ext_type < 0 ? REJECT : OK;
+    case MP_ARRAY:
+        return over(it->len, R.max_array_len) ? REJECT : OK;
+    case MP_MAP:
+        return over(it->len, R.max_map_len) ? REJECT : OK;
+    default:
+        return OK;
+    }
 }
+
+/* Read one item's header, and the payload of a str/bin/ext; apply the unpacker's per-item
+   rules. Containers' contents are left to the caller. */
+static int read_item(MpReader *r, MpItem *it) { return mp_next(r, it) == 0 && item_ok(it) == OK ? OK : REJECT; }
 
 /* Skip one value of any shape, ``depth`` containers already open around it. */
-static int skip_value(Reader *r, int depth)
-{
-    uint32_t left[MSGPACK_MAX_DEPTH]; /* items still to read in each open container */
-    unsigned char is_map[MSGPACK_MAX_DEPTH];
-    int top = 0;
-    for (;;) {
-        Item it;
-        if (read_item(r, &it) != OK)
-            return REJECT;
-        /* strict_map_key: a key is a str or bin (keys come at even counts left) */
-        if (top > 0 && is_map[top - 1] && left[top - 1] % 2 == 0 && it.kind != K_STR && it.kind != K_BIN)
-            return REJECT;
-        if (it.kind == K_ARRAY || it.kind == K_MAP) {
-            if (depth + top >= MSGPACK_MAX_DEPTH)
-                return REJECT;
-            if (it.len > 0) {
-                left[top] = it.kind == K_MAP ? 2 * it.len : it.len; /* len <= max_map_len */
-                is_map[top] = it.kind == K_MAP;
-                top++;
-                continue;
-            }
-        }
-        /* An item is complete: count it off, closing every container it completes. */
-        while (top > 0 && --left[top - 1] == 0)
-            top--;
-        if (top == 0)
-            return OK;
-    }
-}
+static int skip_value(MpReader *r, int depth) { return mp_skip(r, depth, MP_MAX_DEPTH, item_ok) == 0 ? OK : REJECT; }
 
-static int int_in(const Item *it, int64_t lo, int64_t hi)
+static int int_in(const MpItem *it, int64_t lo, int64_t hi)
 {
     if (it->neg)
-        return it->sval >= lo && it->sval <= hi;
-    if (hi < 0 || it->uval > (uint64_t)hi)
+        return it->i >= lo && it->i <= hi;
+    if (hi < 0 || it->u > (uint64_t)hi)
         return 0;
-    return lo <= 0 || it->uval >= (uint64_t)lo;
+    return lo <= 0 || it->u >= (uint64_t)lo;
 }
 
 /* -- the schema ----------------------------------------------------------------------- */
 
 /* A map's value: 1 when it is a str, 0 when it is anything else (skipped). */
-static int read_map_value(Reader *r, int depth, int *is_str)
+static int read_map_value(MpReader *r, int depth, int *is_str)
 {
     const unsigned char *start = r->p;
-    Item it;
+    MpItem it;
     if (read_item(r, &it) != OK)
         return REJECT;
-    *is_str = it.kind == K_STR;
-    if (it.kind == K_ARRAY || it.kind == K_MAP) {
+    *is_str = it.kind == MP_STR;
+    if (it.kind == MP_ARRAY || it.kind == MP_MAP) {
         r->p = start;
         return skip_value(r, depth);
     }
@@ -373,14 +116,14 @@ static int read_map_value(Reader *r, int depth, int *is_str)
 /* props: a map of at most max_props str keys to str values *as a dict*: a repeated key
    keeps its last value and counts once, so the rare maps that are not plainly valid are
    replayed into a dict of key bytes (UTF-8 is canonical: equal bytes, equal str). */
-static int check_props(Reader *r, uint32_t n, int depth)
+static int check_props(MpReader *r, uint32_t n, int depth)
 {
     const unsigned char *start = r->p;
     int plain = 1;
     for (uint32_t i = 0; i < n; i++) {
-        Item key;
+        MpItem key;
         int is_str;
-        if (read_item(r, &key) != OK || key.kind != K_STR) /* a bin key stays a bytes key */
+        if (read_item(r, &key) != OK || key.kind != MP_STR) /* a bin key stays a bytes key */
             return REJECT;
         if (read_map_value(r, depth, &is_str) != OK)
             return REJECT;
@@ -395,10 +138,10 @@ static int check_props(Reader *r, uint32_t n, int depth)
         return PYERR;
     int result = OK;
     for (uint32_t i = 0; i < n && result == OK; i++) {
-        Item key;
+        MpItem key;
         int is_str = 0;
         /* The loop above read the same bytes, so this cannot fail; checked all the same. */
-        if (read_item(r, &key) != OK || key.kind != K_STR || read_map_value(r, depth, &is_str) != OK) {
+        if (read_item(r, &key) != OK || key.kind != MP_STR || read_map_value(r, depth, &is_str) != OK) {
             result = REJECT;
             break;
         }
@@ -422,69 +165,70 @@ static int check_props(Reader *r, uint32_t n, int depth)
 }
 
 /* raw_headers: at most max_pairs [str, bin] arrays, names and values max_pairs_bytes in all. */
-static int check_pairs(Reader *r, uint32_t n)
+static int check_pairs(MpReader *r, uint32_t n)
 {
     if (over(n, R.max_pairs))
         return REJECT;
     size_t size = 0;
     for (uint32_t i = 0; i < n; i++) {
-        Item pair, name, value;
-        if (read_item(r, &pair) != OK || pair.kind != K_ARRAY || pair.len != 2)
+        MpItem pair, name, value;
+        if (read_item(r, &pair) != OK || pair.kind != MP_ARRAY || pair.len != 2)
             return REJECT;
-        if (read_item(r, &name) != OK || name.kind != K_STR || read_item(r, &value) != OK || value.kind != K_BIN)
+        if (read_item(r, &name) != OK || name.kind != MP_STR || read_item(r, &value) != OK || value.kind != MP_BIN)
             return REJECT;
         size += (size_t)name.len + value.len;
     }
     return size > (size_t)R.max_pairs_bytes ? REJECT : OK;
 }
 
-static int check_event(Reader *r)
+/* One event; *bins counts its non-nil values of bin columns (captured bodies, raw keys) and raw header pairs. */
+static int check_event(MpReader *r, uint32_t *bins)
 {
-    Item ev;
-    if (read_item(r, &ev) != OK || ev.kind != K_ARRAY)
+    MpItem ev;
+    if (read_item(r, &ev) != OK || ev.kind != MP_ARRAY)
         return REJECT;
     if ((size_t)ev.len < (size_t)R.min_fields || over(ev.len, R.n_columns))
         return REJECT;
     for (uint32_t i = 0; i < ev.len; i++) {
         const Column *col = &R.columns[i];
-        Item it;
+        MpItem it;
         /* The usual encodings of the usual values first (this loop runs for every field
            of every event); anything else takes the general reader. */
-        unsigned c = has(r, 1) ? *r->p : 0xc1;
+        unsigned c = mp_has(r, 1) ? *r->p : 0xc1;
         if (col->kind == COL_INT && c <= 0x7f) {
-            it.kind = K_INT;
+            it.kind = MP_INT;
             it.neg = 0;
-            it.uval = c;
+            it.u = c;
             r->p++;
-        } else if (col->kind == COL_STR && (c & 0xe0) == 0xa0 && has(r, 1 + (c & 0x1f)) &&
-                   !over(c & 0x1f, R.max_str_len) && ascii_only(r->p + 1, c & 0x1f)) {
-            it.kind = K_STR;
+        } else if (col->kind == COL_STR && (c & 0xe0) == 0xa0 && mp_has(r, 1 + (c & 0x1f)) &&
+                   !over(c & 0x1f, R.max_str_len) && mp_ascii_only(r->p + 1, c & 0x1f)) {
+            it.kind = MP_STR;
             it.len = c & 0x1f;
             it.ptr = r->p + 1;
             r->p += 1 + it.len;
         } else if (read_item(r, &it) != OK) {
             return REJECT;
         }
-        if (it.kind == K_NIL && col->nullable)
+        if (it.kind == MP_NIL && col->nullable)
             continue;
         switch (col->kind) {
         case COL_INT:
-            if (it.kind != K_INT || (col->has_range && !int_in(&it, col->lo, col->hi)))
+            if (it.kind != MP_INT || (col->has_range && !int_in(&it, col->lo, col->hi)))
                 return REJECT;
-            if (col->has_enum && (it.neg || it.uval > 63 || !((col->enum_bits >> it.uval) & 1)))
+            if (col->has_enum && (it.neg || it.u > 63 || !((col->enum_bits >> it.u) & 1)))
                 return REJECT;
             break;
         case COL_STR:
-            if (it.kind != K_STR || (col->nonempty && it.len == 0))
+            if (it.kind != MP_STR || (col->nonempty && it.len == 0))
                 return REJECT;
             break;
         case COL_BIN:
-            if (it.kind != K_BIN)
+            if (it.kind != MP_BIN)
                 return REJECT;
-            r->bins++;
+            (*bins)++;
             break;
         case COL_MAP: {
-            if (it.kind != K_MAP)
+            if (it.kind != MP_MAP)
                 return REJECT;
             /* batch, events, this event and the map are open: far below the stack limit */
             int rc = check_props(r, it.len, 4);
@@ -493,9 +237,9 @@ static int check_event(Reader *r)
             break;
         }
         case COL_PAIRS:
-            if (it.kind != K_ARRAY || check_pairs(r, it.len) != OK)
+            if (it.kind != MP_ARRAY || check_pairs(r, it.len) != OK)
                 return REJECT;
-            r->bins += it.len; /* each pair's value is a bin: a kept record ingest may strip */
+            *bins += it.len; /* each pair's value is a bin: a kept record ingest may strip */
             break;
         default:
             return REJECT;
@@ -507,15 +251,15 @@ static int check_event(Reader *r)
 /* client_stats becomes part of the returned header, so it is built as the unpacker would
    (later duplicates win); values that are not non-negative 64-bit ints become None and
    fail the check at the end, unless a later duplicate replaced them. */
-static int read_stats(Reader *r, uint32_t n, PyObject **out)
+static int read_stats(MpReader *r, uint32_t n, PyObject **out)
 {
     PyObject *stats = PyDict_New();
     if (stats == NULL)
         return PYERR;
     int result = OK;
     for (uint32_t i = 0; i < n && result == OK; i++) {
-        Item key, val;
-        if (read_item(r, &key) != OK || key.kind != K_STR) {
+        MpItem key, val;
+        if (read_item(r, &key) != OK || key.kind != MP_STR) {
             result = REJECT;
             break;
         }
@@ -525,10 +269,10 @@ static int read_stats(Reader *r, uint32_t n, PyObject **out)
             break;
         }
         PyObject *v;
-        if (val.kind == K_INT && int_in(&val, 0, R.max_int)) {
-            v = PyLong_FromUnsignedLongLong(val.uval);
+        if (val.kind == MP_INT && int_in(&val, 0, R.max_int)) {
+            v = PyLong_FromUnsignedLongLong(val.u);
         } else {
-            if (val.kind == K_ARRAY || val.kind == K_MAP) {
+            if (val.kind == MP_ARRAY || val.kind == MP_MAP) {
                 r->p = start;
                 if (skip_value(r, 2) != OK) { /* batch and stats are open */
                     result = REJECT;
@@ -560,40 +304,41 @@ static int read_stats(Reader *r, uint32_t n, PyObject **out)
     return OK;
 }
 
-static PyObject *decode_str(const Item *it)
+static PyObject *decode_str(const MpItem *it)
 {
     return PyUnicode_DecodeUTF8((const char *)it->ptr, it->len, "strict");
 }
 
 /* The walk; on OK, *result is (client_id, seq, app, host, sent_ms, client_stats, count, bins). */
-static int check_batch(Reader *r, PyObject **result)
+static int check_batch(MpReader *r, PyObject **result)
 {
-    Item batch, f[BATCH_FIELDS - 1];
-    if (read_item(r, &batch) != OK || batch.kind != K_ARRAY || batch.len < BATCH_FIELDS)
+    MpItem batch, f[BATCH_FIELDS - 1];
+    if (read_item(r, &batch) != OK || batch.kind != MP_ARRAY || batch.len < BATCH_FIELDS)
         return REJECT;
     for (int i = 0; i < 6; i++) /* version .. sent_ms */
         if (read_item(r, &f[i]) != OK)
             return REJECT;
-    if (f[0].kind != K_INT || !int_in(&f[0], R.min_version, R.max_version))
+    if (f[0].kind != MP_INT || !int_in(&f[0], R.min_version, R.max_version))
         return REJECT;
-    if (f[1].kind != K_STR || f[1].len == 0 || f[3].kind != K_STR || f[4].kind != K_STR)
+    if (f[1].kind != MP_STR || f[1].len == 0 || f[3].kind != MP_STR || f[4].kind != MP_STR)
         return REJECT;
-    if (f[2].kind != K_INT || !int_in(&f[2], 0, R.max_int) || f[5].kind != K_INT ||
+    if (f[2].kind != MP_INT || !int_in(&f[2], 0, R.max_int) || f[5].kind != MP_INT ||
         !int_in(&f[5], 0, R.max_sent_ms))
         return REJECT;
-    Item it;
-    if (read_item(r, &it) != OK || it.kind != K_MAP)
+    MpItem it;
+    if (read_item(r, &it) != OK || it.kind != MP_MAP)
         return REJECT;
     PyObject *stats = NULL;
     int rc = read_stats(r, it.len, &stats);
     if (rc != OK)
         return rc;
-    Item events;
+    MpItem events;
+    uint32_t bins = 0;
     rc = REJECT;
-    if (read_item(r, &events) != OK || events.kind != K_ARRAY)
+    if (read_item(r, &events) != OK || events.kind != MP_ARRAY)
         goto fail;
     for (uint32_t i = 0; i < events.len; i++)
-        if ((rc = check_event(r)) != OK)
+        if ((rc = check_event(r, &bins)) != OK)
             goto fail;
     rc = REJECT;
     for (uint32_t i = BATCH_FIELDS; i < batch.len; i++) /* fields of a newer version: unread */
@@ -601,9 +346,9 @@ static int check_batch(Reader *r, PyObject **result)
             goto fail;
     if (r->p != r->end) /* trailing bytes */
         goto fail;
-    *result = Py_BuildValue("(NKNNKNII)", decode_str(&f[1]), (unsigned long long)f[2].uval,
-                            decode_str(&f[3]), decode_str(&f[4]), (unsigned long long)f[5].uval,
-                            stats, (unsigned int)events.len, (unsigned int)r->bins);
+    *result = Py_BuildValue("(NKNNKNII)", decode_str(&f[1]), (unsigned long long)f[2].u,
+                            decode_str(&f[3]), decode_str(&f[4]), (unsigned long long)f[5].u,
+                            stats, (unsigned int)events.len, (unsigned int)bins);
     return *result == NULL ? PYERR : OK; /* Py_BuildValue's N consumed stats either way */
 fail:
     Py_DECREF(stats);
@@ -623,7 +368,7 @@ static PyObject *wirecheck_check(PyObject *self, PyObject *arg)
         PyErr_Clear(); /* not bytes-like: the Python path produces the error */
         Py_RETURN_NONE;
     }
-    Reader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len, 0};
+    MpReader r = {(const unsigned char *)view.buf, (const unsigned char *)view.buf + view.len};
     PyObject *result = NULL;
     int rc = check_batch(&r, &result);
     PyBuffer_Release(&view);
