@@ -5,14 +5,14 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 # Fixtures for real services, usable from every test package; the skip guard; pytester for its test.
-# fixtures.stopping, fixtures.sharing and fixtures.prestart first: the server fixtures import them, and a plugin must be registered
+# fixtures.stopping and fixtures.prestart first: the server fixtures import them, and a plugin must be registered
 # before it is imported.
 pytest_plugins = [
-    "fixtures.stopping", "fixtures.sharing", "fixtures.prestart", "fixtures.hbase", "fixtures.brokers", "fixtures.tls",
+    "fixtures.stopping", "fixtures.prestart", "fixtures.hbase", "fixtures.brokers", "fixtures.tls",
     "fixtures.spark_cluster", "fixtures.stores", "fixtures.collector_process", "fixtures.prometheus", "fixtures.spark",
     "fixtures.skips", "fixtures.tiers", "fixtures.fallback", "pytester",
 ]
@@ -22,10 +22,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 HYPOTHESIS_DB = ROOT / ".hypothesis" / "examples"
 """Failing examples hypothesis found, replayed first on the next run (git-ignored; whatever the cwd)."""
 
-# too_slow: how fast examples are drawn is not what any test checks, and it varies with the host's load
-# (two xdist workers, services and JVMs on two cores); a test's own ``deadline`` still applies.
-settings.register_profile("tracehook", database=DirectoryBasedExampleDatabase(str(HYPOTHESIS_DB)),
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("tracehook", database=DirectoryBasedExampleDatabase(str(HYPOTHESIS_DB)))
 settings.load_profile("tracehook")
 
 
