@@ -51,13 +51,23 @@ def _next_millisecond() -> None:
 
 
 def _store_rows(path: str) -> list[Any]:
-    """Every (table, row, column, value) in the embedded store; the write time (ts) left out."""
+    """Every (table, row, column, value) in the embedded store, expired cells included (the SQL the store
+    scans with, no oldest time, so a cell a purge should have deleted still shows); write times left out."""
     import sqlite3
+
+    from collector.store import schema, sqlite_tables
 
     con = sqlite3.connect(path)
     try:
-        tables = [r[0] for r in con.execute("select name from sqlite_master where type='table' order by name")]
-        return [(t, sorted(con.execute(f'select row, col, value from "{t}"').fetchall())) for t in tables]
+        names = [r[0] for r in con.execute("select name from sqlite_master where type='table' order by name")]
+        rows = []
+        for name in names:
+            columns = sqlite_tables.table_columns(con.execute(f'PRAGMA table_info("{name}")').fetchall())
+            table = (sqlite_tables.found(schema.TABLES_BY_NAME[name], columns) if name in schema.TABLES_BY_NAME
+                     else sqlite_tables.whole_table(name))
+            cells = con.execute(table.scan(reverse=False), (b"", b"\xff" * 256, 0, -1)).fetchall()
+            rows.append((name, sorted((bytes(r), bytes(c), bytes(v)) for r, c, v in cells)))
+        return rows
     finally:
         con.close()
 
