@@ -14,7 +14,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 pytest_plugins = [
     "fixtures.stopping", "fixtures.sharing", "fixtures.prestart", "fixtures.hbase", "fixtures.brokers", "fixtures.tls",
     "fixtures.spark_cluster", "fixtures.stores", "fixtures.collector_process", "fixtures.prometheus", "fixtures.spark",
-    "fixtures.skips", "fixtures.tiers", "fixtures.fallback", "pytester",
+    "fixtures.skips", "fixtures.tiers", "fixtures.order", "fixtures.fallback", "pytester",
 ]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
