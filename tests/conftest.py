@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 # Fixtures for real services, usable from every test package; the skip guard; pytester for its test.
-# fixtures.stopping and fixtures.prestart first: the server fixtures import them, and a plugin must be registered
+# fixtures.stopping, fixtures.sharing and fixtures.prestart first: the server fixtures import them, and a plugin must be registered
 # before it is imported.
 pytest_plugins = [
-    "fixtures.stopping", "fixtures.prestart", "fixtures.hbase", "fixtures.brokers", "fixtures.tls",
+    "fixtures.stopping", "fixtures.sharing", "fixtures.prestart", "fixtures.hbase", "fixtures.brokers", "fixtures.tls",
     "fixtures.spark_cluster", "fixtures.stores", "fixtures.collector_process", "fixtures.prometheus", "fixtures.spark",
-    "fixtures.skips", "fixtures.tiers", "fixtures.fallback", "pytester",
+    "fixtures.skips", "fixtures.tiers", "fixtures.order", "fixtures.fallback", "pytester",
 ]
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
