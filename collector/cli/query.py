@@ -136,11 +136,11 @@ class StoreSource:
         directly is reading everything, as a token with the body scope does."""
         from collector.query.documents import body_document, trace_document
 
-        trace = self.query.get_trace(msg_id)
-        if trace is None:
+        message = self.query.get_message(msg_id)
+        if message is None:
             return None
-        doc = trace_document(trace)
-        doc.update(body_document(self.query.get_body(msg_id), True))
+        doc = trace_document(message.trace)
+        doc.update(body_document(message.body, True))
         return doc
 
     def page(self, kind: str, topic: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -76,11 +76,11 @@ def message_document(source: Any, msg_id: str) -> dict[str, Any] | None:
     if isinstance(source, StoreSource):
         from collector.query.documents import body_document
 
-        trace = source.query.get_trace(msg_id)
-        if trace is None:
+        message = source.query.get_message(msg_id)
+        if message is None:
             return None
-        doc = {"props": trace.props}
-        doc.update(body_document(source.query.get_body(msg_id), True))
+        doc = {"props": message.trace.props}
+        doc.update(body_document(message.body, True))
         return doc
     return source.http.trace(msg_id)
 

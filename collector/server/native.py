@@ -36,10 +36,10 @@ log = logging.getLogger(__name__)
 async def get_message(request: web.Request) -> web.Response:
     """GET /v1/messages/{msg_id}: the full trace, 404 when unknown."""
     msg_id = request.match_info["msg_id"]
-    trace = await run_query(request, "get_trace", msg_id)
-    if trace is None:
+    message = await run_query(request, "get_message", msg_id)
+    if message is None:
         return json_error("not_found", not_found_detail(request, msg_id), status=404)
-    found = await run_query(request, "get_body", msg_id)
+    trace, found = message
     may_read = may_read_bodies(request)
     doc = trace_document(trace)
     doc.update(body_document(found, may_read))

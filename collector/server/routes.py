@@ -28,7 +28,7 @@ from collector.server.auth import may_read_bodies, require_query_token
 from collector.server.errors import ANSWERED
 from collector.server.responses import error_response, json_error
 from collector.store.model import MessageTrace
-from collector.store.reader import TraceQuery
+from collector.store.reader import MessageLookup, TraceQuery
 
 HERE = pathlib.Path(__file__).resolve().parent
 STATIC_DIR = HERE / "static"
@@ -69,8 +69,9 @@ async def run_query(request: web.Request, method: str, *args: Any, **kwargs: Any
     (:func:`collector.server.auth.may_read_bodies`): every route that reads a trace reads it here.
     """
     result = await asyncio.to_thread(getattr(trace_query(request), method), *args, **kwargs)
-    if isinstance(result, MessageTrace) and not may_read_bodies(request):
-        withhold_bodies(result)  # a fresh trace per call: nothing else sees the change
+    trace = result.trace if isinstance(result, MessageLookup) else result
+    if isinstance(trace, MessageTrace) and not may_read_bodies(request):
+        withhold_bodies(trace)  # a fresh trace per call: nothing else sees the change
     return result
 
 

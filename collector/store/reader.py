@@ -35,6 +35,13 @@ from tracehook.wire import EventType, Status
 MAX_LIMIT = 1000
 """Largest page a query returns."""
 
+class MessageLookup(NamedTuple):
+    """One message as its page shows it: the trace and what the bodies table holds for it."""
+
+    trace: MessageTrace
+    body: BodyLookup
+
+
 class _Candidate(NamedTuple):
     """An index row as a page reads it: its key after the query's prefix, and what that key says."""
 
@@ -101,6 +108,12 @@ class TraceQuery:
     def get_body(self, msg_id: str) -> BodyLookup:
         """The message's kept body (the bodies table: :mod:`collector.store.bodies`), or that it was erased."""
         return read_body(self.store, msg_id)
+
+    def get_message(self, msg_id: str) -> MessageLookup | None:
+        """:meth:`get_trace` and, for a known message, :meth:`get_body` in one call (one worker thread
+        hop for the message page); ``None`` if nothing is indexed for ``msg_id``."""
+        trace = self.get_trace(msg_id)
+        return None if trace is None else MessageLookup(trace, self.get_body(msg_id))
 
     def consume_records(self, msg_id: str) -> list[dict[str, Any]]:
         """QMQ-style consume records: one per SUB_BEFORE (action 0, pull), SUB_AFTER (1, ack) and DEAD.

@@ -28,6 +28,7 @@ from collector.cli.replay_trace import (
 )
 from collector.index.indexer import finish_batch, index_records
 from collector.store import bodies, open_store
+from collector.store.reader import MessageLookup
 from tracehook import Status, wire
 from tracehook.wire import BODY_TRUNCATED, BODY_ZLIB, BatchHeader, EventType
 
@@ -126,9 +127,9 @@ def test_amqp_headers_come_back_as_table_values_and_need_a_destination() -> None
 
     class Source(StoreSource):  # the store source's type, documents from a dict
         def __init__(self) -> None:
-            self.query = types.SimpleNamespace(get_trace=lambda m: types.SimpleNamespace(props={}),
-                                               get_body=lambda m: bodies.BodyLookup(bodies.KeptBody(
-                                                   "notify", T, 0, b"hi", 2, None, [["h", wire.amqp_header_bytes(1)]])))
+            kept = bodies.BodyLookup(bodies.KeptBody("notify", T, 0, b"hi", 2, None, [["h", wire.amqp_header_bytes(1)]]))
+            self.query = types.SimpleNamespace(
+                get_message=lambda m: MessageLookup(types.SimpleNamespace(props={}), kept))  # type: ignore[arg-type]
 
     [(_, record, problem)] = read_kept(Source(), "notify", [_wanted("a-old")], amqp=True)
     assert (record, problem) == (None, NO_DESTINATION)  # sent before the adapter recorded where

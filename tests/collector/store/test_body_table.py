@@ -10,6 +10,7 @@ import pytest
 from collector.index.indexer import index_records
 from collector.index.rows import rows_for
 from collector.store import bodies, codec, open_store, schema
+from collector.store.reader import TraceQuery
 from tracehook import wire
 from tracehook.wire import BODY_TRUNCATED, BODY_ZLIB, BatchHeader, EventType
 
@@ -34,6 +35,10 @@ def test_the_sends_body_wins_over_a_consumes(store) -> None:  # type: ignore[no-
     index_records(store, [(HEADER, _ev(EventType.PUB, "m", b"as sent"))])
     assert bodies.read_body(store, "m").kept.body == b"as sent"  # type: ignore[union-attr]
     assert bodies.read_body(store, "other") == bodies.BodyLookup()
+    query = TraceQuery(store)  # the message page's one call: the trace and its body together
+    message = query.get_message("m")
+    assert message is not None and message.trace == query.get_trace("m") and message.body.kept.body == b"as sent"
+    assert query.get_message("other") is None
 
 
 def test_the_trace_cells_are_the_same_with_or_without_a_body() -> None:
