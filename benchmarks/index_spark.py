@@ -93,6 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 n = index_once(spark, log_dir, url).events if path == "spark job" else in_process(log_dir, url)
                 seconds = time.perf_counter() - started
                 print(f"| {path + ' -> ' + name:<28} | {seconds:>8.1f} | {n / seconds:>10,.0f} |", flush=True)
+                if url.startswith("hbase://"):  # leave no benchmark tables behind in the shared HBase
+                    store = open_store(url)
+                    store.drop_tables()  # type: ignore[attr-defined]
+                    store.close()
         spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
