@@ -9,11 +9,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 # Fixtures for real services, usable from every test package; the skip guard; pytester for its test.
-# fixtures.stopping, fixtures.sharing and fixtures.prestart first: the server fixtures import them, and a plugin must be registered
-# before it is imported.
+# fixtures.stopping, fixtures.sharing, fixtures.prestart and fixtures.spark first: the server fixtures import them, and a
+# plugin must be registered before it is imported.
 pytest_plugins = [
-    "fixtures.stopping", "fixtures.sharing", "fixtures.prestart", "fixtures.hbase", "fixtures.brokers", "fixtures.tls",
-    "fixtures.spark_cluster", "fixtures.stores", "fixtures.collector_process", "fixtures.prometheus", "fixtures.spark",
+    "fixtures.stopping", "fixtures.sharing", "fixtures.prestart", "fixtures.spark", "fixtures.hbase", "fixtures.brokers",
+    "fixtures.tls", "fixtures.spark_cluster", "fixtures.stores", "fixtures.collector_process", "fixtures.prometheus",
     "fixtures.skips", "fixtures.tiers", "fixtures.order", "fixtures.fallback", "pytester",
 ]
 
