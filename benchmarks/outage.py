@@ -158,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     phases, end = run(args.rate, args.queue_size, args.before, args.outage, args.after)
     print(f"rate {args.rate:,.0f}/s, queue {args.queue_size:,}, collector down {args.outage:.0f} s")
-    print(f"| phase | seconds | events | paced target | max hook µs | p99 hook µs | max queued | dropped "
-          f"| RSS KiB at start | RSS KiB peak |")
+    print("| phase | seconds | events | paced target | max hook µs | p99 hook µs | max queued | dropped "
+          "| RSS KiB at start | RSS KiB peak |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for p in phases:
         seconds = p.ended - p.started

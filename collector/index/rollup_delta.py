@@ -147,7 +147,7 @@ def _add(state: MinuteState, entry: _Entry) -> bool:
             state.last_key = key
         return True
     has: dict[str, tuple[int, bool, int | None]] = {g: (c, r, ms) for g, c, r, ms in _groups(flat, start)}
-    for group, (code, _, _) in has.items():
+    for group, (_code, _, _) in has.items():
         if group in out.groups:
             if key < state.first_keys[group]:
                 return False  # the group's new first part: which parts then follow it is not known here

@@ -23,6 +23,8 @@ from typing import Any
 
 import msgpack
 
+from collector.index.readback import PartEvent
+from collector.index.rollup_buckets import _VERSION, LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
 from collector.store import schema
 from collector.store.base import Columns
 from collector.store.model import (
@@ -37,10 +39,7 @@ from collector.store.model import (
     outcome_of,
     pair_attempts,
 )
-from collector.index.readback import PartEvent
-from collector.index.rollup_buckets import _VERSION, LATENCY_BOUNDS_MS, GroupBucket, MinuteBucket
 from tracehook.wire import Event, EventType, Status
-
 
 Groups = dict[str, tuple[str, bool, int | None]]
 """A part's groups: group -> (outcome, retried, latency ms or None), as :class:`Part` holds them."""

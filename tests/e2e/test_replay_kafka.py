@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 import replay_handlers
-from fixtures.collector_process import CollectorProcess
 from fixtures.brokers import to_end
+from fixtures.collector_process import CollectorProcess
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 

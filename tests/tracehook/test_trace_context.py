@@ -11,10 +11,9 @@ import sys
 from typing import Any
 
 import pytest
+from fixtures.deps import require
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-
-from fixtures.deps import require
 
 require("opentelemetry.sdk.trace")  # the dev extra: a missing SDK fails the run
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collector.query.timeline import build_timeline
-from collector.store.model import build_trace
 from collector.store.codec import StoredEvent
+from collector.store.model import build_trace
 from tests.fixtures.sample import BILLING_HEADER, consume, send
 from tracehook.wire import Status
 

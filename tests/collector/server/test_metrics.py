@@ -8,8 +8,8 @@ import math
 import os
 
 import pytest
-from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from collector_service_helpers import make_batch
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 
 from collector.log import file as tracelog
 from collector.server.app import create_app

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import requests
 
-from collector.server.notify import READY, STOPPING, notify
+from collector.server.notify import READY, notify
 
 WAIT_S = 120  # a bound for a loaded machine, not a speed assertion
 

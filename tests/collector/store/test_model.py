@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from index_helpers import ev
 
-from collector.store.model import build_trace
 from collector.store.codec import StoredEvent
+from collector.store.model import build_trace
 from tracehook.wire import EventType, Status
 
 pytestmark = pytest.mark.fallback

@@ -13,8 +13,6 @@ from hypothesis import strategies as st
 from index_helpers import ev
 
 from collector.index import readback
-from collector.store import codec, schema
-from collector.store.model import build_trace, could_place
 from collector.index.rollup import _part_values
 from collector.index.rollup_parts import (
     MOVED,
@@ -25,7 +23,9 @@ from collector.index.rollup_parts import (
     part_of,
     sort_entries,
 )
+from collector.store import codec, schema
 from collector.store.codec import StoredEvent
+from collector.store.model import build_trace, could_place
 from tracehook.hooks import REPLAY_TARGET_PROP
 from tracehook.wire import EventType, Status
 

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from fixtures.deps import require
 
 require("opentelemetry.sdk.trace")  # the dev extra: a missing SDK fails the run

@@ -207,7 +207,7 @@ OVERVIEW_JS = pathlib.Path(console_routes.__file__).parent / "static" / "overvie
 
 def iso(ms: int) -> str:
     """``new Date(ms).toISOString()``, as overview.js writes a listing's window."""
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="milliseconds")[:-6] + "Z"
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
 async def test_each_overview_count_opens_a_listing_of_exactly_that_many(aiohttp_client, tmp_path) -> None:
